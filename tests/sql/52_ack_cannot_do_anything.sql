@@ -1,0 +1,68 @@
+-- ack-contract §5 (acks that cannot do anything) and §6 (every per-item
+-- error string): none is ever reported as a plain success, none moves anything.
+BEGIN;
+SELECT plan(20);
+\ir lib/ack_fixture.sql
+
+-- completed, at or below the cursor
+SELECT pg_temp.setup() AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', NULL, pg_temp.items('completed:9', 'completed:3'))), 'ok noop; ok noop', 'completed at/below cursor: success, noop');
+SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=L counter=0', '... and nothing moved');
+
+-- nack, at or below the cursor: each nack kind
+SELECT pg_temp.setup() AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('failed:9', 'retry:5', 'dlq:1'))),
+          'already completed noop; already completed noop; already completed noop', 'nacks at/below cursor: already completed, noop');
+SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=L counter=0', '... charge nothing');
+SELECT is(pg_temp.dead(:'p'), '', '... and dead-letter nothing');
+
+-- transactionId never pushed
+SELECT pg_temp.setup() AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', '[{"transactionId": "nope", "status": "failed"}]')),
+          'transaction not found noop', 'unknown transactionId: transaction not found');
+SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=L counter=0', '... charges nothing');
+
+-- transactionId of another partition
+SELECT pg_temp.setup() AS p \gset
+SELECT pg_temp.setup() AS other \gset
+INSERT INTO pgcursor.transaction_index (partition_id, transaction_id, msg_offset) VALUES (:'other', 'elsewhere', 1);
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', '[{"transactionId": "elsewhere"}]')),
+          'transaction not found noop', 'transactionId of another partition: transaction not found');
+
+-- purged from the transaction index: the nack charges nothing
+SELECT pg_temp.setup() AS p \gset
+DELETE FROM pgcursor.transaction_index WHERE partition_id = :'p' AND transaction_id = 't15';
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('failed:15', 'dlq:15'))),
+          'transaction not found noop; transaction not found noop', 'purged transactionId: transaction not found');
+SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=L counter=0', 'purged: the nack charged nothing, cursor did not move');
+SELECT is(pg_temp.dead(:'p'), '', 'purged: nothing dead-lettered');
+
+-- partitionId that names no partition
+SELECT is(pg_temp.brief(pg_temp.ack(gen_random_uuid(), NULL, pg_temp.items('completed:1', 'failed:2'))),
+          'partition not found noop; partition not found noop', 'unknown partition: partition not found on every item');
+SELECT is(pg_temp.brief(pg_temp.ack(gen_random_uuid(), 'L', pg_temp.items('completed:1'))),
+          'partition not found noop', 'unknown partition is reported before the lease check');
+
+-- leaseId given, not the live lease
+SELECT pg_temp.setup() AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'X', pg_temp.items('completed:8', 'dlq:12'))),
+          'invalid or expired lease noop; invalid or expired lease noop', 'wrong lease: every item refused, even a noop one');
+SELECT is(pg_temp.dead(:'p'), '', 'wrong lease: dlq did not dead-letter');
+
+-- superseded
+SELECT pg_temp.setup() AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('completed:19', 'retry:11', 'failed:17', 'completed:11'))),
+          'superseded by an earlier nack rel noop; ok rel; superseded by an earlier nack rel noop; superseded by an earlier nack rel noop',
+          'items above the lowest nack and weaker items at it are superseded');
+SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=none counter=0', 'retry at 11 wins: nothing completed below it, so the cursor stays 9 (10 is a silent gap above no completed offset); counter untouched');
+
+-- A psql caller with malformed input gets an error, not a wrong answer.
+SELECT throws_ok($$SELECT pgcursor.ack_group('{"partitionId": "not-a-uuid", "items": []}')$$,
+                 '22023', 'partitionId must be a UUID string', 'malformed partitionId: 22023 naming the field');
+SELECT throws_ok($$SELECT pgcursor.ack_group('{"partitionId": "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061", "leaseId": 5, "items": []}')$$,
+                 '22023', 'leaseId must be a UUID string', 'malformed leaseId: 22023 naming the field');
+SELECT throws_ok($$SELECT pgcursor.ack_group('{"partitionId": "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061"}')$$,
+                 '22023', 'items must be an array', 'missing items: 22023');
+
+SELECT * FROM finish();
+ROLLBACK;

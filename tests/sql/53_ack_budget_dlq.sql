@@ -1,0 +1,94 @@
+-- ack-contract §3 step 5: the retry budget, budget-free retry, dead-lettering
+-- and discard, the reason rule, the payload snapshot, counters, and the
+-- lease-less path's teeth.
+BEGIN;
+SELECT plan(38);
+\ir lib/ack_fixture.sql
+
+-- Budget: exhausted after exactly retryLimit failed calls, charged once per call.
+SELECT pg_temp.setup(retry_limit => 2) AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', NULL, pg_temp.items('failed:12', 'failed:14', 'failed:15'))), 'ok rel; superseded by an earlier nack rel noop; superseded by an earlier nack rel noop', 'failed call 1');
+SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=none counter=1', 'several failed items charge once per call');
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', NULL, pg_temp.items('failed:12'))), 'ok rel', 'failed call 2');
+SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=none counter=2', 'counter at the limit, not yet dead-lettered');
+SELECT is(pg_temp.dead(:'p'), '', 'no dead letter before the budget is spent');
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', NULL, pg_temp.items('completed:11', 'failed:12'))), 'ok rel; ok rel dlq', 'failed call 3 dead-letters');
+SELECT is(pg_temp.state(:'p'), 'cursor=12 lease=none counter=0', 'cursor past the poison message, counter reset');
+SELECT is(pg_temp.dead(:'p'), '12:Retries exhausted:2', 'dead letter at 12, default reason, retry count recorded');
+
+-- retryLimit 0: the first failure dead-letters.
+SELECT pg_temp.setup(retry_limit => 0) AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('failed:10:boom'))), 'ok rel dlq', 'retryLimit 0: first failure dead-letters');
+SELECT is(pg_temp.dead(:'p'), '10:boom:0', '... with its own reason');
+
+-- retry never charges, however often.
+SELECT pg_temp.setup(retry_limit => 1) AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('completed:11', 'retry:12'))), 'ok rel; ok rel', 'retry: accepted, lease released');
+SELECT is(pg_temp.state(:'p'), 'cursor=11 lease=none counter=0', 'retry: cursor at the completed prefix, counter untouched');
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', NULL, pg_temp.items('retry:12'))), 'ok rel', 'retry again');
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', NULL, pg_temp.items('retry:12'))), 'ok rel', 'and again');
+SELECT is(pg_temp.state(:'p'), 'cursor=11 lease=none counter=0', 'retries never charge the budget');
+SELECT is(pg_temp.dead(:'p'), '', 'retries never dead-letter');
+
+-- retry leaves an already charged counter as it is.
+SELECT pg_temp.setup(counter => 2) AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('retry:10'))), 'ok rel', 'retry with counter 2');
+SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=none counter=2', 'retry leaves the counter at 2');
+
+-- A completed call that does not reach the batch end keeps the counter.
+SELECT pg_temp.setup(counter => 2) AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('completed:12'))), 'ok', 'partial completion');
+SELECT is(pg_temp.state(:'p'), 'cursor=12 lease=L counter=2', 'partial completion keeps lease and counter');
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('completed:19'))), 'ok rel', 'completing the batch');
+SELECT is(pg_temp.state(:'p'), 'cursor=19 lease=none counter=0', 'completing the batch resets the counter');
+
+-- Dead-lettering is off only when both flags are explicitly false (four combinations + nulls).
+SELECT pg_temp.setup(retry_limit => 0, dlq => false, dlq_after => false) AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('failed:13'))), 'ok rel', 'both false: exhausted failure is not dlq');
+SELECT is(pg_temp.state(:'p') || ' ' || pg_temp.dead(:'p') || (SELECT ' discarded=' || discarded_total FROM pgcursor.cursors WHERE partition_id = :'p'),
+          'cursor=13 lease=none counter=0  discarded=1', 'both false: discarded, cursor past it, nothing stored');
+SELECT pg_temp.setup(retry_limit => 0, dlq => true, dlq_after => false) AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('failed:13'))), 'ok rel dlq', 'deadLetterQueue true, dlqAfterMaxRetries false: dead-letters');
+SELECT pg_temp.setup(retry_limit => 0, dlq => false, dlq_after => true) AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('failed:13'))), 'ok rel dlq', 'deadLetterQueue false, dlqAfterMaxRetries true: dead-letters');
+SELECT pg_temp.setup(retry_limit => 0, dlq => true, dlq_after => true) AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('failed:13'))), 'ok rel dlq', 'both true: dead-letters');
+SELECT pg_temp.setup(retry_limit => 0, dlq => false, dlq_after => NULL) AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('failed:13'))), 'ok rel dlq', 'one false, one unset: dead-letters (unset counts as on)');
+SELECT pg_temp.setup(retry_limit => 0, dlq => false, dlq_after => false) AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('dlq:13'))), 'ok rel dlq', 'explicit dlq dead-letters even with dead-lettering off');
+
+-- Reason rule: own reason, then first available, then the default.
+SELECT pg_temp.setup(retry_limit => 0) AS p \gset
+SELECT pg_temp.ack(:'p', 'L', pg_temp.items('retry:17:later', 'failed:12:first', 'failed:12:own', 'failed:16:other'));
+SELECT is(pg_temp.dead(:'p'), '12:first:0', 'the poison message''s own reason wins (first in request order at N)');
+SELECT pg_temp.setup(retry_limit => 0) AS p \gset
+SELECT pg_temp.ack(:'p', 'L', pg_temp.items('retry:17:later', 'failed:12', 'failed:16:other'));
+SELECT is(pg_temp.dead(:'p'), '12:later:0', 'else the first reason among the nacks in request order');
+SELECT pg_temp.setup(retry_limit => 0) AS p \gset
+SELECT pg_temp.ack(:'p', 'L', pg_temp.items('failed:12', 'completed:11:ignored'));
+SELECT is(pg_temp.dead(:'p'), '12:Retries exhausted:0', 'else Retries exhausted (a completed item''s error is no reason)');
+
+-- The payload snapshot survives deleting the message.
+SELECT pg_temp.setup() AS p \gset
+SELECT pg_temp.ack(:'p', 'L', pg_temp.items('dlq:14'));
+DELETE FROM pgcursor.messages WHERE partition_id = :'p';
+SELECT is((SELECT payload FROM pgcursor.dead_letters WHERE partition_id = :'p'), '{"n": 14}'::jsonb, 'payload snapshot survives the message');
+SELECT is((SELECT transaction_id FROM pgcursor.dead_letters WHERE partition_id = :'p'), 't14', 'dead letter keeps the transactionId');
+
+-- Counters: explicit vs implicit completions, dead letters.
+SELECT pg_temp.setup() AS p \gset
+SELECT pg_temp.ack(:'p', NULL, pg_temp.items('completed:11', 'completed:14'));
+SELECT pg_temp.ack(:'p', NULL, pg_temp.items('completed:15', 'dlq:18'));
+SELECT is((SELECT format('%s/%s/%s/%s', completed_total, implicitly_completed_total, dead_lettered_total, discarded_total)
+             FROM pgcursor.cursors WHERE partition_id = :'p'),
+          '8/5/1/0', 'completed 10-17 (8); 10,12,13,16,17 were silent gaps (5 implicit); 18 dead-lettered');
+
+-- Lease-less ack while another worker holds the batch; the holder is then refused.
+SELECT pg_temp.setup() AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', NULL, pg_temp.items('failed:12'))), 'ok rel', 'lease-less nack releases the holder''s lease');
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('completed:19'))), 'invalid or expired lease rel noop', 'the holder''s later ack is refused');
+SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=none counter=1', 'the holder''s refused ack moved nothing');
+
+SELECT * FROM finish();
+ROLLBACK;
