@@ -1,0 +1,164 @@
+-- Inspection: cursors of a partition, one message and where each group stands
+-- with it, and the resource views behind /api/v1/resources/*.
+--
+--   SELECT pgcursor.cursors('0190...'::uuid);
+--   SELECT pgcursor.message('0190...'::uuid, 'order-42');
+--   SELECT pgcursor.queues_overview();
+--   SELECT pgcursor.queue_detail('orders');
+--   SELECT pgcursor.overview();
+
+-- The live lease of a cursor row as {leaseId, expiresAt, batchStart, batchEnd}, or null.
+CREATE OR REPLACE FUNCTION pgcursor.live_lease(c pgcursor.cursors)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN c.lease_expires_at > now() THEN
+        jsonb_build_object('leaseId', c.lease_id, 'expiresAt', c.lease_expires_at,
+                           'batchStart', c.batch_start, 'batchEnd', c.batch_end)
+    END
+$$;
+
+-- Messages still pending in a partition for its slowest group (all of them
+-- when no group has a cursor there yet). Offsets, so retention gaps count.
+CREATE OR REPLACE FUNCTION pgcursor.partition_depth(p pgcursor.partitions)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT p.head - coalesce(min(c.cursor), 0)
+    FROM pgcursor.cursors c WHERE c.partition_id = p.id
+$$;
+
+-- cursors: per consumer group on the partition, its whole consumption state.
+-- Unknown partition -> P0002.
+CREATE OR REPLACE FUNCTION pgcursor.cursors(pid uuid)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    answer jsonb;
+BEGIN
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'consumerGroup', c.consumer_group, 'cursor', c.cursor, 'head', p.head,
+               'lag', p.head - c.cursor, 'lease', pgcursor.live_lease(c),
+               'retryCount', c.retry_count, 'retryLimit', q.retry_limit,
+               'retriesLeft', greatest(q.retry_limit - c.retry_count, 0),
+               'completedTotal', c.completed_total,
+               'implicitlyCompletedTotal', c.implicitly_completed_total,
+               'deadLetteredTotal', c.dead_lettered_total, 'discardedTotal', c.discarded_total,
+               'lastAckAt', c.last_ack_at) ORDER BY c.consumer_group)
+             FILTER (WHERE c.partition_id IS NOT NULL), '[]'::jsonb)
+    INTO answer
+    FROM pgcursor.partitions p
+    JOIN pgcursor.queues q ON q.name = p.queue
+    LEFT JOIN pgcursor.cursors c ON c.partition_id = p.id
+    WHERE p.id = pid
+    HAVING count(p.id) > 0;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'partition not found: %', pid USING ERRCODE = 'P0002';
+    END IF;
+    RETURN answer;
+END $$;
+
+-- Where a group stands with the message at offset `off`.
+CREATE OR REPLACE FUNCTION pgcursor.message_state(c pgcursor.cursors, off bigint)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN off <= c.cursor THEN 'completed'
+        WHEN c.lease_expires_at > now() AND off BETWEEN c.batch_start AND c.batch_end THEN 'leased'
+        ELSE 'pending'
+    END
+$$;
+
+-- message: the message a transactionId names in a partition, and per group
+-- whether it is completed, leased or pending; null when unknown. A message
+-- removed by retention but still indexed comes back with a null payload.
+CREATE OR REPLACE FUNCTION pgcursor.message(pid uuid, txid text)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    off bigint;
+    m   pgcursor.messages;
+    p   pgcursor.partitions;
+BEGIN
+    SELECT t.msg_offset INTO off FROM pgcursor.transaction_index t
+    WHERE t.partition_id = pid AND t.transaction_id = txid;
+    IF off IS NULL THEN  -- purged from the index: look in the partition itself
+        SELECT min(x.msg_offset) INTO off FROM pgcursor.messages x
+        WHERE x.partition_id = pid AND x.transaction_id = txid;
+    END IF;
+    SELECT * INTO p FROM pgcursor.partitions WHERE id = pid;
+    IF off IS NULL OR p.id IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO m FROM pgcursor.messages x WHERE x.partition_id = pid AND x.msg_offset = off;
+    RETURN jsonb_build_object(
+        'transactionId', txid, 'offset', off, 'partitionId', p.id, 'partition', p.name,
+        'queue', p.queue, 'payload', m.payload, 'data', m.payload, 'createdAt', m.created_at,
+        'traceId', m.trace_id,
+        'groups', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                       'consumerGroup', c.consumer_group,
+                                       'state', pgcursor.message_state(c, off))
+                                   ORDER BY c.consumer_group), '[]'::jsonb)
+                   FROM pgcursor.cursors c WHERE c.partition_id = pid));
+END $$;
+
+-- queues_overview: {"queues":[{queue, namespace, task, partitions, depth,
+-- consumerGroups, options, createdAt}]}.
+CREATE OR REPLACE FUNCTION pgcursor.queues_overview()
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN jsonb_build_object('queues', (
+        SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'queue', q.name, 'namespace', q.namespace, 'task', q.task,
+                   'partitions', (SELECT count(*) FROM pgcursor.partitions p WHERE p.queue = q.name),
+                   'depth', (SELECT coalesce(sum(pgcursor.partition_depth(p)), 0)
+                             FROM pgcursor.partitions p WHERE p.queue = q.name),
+                   'consumerGroups', pgcursor.queue_groups(q.name),
+                   'options', pgcursor.queue_options(q), 'createdAt', q.created_at)
+                 ORDER BY q.name), '[]'::jsonb)
+        FROM pgcursor.queues q));
+END $$;
+
+-- The consumer groups that have a cursor on any partition of the queue, sorted.
+CREATE OR REPLACE FUNCTION pgcursor.queue_groups(qname text)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT coalesce(jsonb_agg(g ORDER BY g), '[]'::jsonb)
+    FROM (SELECT DISTINCT c.consumer_group AS g
+          FROM pgcursor.partitions p JOIN pgcursor.cursors c ON c.partition_id = p.id
+          WHERE p.queue = qname) d
+$$;
+
+-- queue_detail: one queue with its options, partitions (head, depth, and
+-- each group's cursor, lag and whether it holds a live lease). Unknown -> P0002.
+CREATE OR REPLACE FUNCTION pgcursor.queue_detail(qname text)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    q pgcursor.queues;
+    parts jsonb;
+BEGIN
+    SELECT * INTO q FROM pgcursor.queues WHERE name = qname;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'queue not found: %', qname USING ERRCODE = 'P0002';
+    END IF;
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'partitionId', p.id, 'partition', p.name, 'head', p.head,
+               'depth', pgcursor.partition_depth(p), 'createdAt', p.created_at,
+               'consumerGroups', (
+                   SELECT coalesce(jsonb_agg(jsonb_build_object(
+                              'consumerGroup', c.consumer_group, 'cursor', c.cursor,
+                              'lag', p.head - c.cursor, 'leased', coalesce(c.lease_expires_at > now(), false),
+                              'retryCount', c.retry_count, 'lastAckAt', c.last_ack_at)
+                            ORDER BY c.consumer_group), '[]'::jsonb)
+                   FROM pgcursor.cursors c WHERE c.partition_id = p.id))
+             ORDER BY p.name), '[]'::jsonb)
+    INTO parts
+    FROM pgcursor.partitions p WHERE p.queue = qname;
+    RETURN jsonb_build_object(
+        'queue', q.name, 'namespace', q.namespace, 'task', q.task,
+        'options', pgcursor.queue_options(q), 'createdAt', q.created_at,
+        'depth', (SELECT coalesce(sum((x ->> 'depth')::bigint), 0) FROM jsonb_array_elements(parts) x),
+        'consumerGroups', pgcursor.queue_groups(qname), 'partitions', parts);
+END $$;
+
+-- overview: {queues, partitions, messages (stored), deadLetters} counts.
+CREATE OR REPLACE FUNCTION pgcursor.overview()
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'queues', (SELECT count(*) FROM pgcursor.queues),
+        'partitions', (SELECT count(*) FROM pgcursor.partitions),
+        'messages', (SELECT count(*) FROM pgcursor.messages),
+        'deadLetters', (SELECT count(*) FROM pgcursor.dead_letters))
+$$;

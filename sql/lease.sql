@@ -1,0 +1,35 @@
+-- Lease extension: a worker that needs longer keeps its partitions.
+--
+--   SELECT pgcursor.extend_lease('{"leaseId":"0190...","seconds":60}');
+
+-- extend_lease: {"leaseId","seconds"?} -> {leaseId, success, newExpiresAt, renewed, error}.
+-- Every LIVE cursor row holding the lease is pushed to
+-- greatest(current expiry, now + seconds); seconds defaults to each row's
+-- queue leaseTime. An expired, released or unknown lease renews nothing.
+CREATE OR REPLACE FUNCTION pgcursor.extend_lease(req jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    lease_text text := pgcursor.optional_text(req, 'leaseId');
+    secs       integer := pgcursor.positive_int_arg(req, 'seconds', NULL);
+    lease      uuid;
+    renewed    integer;
+    expires    timestamptz;
+BEGIN
+    IF lease_text IS NULL
+       OR lease_text !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' THEN
+        RAISE EXCEPTION 'leaseId is required and must be a UUID string' USING ERRCODE = '22023';
+    END IF;
+    lease := lease_text::uuid;
+    WITH extended AS (
+        UPDATE pgcursor.cursors c
+        SET lease_expires_at = greatest(c.lease_expires_at,
+                                        now() + coalesce(secs, q.lease_time) * interval '1 second')
+        FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
+        WHERE c.lease_id = lease AND c.lease_expires_at > now() AND p.id = c.partition_id
+        RETURNING c.lease_expires_at
+    )
+    SELECT count(*), max(lease_expires_at) INTO renewed, expires FROM extended;
+    RETURN jsonb_build_object(
+        'leaseId', lease, 'success', renewed > 0, 'newExpiresAt', expires, 'renewed', renewed,
+        'error', CASE WHEN renewed = 0 THEN 'invalid or expired lease' END);
+END $$;

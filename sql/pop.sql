@@ -1,0 +1,222 @@
+-- Pop: lease, for one consumer group, the next batch of one or more
+-- partitions: cursor+1 .. min(cursor+batch, head), skipping partitions whose
+-- lease for that group is live. All partitions claimed by one call share one
+-- leaseId and the total number of messages is capped at batch.
+--
+--   SELECT pgcursor.pop('{"queue":"orders","batch":10}');
+--   SELECT pgcursor.pop('{"namespace":"shop","partitions":4,"batch":100,"consumerGroup":"billing"}');
+--   SELECT pgcursor.pop('{"queue":"orders","consumerGroup":"audit","subscriptionMode":"new","autoAck":true}');
+
+-- A positive integer argument (JSON number or digit string); absent or null = dflt.
+CREATE OR REPLACE FUNCTION pgcursor.positive_int_arg(req jsonb, key text, dflt integer)
+RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v jsonb := req -> key;
+    n numeric;
+BEGIN
+    IF v IS NULL OR v = 'null'::jsonb THEN
+        RETURN dflt;
+    END IF;
+    IF jsonb_typeof(v) = 'number' THEN
+        n := v::numeric;
+    ELSIF jsonb_typeof(v) = 'string' AND (v #>> '{}') ~ '^\s*[0-9]{1,10}\s*$' THEN
+        n := (v #>> '{}')::numeric;
+    END IF;
+    IF n IS NULL OR n <> trunc(n) OR n < 1 OR n > 2147483647 THEN
+        RAISE EXCEPTION '% must be a positive integer', key USING ERRCODE = '22023';
+    END IF;
+    RETURN n::integer;
+END $$;
+
+-- A boolean argument (JSON boolean or "true"/"false"); absent or null = dflt.
+CREATE OR REPLACE FUNCTION pgcursor.bool_arg(req jsonb, key text, dflt boolean)
+RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v jsonb := req -> key;
+BEGIN
+    IF v IS NULL OR v = 'null'::jsonb THEN
+        RETURN dflt;
+    ELSIF jsonb_typeof(v) = 'boolean' THEN
+        RETURN v::boolean;
+    ELSIF v IN ('"true"'::jsonb, '"false"'::jsonb) THEN
+        RETURN (v #>> '{}')::boolean;
+    END IF;
+    RAISE EXCEPTION '% must be a boolean', key USING ERRCODE = '22023';
+END $$;
+
+-- subscriptionMode: 'all' (default) or 'new'.
+CREATE OR REPLACE FUNCTION pgcursor.subscription_mode(req jsonb)
+RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    mode text := coalesce(pgcursor.optional_text(req, 'subscriptionMode'), 'all');
+BEGIN
+    IF mode NOT IN ('all', 'new') THEN
+        RAISE EXCEPTION 'subscriptionMode must be "all" or "new"' USING ERRCODE = '22023';
+    END IF;
+    RETURN mode;
+END $$;
+
+-- subscriptionFrom: an ISO timestamp (or anything timestamptz accepts, e.g. 'now'), or null.
+CREATE OR REPLACE FUNCTION pgcursor.subscription_from(req jsonb)
+RETURNS timestamptz LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    since text := pgcursor.optional_text(req, 'subscriptionFrom');
+BEGIN
+    RETURN since::timestamptz;
+EXCEPTION WHEN data_exception THEN
+    RAISE EXCEPTION 'subscriptionFrom must be an ISO timestamp' USING ERRCODE = '22023';
+END $$;
+
+-- The partitions a pop may draw from: those of `queue` (only `partition` if
+-- given), or of every queue matching `namespace` and/or `task`.
+CREATE OR REPLACE FUNCTION pgcursor.pop_selection(req jsonb)
+RETURNS uuid[] LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    qname text := pgcursor.optional_text(req, 'queue');
+    part  text := pgcursor.optional_text(req, 'partition');
+    ns    text := pgcursor.optional_text(req, 'namespace');
+    tk    text := pgcursor.optional_text(req, 'task');
+BEGIN
+    IF qname IS NOT NULL THEN
+        IF NOT EXISTS (SELECT 1 FROM pgcursor.queues WHERE name = qname) THEN
+            RAISE EXCEPTION 'queue not found: %', qname USING ERRCODE = 'P0002';
+        END IF;
+        RETURN ARRAY(SELECT id FROM pgcursor.partitions
+                     WHERE queue = qname AND (part IS NULL OR name = part));
+    ELSIF part IS NOT NULL THEN
+        RAISE EXCEPTION 'partition requires queue' USING ERRCODE = '22023';
+    ELSIF ns IS NULL AND tk IS NULL THEN
+        RAISE EXCEPTION 'queue, or namespace and/or task, is required' USING ERRCODE = '22023';
+    END IF;
+    RETURN ARRAY(SELECT p.id FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
+                 WHERE (ns IS NULL OR q.namespace = ns) AND (tk IS NULL OR q.task = tk));
+END $$;
+
+-- Where a group's new cursor on partition p starts. A group already present on
+-- the queue subscribed before this partition was seen: it starts at 0. A new
+-- group starts at 0 (mode all), at the head (mode new), or just before the
+-- first message created at or after `since`.
+CREATE OR REPLACE FUNCTION pgcursor.start_cursor(
+    p pgcursor.partitions, grp text, mode text, since timestamptz)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN (mode = 'all' AND since IS NULL)
+             OR EXISTS (SELECT 1 FROM pgcursor.partitions o
+                        JOIN pgcursor.cursors c ON c.partition_id = o.id AND c.consumer_group = grp
+                        WHERE o.queue = p.queue) THEN 0
+        WHEN since IS NULL THEN p.head
+        ELSE coalesce((SELECT min(m.msg_offset) - 1 FROM pgcursor.messages m
+                       WHERE m.partition_id = p.id AND m.created_at >= since), p.head)
+    END
+$$;
+
+-- Creates the group's missing cursor rows. When any selected partition lacks
+-- one, rows are made for every partition of the queues involved, so the
+-- group's subscription point is fixed for the whole queue at its first pop.
+CREATE OR REPLACE FUNCTION pgcursor.ensure_cursors(
+    sel uuid[], grp text, mode text, since timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM unnest(sel) s(id)
+                   WHERE NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
+                                     WHERE c.partition_id = s.id AND c.consumer_group = grp)) THEN
+        RETURN;
+    END IF;
+    INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
+    SELECT p.id, grp, pgcursor.start_cursor(p, grp, mode, since)
+    FROM pgcursor.partitions p
+    WHERE p.queue IN (SELECT queue FROM pgcursor.partitions WHERE id = ANY (sel))
+      AND NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
+                      WHERE c.partition_id = p.id AND c.consumer_group = grp)
+    ORDER BY p.id  -- same order in every pop: concurrent first pops wait, never deadlock
+    ON CONFLICT DO NOTHING;
+END $$;
+
+-- Claims up to nparts partitions with pending messages and no live lease for
+-- the group, fairest first (queue priority, then least recently acked or
+-- leased), giving each min(pending, what is left of batch). Rows are locked
+-- SKIP LOCKED and the lease condition is re-checked on the locked version, so
+-- no two pops of one group ever hold one partition. With lease_id null
+-- (autoAck) the batch is completed on the spot instead of leased.
+CREATE OR REPLACE FUNCTION pgcursor.claim_batches(
+    sel uuid[], grp text, batch integer, nparts integer, lease uuid)
+RETURNS TABLE (rank bigint, partition_id uuid, queue text, partition text,
+               batch_start bigint, batch_end bigint, retry_count integer)
+LANGUAGE sql AS $$
+    WITH locked AS (
+        SELECT c.partition_id, c.cursor, c.retry_count, p.head, p.queue, p.name, q.lease_time,
+               q.priority, greatest(c.last_ack_at, c.lease_expires_at) AS last_served
+        FROM pgcursor.cursors c
+        JOIN pgcursor.partitions p ON p.id = c.partition_id
+        JOIN pgcursor.queues q ON q.name = p.queue
+        WHERE c.partition_id = ANY (sel) AND c.consumer_group = grp
+          AND c.cursor < p.head
+          AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+        ORDER BY q.priority DESC, greatest(c.last_ack_at, c.lease_expires_at) NULLS FIRST, c.partition_id
+        LIMIT nparts
+        FOR UPDATE OF c SKIP LOCKED
+    ), ranked AS (
+        SELECT l.*, row_number() OVER (ORDER BY l.priority DESC, l.last_served NULLS FIRST, l.partition_id) AS rank
+        FROM locked l
+    ), alloc AS (
+        SELECT r.*, least(r.head - r.cursor,
+                          batch - coalesce(sum(r.head - r.cursor) OVER (
+                              ORDER BY r.rank ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)) AS take
+        FROM ranked r
+    ), claimed AS (
+        UPDATE pgcursor.cursors c SET
+            lease_id         = lease,
+            lease_expires_at = CASE WHEN lease IS NULL THEN NULL ELSE now() + a.lease_time * interval '1 second' END,
+            batch_start      = CASE WHEN lease IS NULL THEN NULL ELSE a.cursor + 1 END,
+            batch_end        = CASE WHEN lease IS NULL THEN NULL ELSE a.cursor + a.take END,
+            cursor           = CASE WHEN lease IS NULL THEN a.cursor + a.take ELSE c.cursor END,
+            completed_total  = c.completed_total + CASE WHEN lease IS NULL THEN a.take ELSE 0 END,
+            last_ack_at      = CASE WHEN lease IS NULL THEN now() ELSE c.last_ack_at END,
+            retry_count      = CASE WHEN lease IS NULL THEN 0 ELSE c.retry_count END
+        FROM alloc a
+        WHERE a.take > 0 AND c.partition_id = a.partition_id AND c.consumer_group = grp
+        RETURNING a.rank, a.partition_id, a.queue, a.name, a.cursor + 1, a.cursor + a.take, a.retry_count
+    )
+    SELECT * FROM claimed ORDER BY rank
+$$;
+
+-- pop: see the header. Nothing available -> {"success":true,"messages":[],...nulls}.
+CREATE OR REPLACE FUNCTION pgcursor.pop(req jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    grp    text := coalesce(pgcursor.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__');
+    batch  integer := pgcursor.positive_int_arg(req, 'batch', 1);
+    nparts integer := pgcursor.positive_int_arg(req, 'partitions', 1);
+    auto   boolean := pgcursor.bool_arg(req, 'autoAck', false);
+    mode   text := pgcursor.subscription_mode(req);
+    since  timestamptz := pgcursor.subscription_from(req);
+    sel    uuid[] := pgcursor.pop_selection(req);
+    lease  uuid := CASE WHEN auto THEN NULL ELSE pgcursor.uuidv7() END;
+    claims jsonb;
+    msgs   jsonb;
+BEGIN
+    PERFORM pgcursor.ensure_cursors(sel, grp, mode, since);
+    SELECT jsonb_agg(to_jsonb(b) ORDER BY b.rank) INTO claims
+    FROM pgcursor.claim_batches(sel, grp, batch, nparts, lease) b;
+    IF claims IS NULL THEN
+        RETURN jsonb_build_object('success', true, 'queue', NULL, 'partition', NULL, 'partitionId', NULL,
+                                  'leaseId', NULL, 'consumerGroup', grp, 'messages', '[]'::jsonb,
+                                  'partitionsClaimed', 0);
+    END IF;
+    -- Offsets deleted by retention inside a claimed range are simply absent.
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'transactionId', m.transaction_id, 'partitionId', b.partition_id,
+               'partition', b.partition, 'queue', b.queue, 'offset', m.msg_offset,
+               'leaseId', lease, 'consumerGroup', grp, 'data', m.payload, 'payload', m.payload,
+               'createdAt', m.created_at, 'traceId', m.trace_id, 'retryCount', b.retry_count)
+             ORDER BY b.rank, m.msg_offset), '[]'::jsonb) INTO msgs
+    FROM jsonb_to_recordset(claims) AS b(rank bigint, partition_id uuid, queue text, partition text,
+                                         batch_start bigint, batch_end bigint, retry_count integer)
+    JOIN pgcursor.messages m
+      ON m.partition_id = b.partition_id AND m.msg_offset BETWEEN b.batch_start AND b.batch_end;
+    RETURN jsonb_build_object('success', true, 'queue', claims -> 0 ->> 'queue',
+                              'partition', claims -> 0 ->> 'partition',
+                              'partitionId', claims -> 0 ->> 'partition_id', 'leaseId', lease,
+                              'consumerGroup', grp, 'messages', msgs,
+                              'partitionsClaimed', jsonb_array_length(claims));
+END $$;

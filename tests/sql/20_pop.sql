@@ -1,0 +1,182 @@
+-- pgcursor.pop: leasing, capping, live-lease skip, re-lease after expiry,
+-- multi-partition pops, groups, subscription modes, autoAck, concurrency.
+BEGIN;
+SELECT plan(60);
+
+-- offsets of a pop answer's messages, in answer order
+CREATE FUNCTION pg_temp.offs(answer jsonb) RETURNS bigint[] LANGUAGE sql AS $$
+    SELECT coalesce(array_agg((m ->> 'offset')::bigint ORDER BY n), '{}')
+    FROM jsonb_array_elements(answer -> 'messages') WITH ORDINALITY AS a(m, n)
+$$;
+-- the cursor row of (queue, partition, group)
+CREATE FUNCTION pg_temp.cur(q text, part text, grp text) RETURNS pgcursor.cursors LANGUAGE sql AS $$
+    SELECT c.* FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
+    WHERE p.queue = q AND p.name = part AND c.consumer_group = grp
+$$;
+CREATE FUNCTION pg_temp.fill(q text, part text, n int) RETURNS void LANGUAGE sql AS $$
+    SELECT FROM pgcursor.push(jsonb_build_object('items', (
+        SELECT jsonb_agg(jsonb_build_object('queue', q, 'partition', part, 'payload', jsonb_build_object('k', k),
+                                            'transactionId', part || '-' || k) ORDER BY k)
+        FROM generate_series(1, n) k)))
+$$;
+SELECT pg_temp.fill('t20', 'p1', 5);
+
+-- errors
+SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20-nope"}')$$, 'P0002', 'queue not found: t20-nope', 'unknown queue: P0002');
+SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","batch":0}')$$, '22023', 'batch must be a positive integer', 'batch 0');
+SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","batch":"x"}')$$, '22023', 'batch must be a positive integer', 'batch not a number');
+SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","partitions":-1}')$$, '22023', 'partitions must be a positive integer', 'partitions < 1');
+SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","subscriptionMode":"old"}')$$, '22023', 'subscriptionMode must be "all" or "new"', 'bad subscriptionMode');
+SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","subscriptionFrom":"yesterday-ish"}')$$, '22023', 'subscriptionFrom must be an ISO timestamp', 'bad subscriptionFrom');
+SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","autoAck":"maybe"}')$$, '22023', 'autoAck must be a boolean', 'bad autoAck');
+SELECT throws_ok($$SELECT pgcursor.pop('{"batch":1}')$$, '22023', 'queue, or namespace and/or task, is required', 'no selection');
+
+-- a first pop leases cursor+1 .. cursor+batch
+CREATE TEMP TABLE a1 ON COMMIT DROP AS SELECT pgcursor.pop('{"queue":"t20","batch":2}') AS r;
+SELECT is(pg_temp.offs(r), '{1,2}', 'first pop: offsets 1..2') FROM a1;
+SELECT is(r - 'leaseId' - 'messages' - 'partitionId',
+          '{"success":true,"queue":"t20","partition":"p1","consumerGroup":"__QUEUE_MODE__","partitionsClaimed":1}',
+          'answer header') FROM a1;
+SELECT is((r ->> 'partitionId')::uuid, (SELECT id FROM pgcursor.partitions WHERE queue = 't20' AND name = 'p1'), 'partitionId') FROM a1;
+SELECT matches(r ->> 'leaseId', '^[0-9a-f]{8}-[0-9a-f]{4}-7', 'leaseId is a UUIDv7') FROM a1;
+SELECT is((r -> 'messages' -> 0) - 'leaseId' - 'partitionId' - 'createdAt',
+          '{"transactionId":"p1-1","partition":"p1","queue":"t20","offset":1,"consumerGroup":"__QUEUE_MODE__",
+            "data":{"k":1},"payload":{"k":1},"traceId":null,"retryCount":0}', 'message fields') FROM a1;
+SELECT is(r -> 'messages' -> 1 ->> 'leaseId', r ->> 'leaseId', 'message carries the leaseId') FROM a1;
+SELECT is((r -> 'messages' -> 0 ->> 'createdAt')::timestamptz, now(), 'createdAt is an RFC 3339 timestamp') FROM a1;
+SELECT is((c).lease_id, (r ->> 'leaseId')::uuid, 'cursor row holds the lease')
+FROM a1, pg_temp.cur('t20', 'p1', '__QUEUE_MODE__') c;
+SELECT is(ARRAY[(c).cursor, (c).batch_start, (c).batch_end], '{0,1,2}', 'cursor 0, batch 1..2')
+FROM pg_temp.cur('t20', 'p1', '__QUEUE_MODE__') c;
+SELECT is((c).lease_expires_at, now() + interval '300 seconds', 'expires after the queue leaseTime')
+FROM pg_temp.cur('t20', 'p1', '__QUEUE_MODE__') c;
+
+-- a live lease is skipped; other groups are independent and capped at the head
+SELECT is(pgcursor.pop('{"queue":"t20","batch":2}'),
+          '{"success":true,"queue":null,"partition":null,"partitionId":null,"leaseId":null,
+            "consumerGroup":"__QUEUE_MODE__","messages":[],"partitionsClaimed":0}', 'live lease: nothing to pop');
+SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20","batch":10,"consumerGroup":"g2"}')), '{1,2,3,4,5}',
+          'another group gets everything, capped at the head');
+SELECT is((pg_temp.cur('t20', 'p1', 'g2')).batch_end, 5::bigint, 'capped batch end = head');
+
+-- after expiry the next pop re-leases from cursor+1; the retry counter is not touched
+UPDATE pgcursor.cursors c SET lease_expires_at = now() - interval '1 s', retry_count = 2
+FROM pgcursor.partitions p WHERE p.id = c.partition_id AND p.queue = 't20' AND c.consumer_group = '__QUEUE_MODE__';
+CREATE TEMP TABLE a2 ON COMMIT DROP AS SELECT pgcursor.pop('{"queue":"t20","batch":3}') AS r;
+SELECT is(pg_temp.offs(r), '{1,2,3}', 'expired lease: re-leased from cursor+1') FROM a2;
+SELECT isnt(r ->> 'leaseId', (SELECT r ->> 'leaseId' FROM a1), 'with a new leaseId') FROM a2;
+SELECT is((pg_temp.cur('t20', 'p1', '__QUEUE_MODE__')).retry_count, 2, 'retry counter untouched by pop');
+SELECT is((r -> 'messages' -> 0 ->> 'retryCount')::int, 2, 'messages report the retry counter') FROM a2;
+-- once the cursor moved (as an ack would), the next batch follows it
+UPDATE pgcursor.cursors c SET cursor = 3, lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL
+FROM pgcursor.partitions p WHERE p.id = c.partition_id AND p.queue = 't20' AND c.consumer_group = '__QUEUE_MODE__';
+SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20","batch":3}')), '{4,5}', 'next pop starts after the cursor');
+SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20","batch":"3","consumerGroup":"g3"}')), '{1,2,3}', 'batch as a digit string');
+
+-- several partitions under one leaseId, total capped at batch
+SELECT pg_temp.fill('t20m', part, 3) FROM unnest(ARRAY['a', 'b', 'c']) part;
+CREATE TEMP TABLE m1 ON COMMIT DROP AS SELECT pgcursor.pop('{"queue":"t20m","batch":5,"partitions":3}') AS r;
+SELECT is(pg_temp.offs(r), '{1,2,3,1,2}', 'first partition whole, second capped: partition then offset order') FROM m1;
+SELECT is((r ->> 'partitionsClaimed')::int, 2, 'two partitions claimed') FROM m1;
+SELECT is((SELECT count(DISTINCT x ->> 'leaseId')::int FROM jsonb_array_elements(r -> 'messages') x), 1,
+          'one leaseId for all messages') FROM m1;
+SELECT is((SELECT count(DISTINCT x ->> 'partitionId')::int FROM jsonb_array_elements(r -> 'messages') x), 2,
+          'messages from two partitions') FROM m1;
+SELECT is((SELECT array_agg(c.batch_end - c.batch_start + 1 ORDER BY c.batch_end DESC) FROM pgcursor.cursors c
+           WHERE c.lease_id = (r ->> 'leaseId')::uuid), '{3,2}'::bigint[], 'two cursor rows leased: 3 + 2') FROM m1;
+SELECT is(r ->> 'partitionId', r -> 'messages' -> 0 ->> 'partitionId', 'header names the first claimed partition') FROM m1;
+SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20m","batch":10,"partitions":3}')), '{1,2,3}',
+          'the next pop gets only the unleased partition');
+SELECT is(pgcursor.pop('{"queue":"t20m","batch":10,"partitions":3}') -> 'messages', '[]', 'then nothing');
+SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20m","partition":"b","consumerGroup":"gb","batch":9}')), '{1,2,3}',
+          'a partition-scoped pop');
+SELECT is((SELECT count(*)::int FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
+           WHERE p.queue = 't20m' AND c.consumer_group = 'gb' AND c.lease_id IS NULL AND c.cursor = 0), 2,
+          'the group''s other partitions got cursor rows, unleased');
+
+-- namespace / task selection
+SELECT FROM pgcursor.configure('{"queue":"t20ns","namespace":"ns20","task":"task20"}');
+SELECT pg_temp.fill('t20ns', 'Default', 2);
+SELECT is(pg_temp.offs(pgcursor.pop('{"namespace":"ns20","batch":5}')), '{1,2}', 'pop by namespace');
+SELECT is(pg_temp.offs(pgcursor.pop('{"task":"task20","consumerGroup":"gt","batch":5}')), '{1,2}', 'pop by task');
+SELECT is(pgcursor.pop('{"namespace":"ns20","task":"other"}') -> 'messages', '[]', 'no matching queue: empty, not an error');
+
+-- subscriptionMode new: a new group starts at the head
+SELECT is(pgcursor.pop('{"queue":"t20","consumerGroup":"late","subscriptionMode":"new"}') -> 'messages', '[]',
+          'mode new: nothing old is delivered');
+SELECT is((pg_temp.cur('t20', 'p1', 'late')).cursor, 5::bigint, 'cursor created at the head');
+SELECT pg_temp.fill('t20', 'p1', 6);  -- 1..5 duplicates, 6 new
+SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20","consumerGroup":"late","subscriptionMode":"new","batch":5}')), '{6}',
+          'mode new: later messages are delivered');
+-- a group already on the queue starts new partitions at 0, whatever the mode
+SELECT pg_temp.fill('t20', 'p9', 2);
+SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20","partition":"p9","consumerGroup":"late","subscriptionMode":"new","batch":5}')),
+          '{1,2}', 'a known group gets a new partition from the start');
+-- mode only applies at creation: an existing cursor is left alone
+SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20","partition":"p1","consumerGroup":"g3","subscriptionMode":"new","batch":10}')),
+          '{}', 'existing group with a live lease: nothing, no reset');
+SELECT is((pg_temp.cur('t20', 'p1', 'g3')).cursor, 0::bigint, 'existing cursor not moved by subscriptionMode');
+
+-- subscriptionFrom: offsets 1..6 created 5h ago .. now
+UPDATE pgcursor.messages m SET created_at = now() - (6 - m.msg_offset) * interval '1 hour'
+FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = 't20' AND p.name = 'p1';
+SELECT is(pg_temp.offs(pgcursor.pop(jsonb_build_object('queue', 't20', 'partition', 'p1', 'consumerGroup', 'from',
+                                                       'subscriptionFrom', now() - interval '150 minutes', 'batch', 10))),
+          '{4,5,6}', 'subscriptionFrom: starts at the first message created at or after it');
+SELECT is((pg_temp.cur('t20', 'p1', 'from')).cursor, 3::bigint, 'cursor just before it');
+SELECT is(pgcursor.pop(jsonb_build_object('queue', 't20', 'partition', 'p1', 'consumerGroup', 'future',
+                                          'subscriptionFrom', now() + interval '1 hour')) -> 'messages', '[]',
+          'subscriptionFrom after every message: nothing');
+SELECT is((pg_temp.cur('t20', 'p1', 'future')).cursor, 6::bigint, 'cursor at the head');
+
+-- autoAck completes on delivery
+CREATE TEMP TABLE aa ON COMMIT DROP AS
+SELECT pgcursor.pop('{"queue":"t20","partition":"p1","consumerGroup":"auto","autoAck":true,"batch":4}') AS r;
+SELECT is(pg_temp.offs(r), '{1,2,3,4}', 'autoAck delivers the batch') FROM aa;
+SELECT is(r -> 'leaseId', 'null', 'no leaseId under autoAck') FROM aa;
+SELECT is(ARRAY[(c).cursor, (c).completed_total], '{4,4}', 'cursor and completed_total moved')
+FROM pg_temp.cur('t20', 'p1', 'auto') c;
+SELECT ok((c).lease_id IS NULL AND (c).lease_expires_at IS NULL AND (c).batch_start IS NULL, 'no lease left behind')
+FROM pg_temp.cur('t20', 'p1', 'auto') c;
+SELECT is((c).last_ack_at, now(), 'last_ack_at set')
+FROM pg_temp.cur('t20', 'p1', 'auto') c;
+SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20","partition":"p1","consumerGroup":"auto","autoAck":true,"batch":4}')),
+          '{5,6}', 'the next autoAck pop continues');
+
+-- messages removed by retention inside the range are simply absent
+DELETE FROM pgcursor.messages m USING pgcursor.partitions p
+WHERE p.id = m.partition_id AND p.queue = 't20' AND p.name = 'p1' AND m.msg_offset = 2;
+SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20","partition":"p1","consumerGroup":"gap","batch":3}')), '{1,3}',
+          'deleted offset absent from the batch');
+
+-- 8 concurrent pops of one group never share a partition (committed through
+-- dblink: 4 partitions x 10 messages; each pop holds its locks for 0.3 s)
+CREATE EXTENSION IF NOT EXISTS dblink;
+CREATE FUNCTION pg_temp.connstr() RETURNS text LANGUAGE sql AS $$
+    SELECT format('dbname=%s user=%s port=%s host=%s', current_database(), current_user, current_setting('port'),
+                  coalesce(nullif(split_part(current_setting('unix_socket_directories'), ',', 1), ''), 'localhost'))
+$$;
+DO $$ BEGIN
+    FOR i IN 1..8 LOOP PERFORM dblink_connect('t20c' || i, pg_temp.connstr()); END LOOP;
+    PERFORM * FROM dblink('t20c1', $q$SELECT pgcursor.delete_queue('t20_concurrent'),
+        pgcursor.push(jsonb_build_object('items', (SELECT jsonb_agg(jsonb_build_object('queue', 't20_concurrent',
+            'partition', 'p' || (k % 4), 'payload', k)) FROM generate_series(0, 39) k)))$q$) AS t(a jsonb, b jsonb);
+    FOR i IN 1..8 LOOP
+        PERFORM dblink_send_query('t20c' || i, $q$SELECT pgcursor.pop('{"queue":"t20_concurrent","batch":100}'),
+                                                         pg_sleep(0.3)$q$);
+    END LOOP;
+END $$;
+CREATE TEMP TABLE cc ON COMMIT DROP AS
+SELECT i, (SELECT r FROM dblink_get_result('t20c' || i) AS t(r jsonb, s text)) AS r FROM generate_series(1, 8) i;
+SELECT is((SELECT count(*)::int FROM cc WHERE jsonb_array_length(r -> 'messages') = 10), 4, 'four pops got a whole partition');
+SELECT is((SELECT count(*)::int FROM cc WHERE jsonb_array_length(r -> 'messages') = 0), 4, 'four pops got nothing');
+SELECT is((SELECT count(DISTINCT r ->> 'partitionId')::int FROM cc WHERE r ->> 'partitionId' IS NOT NULL), 4,
+          'no partition handed out twice');
+DO $$ BEGIN
+    FOR i IN 1..8 LOOP PERFORM * FROM dblink_get_result('t20c' || i) AS t(r jsonb, s text); END LOOP;
+    PERFORM * FROM dblink('t20c1', $q$SELECT pgcursor.delete_queue('t20_concurrent')$q$) AS t(x jsonb);
+    FOR i IN 1..8 LOOP PERFORM dblink_disconnect('t20c' || i); END LOOP;
+END $$;
+
+SELECT * FROM finish();
+ROLLBACK;
