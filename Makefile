@@ -1,0 +1,54 @@
+# The documented way to work on pgcursor. `make run` and `make test` need
+# only PostgreSQL's server binaries (installed by `make deps` when root on Debian).
+
+SHELL := /bin/bash
+PG_DATA := .data/pg
+APT_PACKAGES := postgresql postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
+
+.PHONY: deps build run db-up db-down test fmt lint
+
+# Install what is missing: PostgreSQL 15 server, pgTAP, pg_prove; rustfmt and clippy.
+deps:
+	@missing=; \
+	[ -x /usr/lib/postgresql/15/bin/initdb ] || missing="$$missing postgresql"; \
+	[ -f /usr/share/postgresql/15/extension/pgtap.control ] || missing="$$missing pgtap"; \
+	command -v pg_prove >/dev/null || missing="$$missing pg_prove"; \
+	if [ -n "$$missing" ]; then \
+		echo "missing:$$missing"; \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PACKAGES); \
+		else \
+			echo "run: sudo apt-get update && sudo apt-get install -y $(APT_PACKAGES)"; exit 1; \
+		fi; \
+	fi
+	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+
+build:
+	cargo build --workspace --all-targets
+
+# Serves on 0.0.0.0:6632; without DATABASE_URL, on the private cluster in .data/pg.
+run: deps
+	cargo build --release -p gateway
+	@if [ -z "$$DATABASE_URL" ]; then \
+		DATABASE_URL=$$(scripts/pg.sh start $(PG_DATA) | tail -n1); \
+	fi; \
+	export DATABASE_URL; \
+	echo "database: $$DATABASE_URL"; \
+	exec target/release/gateway
+
+db-up:
+	@scripts/pg.sh start $(PG_DATA)
+
+db-down:
+	@scripts/pg.sh stop $(PG_DATA)
+
+test: deps build
+	scripts/test.sh
+
+fmt:
+	cargo fmt --all
+
+lint:
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings

@@ -1,0 +1,30 @@
+//! Embeds every `sql/*.sql` file, sorted by name, as `SQL_FILES` so the
+//! binary carries its stored functions (see src/db.rs).
+
+use std::path::{Path, PathBuf};
+use std::{env, fs};
+
+fn main() {
+    println!("cargo:rerun-if-changed=../sql");
+    println!("cargo:rerun-if-changed=../migrations");
+
+    let sql_dir = Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("../sql");
+    let mut files: Vec<PathBuf> = fs::read_dir(&sql_dir)
+        .map(|dir| dir.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default(); // no sql/ yet: nothing to embed
+    files.retain(|p| p.extension().is_some_and(|e| e == "sql") && p.is_file());
+    files.sort();
+
+    let mut out = String::from("pub const SQL_FILES: &[(&str, &str)] = &[\n");
+    for path in &files {
+        let name = path.file_name().unwrap().to_string_lossy();
+        let full = path.canonicalize().unwrap();
+        out += &format!(
+            "    ({name:?}, include_str!({:?})),\n",
+            full.display().to_string()
+        );
+    }
+    out += "];\n";
+    let dest = Path::new(&env::var("OUT_DIR").unwrap()).join("sql_files.rs");
+    fs::write(dest, out).unwrap();
+}

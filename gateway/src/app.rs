@@ -1,0 +1,135 @@
+//! The HTTP application: shared state, route mounting, JSON errors, serving.
+
+use actix_web::body::MessageBody;
+use actix_web::dev::ServiceResponse;
+use actix_web::error::JsonPayloadError;
+use actix_web::http::header::CONTENT_TYPE;
+use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use deadpool_postgres::Pool;
+use serde_json::json;
+use tracing::{info, warn};
+
+use crate::auth::Auth;
+use crate::config::{Command, Config};
+use crate::db::{self, BootstrapError};
+use crate::error::ApiError;
+use crate::routes;
+
+/// What every handler can reach through `web::Data<AppState>`.
+pub struct AppState {
+    pub pool: Pool,
+    pub config: Config,
+    pub auth: Auth,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error(transparent)]
+    Bootstrap(#[from] BootstrapError),
+    #[error("cannot listen on {bind}: {source}")]
+    Bind {
+        bind: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("server failed: {0}")]
+    Serve(std::io::Error),
+}
+
+/// Mounts every route family, and the JSON 404 for everything else.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    routes::configure(cfg);
+    cfg.default_service(web::to(no_such_route));
+}
+
+async fn no_such_route() -> Result<HttpResponse, ApiError> {
+    Err(ApiError::NotFound("no such route".into()))
+}
+
+/// Bootstraps the schema, then serves (or stops there for `gateway migrate`).
+pub async fn run(config: Config) -> Result<(), StartupError> {
+    let mut client = db::connect_with_retry(&config.database_url, db::CONNECT_PATIENCE).await?;
+    db::bootstrap(&mut client).await?;
+    drop(client);
+    if config.command == Some(Command::Migrate) {
+        info!("schema is up to date");
+        return Ok(());
+    }
+    serve(config).await
+}
+
+/// Serves until SIGTERM/SIGINT; actix then drains in-flight requests.
+pub async fn serve(config: Config) -> Result<(), StartupError> {
+    let auth = config.tokens.clone().unwrap_or_default();
+    if !auth.is_enabled() {
+        warn!(
+            "PGCURSOR_TOKENS is empty: authentication is OFF, the broker is open to anyone who can reach {}",
+            config.bind
+        );
+    }
+    let bind = config.bind;
+    let limit = config.max_body_bytes;
+    let state = web::Data::new(AppState {
+        pool: db::pool(&config),
+        config,
+        auth,
+    });
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .app_data(web::PayloadConfig::new(limit))
+            .app_data(
+                web::JsonConfig::default()
+                    .limit(limit)
+                    .content_type_required(false)
+                    .error_handler(json_payload_error),
+            )
+            .wrap(ErrorHandlers::new().default_handler(move |res| json_errors(res, limit)))
+            .configure(configure)
+    })
+    .shutdown_timeout(10)
+    .bind(bind)
+    .map_err(|source| StartupError::Bind { bind, source })?;
+    info!("listening on http://{bind}");
+    server.run().await.map_err(StartupError::Serve)
+}
+
+fn json_payload_error(e: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
+    match e {
+        JsonPayloadError::Overflow { limit }
+        | JsonPayloadError::OverflowKnownLength { limit, .. } => {
+            ApiError::PayloadTooLarge(format!("request body exceeds {limit} bytes")).into()
+        }
+        other => ApiError::BadRequest(format!("invalid JSON body: {other}")).into(),
+    }
+}
+
+/// Rewrites any error response actix made itself (405, 413 from a body
+/// extractor, ...) into our `{"error": "..."}` shape.
+fn json_errors<B: MessageBody + 'static>(
+    res: ServiceResponse<B>,
+    body_limit: usize,
+) -> actix_web::Result<ErrorHandlerResponse<B>> {
+    let is_json = res
+        .response()
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if is_json {
+        return Ok(ErrorHandlerResponse::Response(res.map_into_left_body()));
+    }
+    let status = res.status();
+    let message = if status == actix_web::http::StatusCode::PAYLOAD_TOO_LARGE {
+        format!("request body exceeds {body_limit} bytes")
+    } else {
+        match res.response().error() {
+            Some(e) => e.to_string(),
+            None => status.canonical_reason().unwrap_or("error").to_lowercase(),
+        }
+    };
+    let (req, _) = res.into_parts();
+    let response = HttpResponse::build(status).json(json!({ "error": message }));
+    Ok(ErrorHandlerResponse::Response(
+        ServiceResponse::new(req, response).map_into_right_body(),
+    ))
+}

@@ -1,0 +1,82 @@
+//! Request bodies: read as bytes and parsed here, so every malformed body
+//! gets our own 400 naming what is wrong (never actix's extractor errors).
+
+use serde_json::Value;
+
+use crate::error::ApiError;
+
+/// Parses a request body as JSON. serde_json's recursion limit (128) turns
+/// absurdly deep nesting into an ordinary 400.
+pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::BadRequest(format!("request body is not valid JSON: {e}")))?;
+    reject_nul(&value, "body")?;
+    Ok(value)
+}
+
+/// PostgreSQL cannot store U+0000 in text or jsonb: refuse it up front,
+/// naming where it was found, rather than fail half-way in the database.
+fn reject_nul(value: &Value, path: &str) -> Result<(), ApiError> {
+    let nul = |at: &str| ApiError::BadRequest(format!("{at} contains a NUL character"));
+    match value {
+        Value::String(s) if s.contains('\0') => Err(nul(path)),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, v)| reject_nul(v, &format!("{path}[{i}]"))),
+        Value::Object(map) => map.iter().try_for_each(|(k, v)| {
+            let at = format!("{path}.{k}");
+            if k.contains('\0') {
+                return Err(nul(&format!("a key in {path}")));
+            }
+            reject_nul(v, &at)
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Field paths in error messages: `acknowledgments[3].leaseId`, or just
+/// `leaseId` for a single-item body.
+pub fn field_path(prefix: Option<&str>, field: &str) -> String {
+    match prefix {
+        Some(p) => format!("{p}.{field}"),
+        None => field.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(r: Result<Value, ApiError>) -> String {
+        match r {
+            Err(ApiError::BadRequest(m)) => m,
+            other => panic!("expected a 400, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn invalid_json_is_a_bad_request() {
+        assert!(message(parse_json(b"{nope")).starts_with("request body is not valid JSON"));
+        assert!(message(parse_json(&[0xff, 0xfe])).starts_with("request body is not valid JSON"));
+    }
+
+    #[test]
+    fn deep_nesting_is_a_bad_request() {
+        let deep = "[".repeat(200) + &"]".repeat(200);
+        assert!(message(parse_json(deep.as_bytes())).contains("recursion limit"));
+    }
+
+    #[test]
+    fn nul_characters_are_named_by_path() {
+        let m = message(parse_json(br#"{"acknowledgments":[{"error":"a\u0000b"}]}"#));
+        assert_eq!(m, "body.acknowledgments[0].error contains a NUL character");
+        let m = message(parse_json(br#"{"k\u0000":1}"#));
+        assert_eq!(m, "a key in body contains a NUL character");
+    }
+
+    #[test]
+    fn ordinary_json_passes() {
+        assert_eq!(parse_json(br#"{"a":[1,"x",null]}"#).unwrap()["a"][1], "x");
+    }
+}

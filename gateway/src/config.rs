@@ -1,0 +1,228 @@
+//! Startup configuration: every setting is a flag and an environment
+//! variable. A bad value stops the gateway with one line naming the variable.
+
+use std::error::Error as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Parser, Subcommand};
+
+use crate::auth::Auth;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "gateway",
+    version,
+    about = "pgcursor HTTP gateway: validates JSON, checks bearer tokens, calls the pgcursor SQL functions"
+)]
+pub struct Config {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// PostgreSQL connection URL, e.g. postgres://postgres@127.0.0.1:5432/pgcursor
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        value_name = "DATABASE_URL",
+        hide_env_values = true,
+        value_parser = database_url,
+    )]
+    pub database_url: tokio_postgres::Config,
+
+    /// Address and port the HTTP server listens on
+    #[arg(
+        long,
+        env = "PGCURSOR_BIND",
+        value_name = "PGCURSOR_BIND",
+        default_value = "0.0.0.0:6632"
+    )]
+    pub bind: SocketAddr,
+
+    /// Maximum number of pooled PostgreSQL connections
+    #[arg(
+        long,
+        env = "PGCURSOR_POOL_SIZE",
+        value_name = "PGCURSOR_POOL_SIZE",
+        default_value = "16",
+        value_parser = positive_usize,
+    )]
+    pub pool_size: usize,
+
+    /// Bearer tokens as token:level,token:level (level: read-only, read-write
+    /// or admin); empty turns authentication off
+    #[arg(
+        long,
+        env = "PGCURSOR_TOKENS",
+        value_name = "PGCURSOR_TOKENS",
+        hide_env_values = true,
+        value_parser = Auth::parse,
+    )]
+    pub tokens: Option<Auth>,
+
+    /// Largest accepted request body, in bytes (larger gives 413)
+    #[arg(
+        long,
+        env = "PGCURSOR_MAX_BODY_BYTES",
+        value_name = "PGCURSOR_MAX_BODY_BYTES",
+        default_value = "8388608",
+        value_parser = positive_usize,
+    )]
+    pub max_body_bytes: usize,
+
+    /// Most acknowledgements accepted in one ack batch request
+    #[arg(
+        long,
+        env = "PGCURSOR_MAX_ACK_ITEMS",
+        value_name = "PGCURSOR_MAX_ACK_ITEMS",
+        default_value = "10000",
+        value_parser = positive_usize,
+    )]
+    pub max_ack_items: usize,
+
+    /// How long a request waits for a database connection, in milliseconds, before a 503
+    #[arg(
+        long,
+        env = "PGCURSOR_DB_TIMEOUT_MS",
+        value_name = "PGCURSOR_DB_TIMEOUT_MS",
+        default_value = "5000",
+        value_parser = positive_u64,
+    )]
+    pub db_timeout_ms: u64,
+
+    /// Seconds between housekeeping runs (transaction index purge, retention)
+    #[arg(
+        long,
+        env = "PGCURSOR_HOUSEKEEPING_SECONDS",
+        value_name = "PGCURSOR_HOUSEKEEPING_SECONDS",
+        default_value = "60",
+        value_parser = positive_u64,
+    )]
+    pub housekeeping_seconds: u64,
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Apply the migrations and the SQL functions, then exit
+    Migrate,
+}
+
+impl Config {
+    /// Parses flags and environment; on a bad value prints one line and
+    /// exits with code 2 (help and version exit 0 as usual).
+    pub fn parse_or_exit() -> Config {
+        match Config::try_parse() {
+            Ok(config) => config,
+            Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+                e.exit()
+            }
+            Err(e) => {
+                eprintln!("gateway: {}", one_line(&e));
+                std::process::exit(2);
+            }
+        }
+    }
+
+    pub fn db_timeout(&self) -> Duration {
+        Duration::from_millis(self.db_timeout_ms)
+    }
+
+    pub fn housekeeping_interval(&self) -> Duration {
+        Duration::from_secs(self.housekeeping_seconds)
+    }
+}
+
+/// A clap error as one line. Invalid values are described without echoing
+/// the value itself, which may be a secret (a token, a password).
+pub fn one_line(e: &clap::Error) -> String {
+    let arg = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) => Some(arg.clone()),
+        _ => None,
+    };
+    match (e.kind(), arg) {
+        (ErrorKind::ValueValidation | ErrorKind::InvalidValue, Some(arg)) => {
+            let why = e.source().map(|s| s.to_string());
+            format!("invalid {}: {}", arg, why.as_deref().unwrap_or("bad value"))
+        }
+        _ => {
+            // First paragraph of clap's message, folded onto one line.
+            let text = e.to_string();
+            let first = text.split("\n\n").next().unwrap_or_default();
+            let line = first.split_whitespace().collect::<Vec<_>>().join(" ");
+            line.trim_start_matches("error: ").to_string()
+        }
+    }
+}
+
+fn database_url(s: &str) -> Result<tokio_postgres::Config, String> {
+    s.parse().map_err(|e| crate::db::error_detail(&e))
+}
+
+fn positive_usize(s: &str) -> Result<usize, String> {
+    positive(s)
+}
+
+fn positive_u64(s: &str) -> Result<u64, String> {
+    positive(s)
+}
+
+fn positive<T>(s: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + Default,
+{
+    match s.trim().parse::<T>() {
+        Ok(n) if n > T::default() => Ok(n),
+        _ => Err(format!("must be a positive integer, got {s:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const URL: &str = "postgres://postgres@127.0.0.1:5432/pgcursor";
+
+    fn parse(args: &[&str]) -> Result<Config, clap::Error> {
+        let mut argv = vec!["gateway", "--database-url", URL];
+        argv.extend_from_slice(args);
+        Config::try_parse_from(argv)
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.bind.to_string(), "0.0.0.0:6632");
+        assert_eq!(c.pool_size, 16);
+        assert_eq!(c.max_body_bytes, 8_388_608);
+        assert_eq!(c.max_ack_items, 10_000);
+        assert_eq!(c.db_timeout(), Duration::from_millis(5000));
+        assert_eq!(c.housekeeping_seconds, 60);
+        assert!(c.tokens.is_none());
+        assert_eq!(c.command, None);
+    }
+
+    #[test]
+    fn bad_values_give_one_line_naming_the_variable() {
+        for (args, var) in [
+            (&["--pool-size", "abc"][..], "PGCURSOR_POOL_SIZE"),
+            (&["--pool-size", "0"][..], "PGCURSOR_POOL_SIZE"),
+            (&["--tokens", "x:superuser"][..], "PGCURSOR_TOKENS"),
+            (&["--bind", "nowhere"][..], "PGCURSOR_BIND"),
+        ] {
+            let line = one_line(&parse(args).unwrap_err());
+            assert!(line.contains(var), "{line}");
+            assert!(!line.contains('\n'), "{line}");
+        }
+    }
+
+    #[test]
+    fn a_bad_token_is_not_echoed() {
+        let line = one_line(&parse(&["--tokens", "s3cret:superuser"]).unwrap_err());
+        assert!(!line.contains("s3cret"), "{line}");
+    }
+
+    #[test]
+    fn migrate_subcommand() {
+        assert_eq!(parse(&["migrate"]).unwrap().command, Some(Command::Migrate));
+    }
+}

@@ -1,0 +1,186 @@
+//! The connection pool and the schema bootstrap.
+//!
+//! Bootstrap = refinery's migrations (tables, indexes), then every `sql/*.sql`
+//! file (the stored functions, CREATE OR REPLACE) in file-name order, in one
+//! transaction. Both steps are serialised by an advisory lock so several
+//! gateways starting together against one database are safe.
+
+use std::error::Error as _;
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use tokio_postgres::{Client, NoTls};
+use tracing::{info, warn};
+
+use crate::config::Config;
+
+mod embedded {
+    refinery::embed_migrations!("../migrations");
+}
+
+// `SQL_FILES: &[(&str, &str)]`: (file name, contents), sorted by name (build.rs).
+include!(concat!(env!("OUT_DIR"), "/sql_files.rs"));
+
+/// Advisory lock key for the bootstrap ("pgcursor" in ASCII).
+const BOOTSTRAP_LOCK: i64 = 0x7067_6375_7273_6f72;
+
+/// How long startup keeps trying to reach PostgreSQL.
+pub const CONNECT_PATIENCE: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    #[error("cannot connect to PostgreSQL: {0}")]
+    Connect(String),
+    #[error("migrations failed: {0}")]
+    Migrate(String),
+    #[error("{file} failed: {detail}")]
+    Function { file: String, detail: String },
+    #[error("bootstrap failed: {0}")]
+    Database(String),
+}
+
+/// The pool every request uses. Connections are made lazily, so building
+/// it never fails because PostgreSQL is down.
+pub fn pool(config: &Config) -> Pool {
+    let mut pg = config.database_url.clone();
+    pg.connect_timeout(config.db_timeout());
+    // Fast recycling: a connection PostgreSQL closed is noticed and replaced.
+    let manager = Manager::from_config(
+        pg,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let timeout = Some(config.db_timeout());
+    Pool::builder(manager)
+        .max_size(config.pool_size)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(timeout)
+        .create_timeout(timeout)
+        .recycle_timeout(timeout)
+        .build()
+        .expect("a pool with a runtime always builds")
+}
+
+/// Connects, retrying for up to `patience` while PostgreSQL is not
+/// reachable yet (e.g. starting next to the gateway).
+pub async fn connect_with_retry(
+    pg: &tokio_postgres::Config,
+    patience: Duration,
+) -> Result<Client, BootstrapError> {
+    let deadline = Instant::now() + patience;
+    let mut attempts = 0u32;
+    loop {
+        match connect(pg).await {
+            Ok(client) => return Ok(client),
+            Err(e) if Instant::now() < deadline && is_connection_error(&e) => {
+                // One line every 5 s is enough to see what startup waits for.
+                if attempts.is_multiple_of(5) {
+                    warn!(
+                        "PostgreSQL not reachable yet ({}); retrying for up to {patience:?}",
+                        error_detail(&e)
+                    );
+                }
+                attempts += 1;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(BootstrapError::Connect(error_detail(&e))),
+        }
+    }
+}
+
+/// One connection outside the pool, its driver task spawned.
+pub async fn connect(pg: &tokio_postgres::Config) -> Result<Client, tokio_postgres::Error> {
+    let mut pg = pg.clone();
+    if pg.get_connect_timeout().is_none() {
+        pg.connect_timeout(Duration::from_secs(5));
+    }
+    let (client, connection) = pg.connect(NoTls).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            warn!("bootstrap connection ended: {}", error_detail(&e));
+        }
+    });
+    Ok(client)
+}
+
+/// Applies the migrations, then the SQL functions, under the bootstrap lock.
+pub async fn bootstrap(client: &mut Client) -> Result<(), BootstrapError> {
+    let db = |e: tokio_postgres::Error| BootstrapError::Database(error_detail(&e));
+    // Session lock: refinery runs its own transactions.
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&BOOTSTRAP_LOCK])
+        .await
+        .map_err(db)?;
+    let result = migrate_and_apply(client).await;
+    let unlocked = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&BOOTSTRAP_LOCK])
+        .await;
+    result?; // the bootstrap's own error matters more than the unlock's
+    unlocked.map(drop).map_err(db)
+}
+
+async fn migrate_and_apply(client: &mut Client) -> Result<(), BootstrapError> {
+    let report = embedded::migrations::runner()
+        .run_async(client)
+        .await
+        .map_err(|e| BootstrapError::Migrate(e.to_string()))?;
+    for m in report.applied_migrations() {
+        info!("applied migration {}", m);
+    }
+    apply_functions(client).await?;
+    info!("applied {} SQL function files", SQL_FILES.len());
+    Ok(())
+}
+
+/// All function files in one transaction: a broken file changes nothing.
+async fn apply_functions(client: &mut Client) -> Result<(), BootstrapError> {
+    let db = |e: tokio_postgres::Error| BootstrapError::Database(error_detail(&e));
+    let tx = client.transaction().await.map_err(db)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&BOOTSTRAP_LOCK])
+        .await
+        .map_err(db)?;
+    for (file, sql) in SQL_FILES {
+        tx.batch_execute(sql)
+            .await
+            .map_err(|e| BootstrapError::Function {
+                file: format!("sql/{file}"),
+                detail: error_detail(&e),
+            })?;
+    }
+    tx.commit().await.map_err(db)
+}
+
+/// A readable one-line description: PostgreSQL's own message for SQL
+/// errors, the underlying cause for connection errors.
+pub fn error_detail(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return match db.detail() {
+            Some(detail) => format!("{} ({detail})", db.message()),
+            None => db.message().to_string(),
+        };
+    }
+    match e.source() {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
+}
+
+/// True when the error is about reaching the server, not about the SQL.
+/// (Class 57P: the server is shutting down or still starting up.)
+pub fn is_connection_error(e: &tokio_postgres::Error) -> bool {
+    match e.as_db_error() {
+        Some(db) => db.code().code().starts_with("57P"),
+        None => e.is_closed() || e.source().is_some_and(|s| s.is::<std::io::Error>()),
+    }
+}
+
+/// Why no pooled connection could be had, in one line.
+pub fn pool_error_detail(e: &PoolError) -> String {
+    match e {
+        PoolError::Backend(e) => error_detail(e),
+        PoolError::Timeout(_) => "timed out waiting for a connection".to_string(),
+        other => other.to_string(),
+    }
+}

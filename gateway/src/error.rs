@@ -1,0 +1,83 @@
+//! The one error type of the HTTP layer: every failure answers
+//! `{"error": "..."}` with the status of its variant.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use serde_json::json;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("{0}")]
+    Unavailable(String),
+    /// A failure that is nobody's input: a bug or an unexpected SQL error.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status_code()).json(json!({ "error": self.to_string() }))
+    }
+}
+
+/// No pooled connection (PostgreSQL down, pool exhausted past the timeout).
+impl From<deadpool_postgres::PoolError> for ApiError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        ApiError::Unavailable(format!(
+            "database unavailable: {}",
+            crate::db::pool_error_detail(&e)
+        ))
+    }
+}
+
+/// SQL functions signal bad input with SQLSTATE 22023 (invalid_parameter_value)
+/// and a missing thing with P0002 (no_data_found); a lost connection is a 503.
+impl From<tokio_postgres::Error> for ApiError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        let detail = crate::db::error_detail(&e);
+        match e.code().map(|c| c.code()) {
+            Some("22023") => ApiError::BadRequest(detail),
+            Some("P0002") => ApiError::NotFound(detail),
+            _ if crate::db::is_connection_error(&e) => {
+                ApiError::Unavailable(format!("database unavailable: {detail}"))
+            }
+            _ => ApiError::Internal(format!("database error: {detail}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::body::to_bytes;
+
+    #[actix_web::test]
+    async fn renders_json_with_the_status() {
+        let response = ApiError::Forbidden("no".into()).error_response();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        let body = to_bytes(response.into_body()).await.unwrap();
+        assert_eq!(body.as_ref(), br#"{"error":"no"}"#);
+    }
+}

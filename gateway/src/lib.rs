@@ -1,0 +1,24 @@
+//! pgcursor's HTTP gateway: validates JSON, checks bearer tokens and calls
+//! the `pgcursor` SQL functions, which hold every rule.
+
+pub mod app;
+pub mod auth;
+pub mod body;
+pub mod config;
+pub mod db;
+pub mod error;
+pub mod routes;
+
+use std::io::IsTerminal;
+
+/// Logs to stderr; RUST_LOG overrides the default (info, minus the
+/// NOTICEs tokio_postgres relays from idempotent DDL).
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tokio_postgres=warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}

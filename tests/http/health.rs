@@ -1,0 +1,62 @@
+//! GET /health, including a database that goes away and comes back.
+
+use std::time::{Duration, Instant};
+
+use pgcursor_tests::{client, Gateway, PrivateCluster};
+use serde_json::{json, Value};
+
+async fn health(gw: &Gateway) -> (u16, Value) {
+    let response = client().get(gw.url("/health")).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+/// Polls /health until it answers `want`, for at most `within`.
+async fn wait_for(gw: &Gateway, want: u16, within: Duration) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let (status, body) = health(gw).await;
+        if status == want {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/health still {status} {body} after {within:?}, wanted {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn healthy_with_a_database() {
+    let gw = Gateway::start().await;
+    let (status, body) = health(&gw).await;
+    assert_eq!(status, 200);
+    assert_eq!(body, json!({"status": "healthy", "database": "connected"}));
+}
+
+#[tokio::test]
+async fn unhealthy_while_the_database_is_down_then_recovers() {
+    let cluster = PrivateCluster::start();
+    let gw = Gateway::start_with(&[
+        ("DATABASE_URL", cluster.url()),
+        ("PGCURSOR_DB_TIMEOUT_MS", "1000"),
+    ])
+    .await;
+
+    cluster.stop();
+    let started = Instant::now();
+    let body = wait_for(&gw, 503, Duration::from_secs(5)).await;
+    assert_eq!(body["status"], "unhealthy");
+    assert_eq!(body["database"], "disconnected");
+    assert!(
+        body["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{body}"
+    );
+    // Each answer comes within the database timeout, not a TCP timeout.
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    cluster.start_again();
+    let body = wait_for(&gw, 200, Duration::from_secs(10)).await;
+    assert_eq!(body, json!({"status": "healthy", "database": "connected"}));
+}
