@@ -1,0 +1,479 @@
+//! POST /api/v1/ack and /api/v1/ack/batch (ack-contract §2–§6).
+//!
+//! The gateway validates, normalises status, groups items by
+//! (partitionId, leaseId) and runs one `pgcursor.ack_group` call per group,
+//! concurrently, each on its own pooled connection; the answers are merged
+//! back into request order. Every rule about what an ack does lives in SQL.
+
+use std::collections::HashMap;
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use futures::stream::{self, StreamExt};
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::Level;
+use crate::body::{field_path, parse_json};
+use crate::error::ApiError;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/api/v1/ack", web::post().to(ack_single))
+        .route("/api/v1/ack/batch", web::post().to(ack_batch));
+}
+
+/// One validated acknowledgement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AckItem {
+    pub index: usize,
+    pub transaction_id: String,
+    pub partition_id: Uuid,
+    pub lease_id: Option<Uuid>,
+    pub status: &'static str,
+    pub error: Option<String>,
+}
+
+/// A validated request: the top-level consumer group and its items.
+#[derive(Debug, PartialEq)]
+pub struct AckRequest {
+    pub consumer_group: Option<String>,
+    pub items: Vec<AckItem>,
+}
+
+/// §2: exact and case-sensitive; absent or null is completed; anything else
+/// (another spelling, a number, an object) is an explicit failure.
+pub fn normalise_status(status: Option<&Value>) -> &'static str {
+    match status {
+        None | Some(Value::Null) => "completed",
+        Some(Value::String(s)) => match s.as_str() {
+            "completed" => "completed",
+            "failed" => "failed",
+            "retry" => "retry",
+            "dlq" => "dlq",
+            _ => "failed",
+        },
+        Some(_) => "failed",
+    }
+}
+
+async fn ack_single(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadWrite)?;
+    let request = parse_single(&parse_json(&body)?)?;
+    respond(&state, request).await
+}
+
+async fn ack_batch(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadWrite)?;
+    let request = parse_batch(&parse_json(&body)?, state.config.max_ack_items)?;
+    respond(&state, request).await
+}
+
+async fn respond(state: &AppState, request: AckRequest) -> Result<HttpResponse, ApiError> {
+    let answers = run_groups(state, &request).await?;
+    Ok(HttpResponse::Ok().json(answers))
+}
+
+/// The single route: the item's fields at top level, answered as a
+/// one-element array.
+pub fn parse_single(body: &Value) -> Result<AckRequest, ApiError> {
+    let object = body
+        .as_object()
+        .ok_or_else(|| ApiError::BadRequest("request body must be a JSON object".into()))?;
+    Ok(AckRequest {
+        consumer_group: consumer_group(object)?,
+        items: vec![parse_item(object, 0, None)?],
+    })
+}
+
+/// The batch route: `{"consumerGroup", "acknowledgments": [...]}`. A
+/// per-item consumerGroup is not read.
+pub fn parse_batch(body: &Value, max_items: usize) -> Result<AckRequest, ApiError> {
+    let object = body
+        .as_object()
+        .ok_or_else(|| ApiError::BadRequest("request body must be a JSON object".into()))?;
+    let list = match object.get("acknowledgments") {
+        Some(Value::Array(list)) if !list.is_empty() => list,
+        Some(Value::Array(_)) => {
+            return Err(ApiError::BadRequest("acknowledgments must not be empty".into()))
+        }
+        Some(_) => return Err(ApiError::BadRequest("acknowledgments must be an array".into())),
+        None => return Err(ApiError::BadRequest("acknowledgments is required".into())),
+    };
+    if list.len() > max_items {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "acknowledgments has {} items; the limit is {max_items}",
+            list.len()
+        )));
+    }
+    let items = list
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let at = format!("acknowledgments[{index}]");
+            let fields = item
+                .as_object()
+                .ok_or_else(|| ApiError::BadRequest(format!("{at} must be an object")))?;
+            parse_item(fields, index, Some(&at))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(AckRequest {
+        consumer_group: consumer_group(object)?,
+        items,
+    })
+}
+
+fn consumer_group(object: &Map<String, Value>) -> Result<Option<String>, ApiError> {
+    optional_string(object, "consumerGroup", None)
+}
+
+fn parse_item(
+    fields: &Map<String, Value>,
+    index: usize,
+    at: Option<&str>,
+) -> Result<AckItem, ApiError> {
+    let transaction_id = match fields.get("transactionId") {
+        Some(Value::String(s)) => s.clone(),
+        _ => {
+            return Err(ApiError::BadRequest(format!(
+                "{} must be a string",
+                field_path(at, "transactionId")
+            )))
+        }
+    };
+    let partition_id = optional_uuid(fields, "partitionId", at)?.ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "{} must be a UUID string",
+            field_path(at, "partitionId")
+        ))
+    })?;
+    Ok(AckItem {
+        index,
+        transaction_id,
+        partition_id,
+        lease_id: optional_uuid(fields, "leaseId", at)?,
+        status: normalise_status(fields.get("status")),
+        error: optional_string(fields, "error", at)?,
+    })
+}
+
+/// A string field that may be absent or null.
+fn optional_string(
+    fields: &Map<String, Value>,
+    name: &str,
+    at: Option<&str>,
+) -> Result<Option<String>, ApiError> {
+    match fields.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(ApiError::BadRequest(format!(
+            "{} must be a string",
+            field_path(at, name)
+        ))),
+    }
+}
+
+/// A UUID field that may be absent or null.
+fn optional_uuid(
+    fields: &Map<String, Value>,
+    name: &str,
+    at: Option<&str>,
+) -> Result<Option<Uuid>, ApiError> {
+    match optional_string(fields, name, at) {
+        Ok(None) => Ok(None),
+        Ok(Some(s)) => Uuid::parse_str(&s).map(Some).map_err(|_| {
+            ApiError::BadRequest(format!("{} must be a UUID string", field_path(at, name)))
+        }),
+        Err(_) => Err(ApiError::BadRequest(format!(
+            "{} must be a UUID string",
+            field_path(at, name)
+        ))),
+    }
+}
+
+/// Items sharing (partitionId, leaseId), in order of first appearance; a
+/// missing leaseId is a group of its own.
+pub fn group_items(items: &[AckItem]) -> Vec<Vec<&AckItem>> {
+    let mut slot: HashMap<(Uuid, Option<Uuid>), usize> = HashMap::new();
+    let mut groups: Vec<Vec<&AckItem>> = Vec::new();
+    for item in items {
+        let at = *slot
+            .entry((item.partition_id, item.lease_id))
+            .or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
+        groups[at].push(item);
+    }
+    groups
+}
+
+/// The `ack_group` argument for one group.
+pub fn group_request(consumer_group: Option<&str>, group: &[&AckItem]) -> Value {
+    let items: Vec<Value> = group
+        .iter()
+        .map(|i| {
+            json!({"index": i.index, "transactionId": i.transaction_id,
+                   "status": i.status, "error": i.error})
+        })
+        .collect();
+    json!({
+        "partitionId": group[0].partition_id,
+        "leaseId": group[0].lease_id,
+        "consumerGroup": consumer_group,
+        "items": items,
+    })
+}
+
+/// Why one group's call did not answer.
+#[derive(Debug)]
+enum GroupFailure {
+    /// No pooled connection could be had.
+    NoConnection(String),
+    /// The connection was had but the call failed.
+    Database(String),
+}
+
+async fn call_ack_group(state: &AppState, request: Value) -> Result<Value, GroupFailure> {
+    let client = state
+        .pool
+        .get()
+        .await
+        .map_err(|e| GroupFailure::NoConnection(e.to_string()))?;
+    let statement = client
+        .prepare_cached("SELECT pgcursor.ack_group($1::jsonb)")
+        .await
+        .map_err(|e| GroupFailure::Database(crate::db::error_detail(&e)))?;
+    let row = client
+        .query_one(&statement, &[&request])
+        .await
+        .map_err(|e| GroupFailure::Database(crate::db::error_detail(&e)))?;
+    Ok(row.get(0))
+}
+
+/// Runs every group (at most pool-size at once, so one huge batch cannot
+/// take every connection) and merges the answers into request order.
+async fn run_groups(state: &AppState, request: &AckRequest) -> Result<Vec<Value>, ApiError> {
+    let groups = group_items(&request.items);
+    let limit = state.config.pool_size.max(1);
+    let outcomes: Vec<(Vec<&AckItem>, Result<Value, GroupFailure>)> = stream::iter(groups)
+        .map(|group| async {
+            let outcome =
+                call_ack_group(state, group_request(request.consumer_group.as_deref(), &group))
+                    .await;
+            (group, outcome)
+        })
+        .buffer_unordered(limit)
+        .collect()
+        .await;
+    if outcomes
+        .iter()
+        .all(|(_, o)| matches!(o, Err(GroupFailure::NoConnection(_))))
+    {
+        let detail = match &outcomes[0].1 {
+            Err(GroupFailure::NoConnection(d)) => d.clone(),
+            _ => String::new(),
+        };
+        return Err(ApiError::Unavailable(format!("database unavailable: {detail}")));
+    }
+    Ok(merge(request.items.len(), outcomes))
+}
+
+/// Places each group's per-item answers at their request index; a failed
+/// group answers `database error: <detail>` for its own items only.
+fn merge(count: usize, outcomes: Vec<(Vec<&AckItem>, Result<Value, GroupFailure>)>) -> Vec<Value> {
+    let mut answers = vec![Value::Null; count];
+    for (group, outcome) in outcomes {
+        match outcome {
+            Ok(Value::Array(results)) if results.len() == group.len() => {
+                for (item, result) in group.iter().zip(results) {
+                    answers[item.index] = result;
+                }
+            }
+            Ok(other) => fail_group(&mut answers, &group, &format!("unexpected answer {other}")),
+            Err(GroupFailure::NoConnection(d) | GroupFailure::Database(d)) => {
+                fail_group(&mut answers, &group, &d)
+            }
+        }
+    }
+    answers
+}
+
+fn fail_group(answers: &mut [Value], group: &[&AckItem], detail: &str) {
+    for item in group {
+        answers[item.index] = json!({
+            "index": item.index, "transactionId": item.transaction_id, "success": false,
+            "error": format!("database error: {detail}"), "leaseReleased": false,
+            "dlq": false, "noop": true,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P1: &str = "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061";
+    const P2: &str = "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5062";
+    const L1: &str = "0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90";
+
+    fn bad(r: Result<AckRequest, ApiError>) -> String {
+        match r {
+            Err(ApiError::BadRequest(m)) => m,
+            other => panic!("expected a 400, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn status_normalisation_table() {
+        let table: &[(Option<Value>, &str)] = &[
+            (Some(json!("completed")), "completed"),
+            (Some(json!("failed")), "failed"),
+            (Some(json!("retry")), "retry"),
+            (Some(json!("dlq")), "dlq"),
+            (None, "completed"),
+            (Some(Value::Null), "completed"),
+            (Some(json!("success")), "failed"),
+            (Some(json!("Completed")), "failed"),
+            (Some(json!("FAILED")), "failed"),
+            (Some(json!("")), "failed"),
+            (Some(json!(" dlq")), "failed"),
+            (Some(json!("dlq ")), "failed"),
+            (Some(json!(1)), "failed"),
+            (Some(json!(true)), "failed"),
+            (Some(json!({"status": "completed"})), "failed"),
+            (Some(json!(["completed"])), "failed"),
+        ];
+        for (input, expected) in table {
+            assert_eq!(normalise_status(input.as_ref()), *expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn batch_validation_names_field_and_index() {
+        let ok = json!({"transactionId": "t", "partitionId": P1});
+        let cases = [
+            (json!([]), "request body must be a JSON object"),
+            (json!({}), "acknowledgments is required"),
+            (json!({"acknowledgments": {}}), "acknowledgments must be an array"),
+            (json!({"acknowledgments": []}), "acknowledgments must not be empty"),
+            (json!({"acknowledgments": [ok, 5]}), "acknowledgments[1] must be an object"),
+            (
+                json!({"acknowledgments": [{"partitionId": P1}]}),
+                "acknowledgments[0].transactionId must be a string",
+            ),
+            (
+                json!({"acknowledgments": [{"transactionId": 7, "partitionId": P1}]}),
+                "acknowledgments[0].transactionId must be a string",
+            ),
+            (
+                json!({"acknowledgments": [ok, {"transactionId": "t"}]}),
+                "acknowledgments[1].partitionId must be a UUID string",
+            ),
+            (
+                json!({"acknowledgments": [{"transactionId": "t", "partitionId": "b1c2…5061"}]}),
+                "acknowledgments[0].partitionId must be a UUID string",
+            ),
+            (
+                json!({"acknowledgments": [{"transactionId": "t", "partitionId": P1, "leaseId": "x"}]}),
+                "acknowledgments[0].leaseId must be a UUID string",
+            ),
+            (
+                json!({"acknowledgments": [{"transactionId": "t", "partitionId": P1, "leaseId": 3}]}),
+                "acknowledgments[0].leaseId must be a UUID string",
+            ),
+            (
+                json!({"acknowledgments": [{"transactionId": "t", "partitionId": P1, "error": {}}]}),
+                "acknowledgments[0].error must be a string",
+            ),
+            (
+                json!({"consumerGroup": 1, "acknowledgments": [ok]}),
+                "consumerGroup must be a string",
+            ),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(bad(parse_batch(&body, 100)), expected, "{body}");
+        }
+    }
+
+    #[test]
+    fn too_many_items_is_413() {
+        let item = json!({"transactionId": "t", "partitionId": P1});
+        let body = json!({"acknowledgments": [item.clone(), item.clone(), item]});
+        assert!(matches!(
+            parse_batch(&body, 2),
+            Err(ApiError::PayloadTooLarge(_))
+        ));
+        assert!(parse_batch(&body, 3).is_ok());
+    }
+
+    #[test]
+    fn per_item_consumer_group_is_not_read() {
+        let body = json!({"consumerGroup": "billing", "acknowledgments": [
+            {"transactionId": "t", "partitionId": P1, "consumerGroup": 42}]});
+        assert_eq!(
+            parse_batch(&body, 10).unwrap().consumer_group.as_deref(),
+            Some("billing")
+        );
+    }
+
+    #[test]
+    fn single_route_reads_top_level_fields() {
+        let body = json!({"transactionId": "t", "partitionId": P1, "leaseId": L1,
+                          "status": "retry", "consumerGroup": "g", "error": "e"});
+        let request = parse_single(&body).unwrap();
+        assert_eq!(request.consumer_group.as_deref(), Some("g"));
+        assert_eq!(request.items[0].status, "retry");
+        assert_eq!(request.items[0].lease_id, Some(Uuid::parse_str(L1).unwrap()));
+        assert_eq!(
+            bad(parse_single(&json!({"partitionId": P1}))),
+            "transactionId must be a string"
+        );
+    }
+
+    #[test]
+    fn groups_by_partition_and_lease_in_first_appearance_order() {
+        let body = json!({"acknowledgments": [
+            {"transactionId": "a", "partitionId": P1, "leaseId": L1},
+            {"transactionId": "b", "partitionId": P2},
+            {"transactionId": "c", "partitionId": P1},
+            {"transactionId": "d", "partitionId": P1, "leaseId": L1},
+            {"transactionId": "e", "partitionId": P2, "leaseId": null},
+        ]});
+        let request = parse_batch(&body, 10).unwrap();
+        let groups: Vec<Vec<usize>> = group_items(&request.items)
+            .iter()
+            .map(|g| g.iter().map(|i| i.index).collect())
+            .collect();
+        assert_eq!(groups, vec![vec![0, 3], vec![1, 4], vec![2]]);
+    }
+
+    #[test]
+    fn merge_restores_request_order_and_isolates_failures() {
+        let body = json!({"acknowledgments": [
+            {"transactionId": "a", "partitionId": P1},
+            {"transactionId": "b", "partitionId": P2},
+            {"transactionId": "c", "partitionId": P1},
+        ]});
+        let request = parse_batch(&body, 10).unwrap();
+        let groups = group_items(&request.items);
+        let ok = json!([{"index": 0, "success": true}, {"index": 2, "success": true}]);
+        let outcomes = vec![
+            (groups[1].clone(), Err(GroupFailure::Database("boom".into()))),
+            (groups[0].clone(), Ok(ok)),
+        ];
+        let merged = merge(3, outcomes);
+        assert_eq!(merged[0]["index"], 0);
+        assert_eq!(merged[2]["index"], 2);
+        assert_eq!(merged[1]["error"], "database error: boom");
+        assert_eq!(merged[1]["transactionId"], "b");
+        assert_eq!(merged[1]["success"], false);
+    }
+}

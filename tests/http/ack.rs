@@ -1,0 +1,361 @@
+//! Black-box tests of POST /api/v1/ack and /api/v1/ack/batch against the
+//! real gateway binary and a real PostgreSQL (ack-contract §2–§6, the seed).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use pgcursor_tests::{client, db, Gateway};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+/// A fresh queue with one partition of `n` messages `<queue>-1..n`.
+struct Partition {
+    queue: String,
+    id: Uuid,
+}
+
+impl Partition {
+    async fn create(n: usize) -> Partition {
+        let queue = format!("ack-{}", Uuid::now_v7());
+        let items: Vec<Value> = (1..=n)
+            .map(|i| json!({"queue": queue, "payload": {"i": i}, "transactionId": format!("{queue}-{i}")}))
+            .collect();
+        let pushed = sql(json!({ "items": items }), "push").await;
+        let id = pushed[0]["partitionId"].as_str().unwrap().parse().unwrap();
+        Partition { queue, id }
+    }
+
+    fn tx(&self, offset: usize) -> String {
+        format!("{}-{offset}", self.queue)
+    }
+
+    /// Pops `batch` messages for `group` and returns the lease id.
+    async fn pop(&self, group: &str, batch: usize) -> Uuid {
+        let answer = sql(
+            json!({"queue": self.queue, "consumerGroup": group, "batch": batch}),
+            "pop",
+        )
+        .await;
+        answer["leaseId"].as_str().expect("a lease").parse().unwrap()
+    }
+
+    /// (cursor, lease id, retry counter) of `group` on this partition.
+    async fn state(&self, group: &str) -> (i64, Option<Uuid>, i32) {
+        let row = db()
+            .await
+            .query_opt(
+                "SELECT cursor, lease_id, retry_count FROM pgcursor.cursors
+                  WHERE partition_id = $1 AND consumer_group = $2",
+                &[&self.id, &group],
+            )
+            .await
+            .unwrap();
+        row.map(|r| (r.get(0), r.get(1), r.get(2)))
+            .unwrap_or((0, None, 0))
+    }
+
+    fn item(&self, offset: usize, status: &str, lease: Option<Uuid>) -> Value {
+        json!({"transactionId": self.tx(offset), "partitionId": self.id,
+               "status": status, "leaseId": lease})
+    }
+}
+
+/// Calls `pgcursor.<function>(jsonb)` directly, for fixtures.
+async fn sql(arg: Value, function: &str) -> Value {
+    db().await
+        .query_one(&format!("SELECT pgcursor.{function}($1::jsonb)"), &[&arg])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+async fn post(gw: &Gateway, path: &str, body: impl Into<reqwest::Body>) -> (u16, Value) {
+    let response = client()
+        .post(format!("{}{path}", gw.base))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn post_json(gw: &Gateway, path: &str, body: &Value) -> (u16, Value) {
+    post(gw, path, body.to_string()).await
+}
+
+const FIELDS: [&str; 7] = [
+    "index",
+    "transactionId",
+    "success",
+    "error",
+    "leaseReleased",
+    "dlq",
+    "noop",
+];
+
+fn field_set(item: &Value) -> BTreeSet<String> {
+    item.as_object().unwrap().keys().cloned().collect()
+}
+
+#[tokio::test]
+async fn seed_examples_answer_the_exact_field_set() {
+    let gw = Gateway::start().await;
+    let p = Partition::create(2).await;
+    // The seed's ids: its transactionIds, its partition and lease replaced by real ones.
+    let queue = p.queue.clone();
+    let push = json!({"items": [
+        {"queue": queue, "payload": 1, "transactionId": "order-8891-created"},
+        {"queue": queue, "payload": 2, "transactionId": "order-8892-created"}]});
+    sql(push, "push").await;
+    let lease = p.pop("billing", 3).await;
+
+    let single = json!({"transactionId": "order-8891-created", "partitionId": p.id,
+        "consumerGroup": "billing", "leaseId": lease, "status": "completed"});
+    let (status, body) = post_json(&gw, "/api/v1/ack", &single).await;
+    assert_eq!(status, 200);
+    let answers = body.as_array().expect("a top-level array");
+    assert_eq!(answers.len(), 1);
+    assert_eq!(field_set(&answers[0]), FIELDS.iter().map(|s| s.to_string()).collect());
+    assert_eq!(
+        answers[0],
+        json!({"index": 0, "transactionId": "order-8891-created", "success": true,
+               "error": null, "leaseReleased": true, "dlq": false, "noop": false})
+    );
+    // Acking order-8891 (offset 3, the batch end) completed 1..3 too: a cursor, not a delete.
+    assert_eq!(p.state("billing").await.0, 3);
+
+    let lease = p.pop("billing", 4).await;
+    let batch = json!({"consumerGroup": "billing", "acknowledgments": [
+        {"transactionId": "order-8891-created", "partitionId": p.id, "status": "completed", "leaseId": lease},
+        {"transactionId": "order-8892-created", "partitionId": p.id, "status": "failed", "leaseId": lease,
+         "error": "downstream 502"}]});
+    let (status, body) = post_json(&gw, "/api/v1/ack/batch", &batch).await;
+    assert_eq!(status, 200);
+    let answers = body.as_array().unwrap();
+    assert_eq!(answers.len(), 2);
+    for a in answers {
+        assert_eq!(field_set(a), FIELDS.iter().map(|s| s.to_string()).collect());
+    }
+    assert_eq!(answers[0]["success"], true);
+    assert_eq!(answers[0]["noop"], true, "8891 was already completed");
+    assert_eq!(answers[1]["success"], true);
+    assert_eq!(answers[1]["leaseReleased"], true);
+    assert_eq!(p.state("billing").await, (3, None, 1), "failed 4 charged the budget once");
+}
+
+/// Every 400 of §6; each one leaves the cursor exactly where it was.
+#[tokio::test]
+async fn bad_requests_are_400_naming_the_field_and_change_nothing() {
+    let gw = Gateway::start().await;
+    let p = Partition::create(5).await;
+    let lease = p.pop("g", 5).await;
+    let good = p.item(5, "completed", Some(lease));
+    let with = |field: &str, value: Value| {
+        let mut item = good.clone();
+        item[field] = value;
+        json!({"consumerGroup": "g", "acknowledgments": [good.clone(), item]})
+    };
+    let without = |field: &str| {
+        let mut item = good.clone();
+        item.as_object_mut().unwrap().remove(field);
+        json!({"consumerGroup": "g", "acknowledgments": [good.clone(), item]})
+    };
+    let cases: Vec<(String, &str)> = vec![
+        ("{not json".into(), "not valid JSON"),
+        ("[]".into(), "must be a JSON object"),
+        ("\"text\"".into(), "must be a JSON object"),
+        (json!({"consumerGroup": "g"}).to_string(), "acknowledgments is required"),
+        (json!({"acknowledgments": {}}).to_string(), "acknowledgments must be an array"),
+        (json!({"acknowledgments": []}).to_string(), "acknowledgments must not be empty"),
+        (json!({"acknowledgments": [good.clone(), "x"]}).to_string(), "acknowledgments[1] must be an object"),
+        (without("transactionId").to_string(), "acknowledgments[1].transactionId must be a string"),
+        (with("transactionId", json!(12)).to_string(), "acknowledgments[1].transactionId must be a string"),
+        (without("partitionId").to_string(), "acknowledgments[1].partitionId must be a UUID string"),
+        (with("partitionId", json!("b1c2…5061")).to_string(), "acknowledgments[1].partitionId must be a UUID string"),
+        (with("leaseId", json!("0198…8a90")).to_string(), "acknowledgments[1].leaseId must be a UUID string"),
+        (with("leaseId", json!(7)).to_string(), "acknowledgments[1].leaseId must be a UUID string"),
+        (with("error", json!(["no"])).to_string(), "acknowledgments[1].error must be a string"),
+        (json!({"consumerGroup": 5, "acknowledgments": [good.clone()]}).to_string(), "consumerGroup must be a string"),
+        (with("error", json!("a\u{0}b")).to_string(), "acknowledgments[1].error contains a NUL character"),
+        (with("transactionId", json!("t\u{0}")).to_string(), "acknowledgments[1].transactionId contains a NUL character"),
+        ("[".repeat(500) + &"]".repeat(500), "recursion limit"),
+    ];
+    for (body, expected) in cases {
+        let (status, answer) = post(&gw, "/api/v1/ack/batch", body.clone()).await;
+        assert_eq!(status, 400, "{body:.200}");
+        let error = answer["error"].as_str().unwrap_or_default();
+        assert!(error.contains(expected), "{error:?} should contain {expected:?}");
+        assert_eq!(p.state("g").await, (0, Some(lease), 0), "a 400 moved something: {body:.200}");
+    }
+    // Invalid UTF-8 is not JSON either.
+    let (status, _) = post(&gw, "/api/v1/ack/batch", vec![0xffu8, 0xfe, b'{']).await;
+    assert_eq!(status, 400);
+    // The single route validates the same fields.
+    let (status, answer) = post_json(&gw, "/api/v1/ack", &json!({"partitionId": p.id})).await;
+    assert_eq!((status, answer["error"].as_str()), (400, Some("transactionId must be a string")));
+    assert_eq!(p.state("g").await, (0, Some(lease), 0));
+}
+
+#[tokio::test]
+async fn oversize_body_and_too_many_items_are_413() {
+    let gw = Gateway::start_with(&[("PGCURSOR_MAX_BODY_BYTES", "2000"), ("PGCURSOR_MAX_ACK_ITEMS", "3")]).await;
+    let p = Partition::create(4).await;
+    let items: Vec<Value> = (1..=4).map(|o| p.item(o, "completed", None)).collect();
+    let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &json!({"acknowledgments": items})).await;
+    assert_eq!(status, 413);
+    assert!(answer["error"].as_str().unwrap().contains("limit is 3"));
+    let big = json!({"acknowledgments": [p.item(1, "completed", None)], "pad": "x".repeat(3000)});
+    let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &big).await;
+    assert_eq!(status, 413);
+    assert!(answer["error"].is_string());
+    assert_eq!(p.state("__QUEUE_MODE__").await.0, 0, "a 413 moved the cursor");
+    // At the limit it is accepted.
+    let items: Vec<Value> = (1..=3).map(|o| p.item(o, "completed", None)).collect();
+    let (status, _) = post_json(&gw, "/api/v1/ack/batch", &json!({"acknowledgments": items})).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn a_wrong_lease_in_one_of_three_partitions_fails_only_that_group() {
+    let gw = Gateway::start().await;
+    let (a, b, c) = (Partition::create(3).await, Partition::create(3).await, Partition::create(3).await);
+    let (la, lb, _lc) = (a.pop("g", 3).await, b.pop("g", 3).await, c.pop("g", 3).await);
+    let body = json!({"consumerGroup": "g", "acknowledgments": [
+        a.item(3, "completed", Some(la)),
+        b.item(3, "completed", Some(lb)),
+        c.item(3, "completed", Some(Uuid::now_v7())),
+    ]});
+    let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &body).await;
+    assert_eq!(status, 200, "a stale lease is no 409");
+    assert_eq!(answer[0]["success"], true);
+    assert_eq!(answer[1]["success"], true);
+    assert_eq!(answer[2]["success"], false);
+    assert_eq!(answer[2]["error"], "invalid or expired lease");
+    assert_eq!(a.state("g").await.0, 3);
+    assert_eq!(b.state("g").await.0, 3);
+    assert_eq!(c.state("g").await.0, 0);
+}
+
+/// One group's call fails (its cursor row is locked past lock_timeout by
+/// another session); the other groups' answers stand.
+#[tokio::test]
+async fn a_database_error_in_one_group_leaves_the_others_standing() {
+    let url = format!("{}?options=-c%20lock_timeout%3D300", pgcursor_tests::database_url());
+    let gw = Gateway::start_with(&[("DATABASE_URL", url.as_str())]).await;
+    let (a, b, c) = (Partition::create(2).await, Partition::create(2).await, Partition::create(2).await);
+    for p in [&a, &b, &c] {
+        p.pop("g", 2).await;
+    }
+    let mut holder = db().await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute(
+        "SELECT 1 FROM pgcursor.cursors WHERE partition_id = $1 FOR UPDATE",
+        &[&b.id],
+    )
+    .await
+    .unwrap();
+    let body = json!({"consumerGroup": "g", "acknowledgments": [
+        a.item(2, "completed", None), b.item(2, "completed", None), c.item(2, "completed", None)]});
+    let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &body).await;
+    tx.rollback().await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(answer[0]["success"], true);
+    assert_eq!(answer[2]["success"], true);
+    assert_eq!(answer[1]["success"], false);
+    let error = answer[1]["error"].as_str().unwrap();
+    assert!(error.starts_with("database error: "), "{error}");
+    assert!(error.contains("lock"), "{error}");
+    assert_eq!((a.state("g").await.0, b.state("g").await.0, c.state("g").await.0), (2, 0, 2));
+}
+
+#[tokio::test]
+async fn answers_keep_request_order_across_interleaved_partitions() {
+    let gw = Gateway::start().await;
+    let (a, b) = (Partition::create(4).await, Partition::create(4).await);
+    let order = [(&a, 1), (&b, 1), (&a, 2), (&b, 2), (&a, 3), (&b, 3), (&a, 4), (&b, 4)];
+    let items: Vec<Value> = order.iter().map(|(p, o)| p.item(*o, "completed", None)).collect();
+    let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &json!({"acknowledgments": items})).await;
+    assert_eq!(status, 200);
+    for (i, (p, o)) in order.iter().enumerate() {
+        assert_eq!(answer[i]["index"], i);
+        assert_eq!(answer[i]["transactionId"], p.tx(*o));
+        assert_eq!(answer[i]["success"], true);
+    }
+    assert_eq!((a.state("__QUEUE_MODE__").await.0, b.state("__QUEUE_MODE__").await.0), (4, 4));
+}
+
+#[tokio::test]
+async fn unknown_transaction_and_partition_are_per_item_outcomes_in_a_200() {
+    let gw = Gateway::start().await;
+    let p = Partition::create(1).await;
+    let body = json!({"acknowledgments": [
+        {"transactionId": "never-pushed", "partitionId": p.id, "status": "failed"},
+        {"transactionId": "x", "partitionId": Uuid::now_v7()}]});
+    let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &body).await;
+    assert_eq!(status, 200, "no 404 for an unknown transactionId");
+    assert_eq!(answer[0]["error"], "transaction not found");
+    assert_eq!(answer[0]["noop"], true);
+    assert_eq!(answer[1]["error"], "partition not found");
+    let (status, answer) = post_json(
+        &gw,
+        "/api/v1/ack",
+        &json!({"transactionId": "never", "partitionId": p.id}),
+    )
+    .await;
+    assert_eq!((status, answer.as_array().map(Vec::len)), (200, Some(1)));
+    assert_eq!(answer[0]["error"], "transaction not found");
+}
+
+#[tokio::test]
+async fn status_is_normalised_by_the_gateway() {
+    let gw = Gateway::start().await;
+    let p = Partition::create(3).await;
+    let lease = p.pop("g", 3).await;
+    // "Completed" (wrong case) is a failure: it charges the budget.
+    let body = json!({"consumerGroup": "g", "acknowledgments": [p.item(2, "Completed", Some(lease))]});
+    let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &body).await;
+    assert_eq!((status, &answer[0]["success"]), (200, &json!(true)));
+    assert_eq!(p.state("g").await, (0, None, 1));
+    // An absent status completes.
+    let single = json!({"transactionId": p.tx(3), "partitionId": p.id, "consumerGroup": "g"});
+    let (_, answer) = post_json(&gw, "/api/v1/ack", &single).await;
+    assert_eq!(answer[0]["success"], true);
+    assert_eq!(p.state("g").await.0, 3);
+}
+
+#[tokio::test]
+async fn ack_routes_need_read_write() {
+    let gw = Gateway::start_with(&[("PGCURSOR_TOKENS", "r:read-only,w:read-write,a:admin")]).await;
+    let p = Partition::create(1).await;
+    let body = json!({"acknowledgments": [p.item(1, "completed", None)]});
+    for path in ["/api/v1/ack/batch", "/api/v1/ack"] {
+        let body = if path.ends_with("batch") { body.clone() } else { p.item(1, "completed", None) };
+        for (token, expected) in [(None, 401), (Some("nope"), 401), (Some("r"), 403), (Some("w"), 200), (Some("a"), 200)] {
+            let mut request = client().post(format!("{}{path}", gw.base)).json(&body);
+            if let Some(t) = token {
+                request = request.bearer_auth(t);
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status().as_u16(), expected, "{path} with {token:?}");
+            let answer: Value = response.json().await.unwrap();
+            if expected != 200 {
+                assert!(answer["error"].is_string());
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn no_database_connection_at_all_is_503() {
+    let cluster = pgcursor_tests::PrivateCluster::start();
+    let gw = Gateway::start_with(&[("DATABASE_URL", cluster.url()), ("PGCURSOR_DB_TIMEOUT_MS", "1000")]).await;
+    cluster.stop();
+    let body = json!({"acknowledgments": [{"transactionId": "t", "partitionId": Uuid::now_v7()}]});
+    let started = std::time::Instant::now();
+    let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &body).await;
+    assert_eq!(status, 503);
+    assert!(answer["error"].is_string());
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
