@@ -36,7 +36,11 @@ impl Partition {
             "pop",
         )
         .await;
-        answer["leaseId"].as_str().expect("a lease").parse().unwrap()
+        answer["leaseId"]
+            .as_str()
+            .expect("a lease")
+            .parse()
+            .unwrap()
     }
 
     /// (cursor, lease id, retry counter) of `group` on this partition.
@@ -117,7 +121,10 @@ async fn seed_examples_answer_the_exact_field_set() {
     assert_eq!(status, 200);
     let answers = body.as_array().expect("a top-level array");
     assert_eq!(answers.len(), 1);
-    assert_eq!(field_set(&answers[0]), FIELDS.iter().map(|s| s.to_string()).collect());
+    assert_eq!(
+        field_set(&answers[0]),
+        FIELDS.iter().map(|s| s.to_string()).collect()
+    );
     assert_eq!(
         answers[0],
         json!({"index": 0, "transactionId": "order-8891-created", "success": true,
@@ -142,7 +149,11 @@ async fn seed_examples_answer_the_exact_field_set() {
     assert_eq!(answers[0]["noop"], true, "8891 was already completed");
     assert_eq!(answers[1]["success"], true);
     assert_eq!(answers[1]["leaseReleased"], true);
-    assert_eq!(p.state("billing").await, (3, None, 1), "failed 4 charged the budget once");
+    assert_eq!(
+        p.state("billing").await,
+        (3, None, 1),
+        "failed 4 charged the budget once"
+    );
 }
 
 /// Every 400 of §6; each one leaves the cursor exactly where it was.
@@ -166,51 +177,112 @@ async fn bad_requests_are_400_naming_the_field_and_change_nothing() {
         ("{not json".into(), "not valid JSON"),
         ("[]".into(), "must be a JSON object"),
         ("\"text\"".into(), "must be a JSON object"),
-        (json!({"consumerGroup": "g"}).to_string(), "acknowledgments is required"),
-        (json!({"acknowledgments": {}}).to_string(), "acknowledgments must be an array"),
-        (json!({"acknowledgments": []}).to_string(), "acknowledgments must not be empty"),
-        (json!({"acknowledgments": [good.clone(), "x"]}).to_string(), "acknowledgments[1] must be an object"),
-        (without("transactionId").to_string(), "acknowledgments[1].transactionId must be a string"),
-        (with("transactionId", json!(12)).to_string(), "acknowledgments[1].transactionId must be a string"),
-        (without("partitionId").to_string(), "acknowledgments[1].partitionId must be a UUID string"),
-        (with("partitionId", json!("b1c2…5061")).to_string(), "acknowledgments[1].partitionId must be a UUID string"),
-        (with("leaseId", json!("0198…8a90")).to_string(), "acknowledgments[1].leaseId must be a UUID string"),
-        (with("leaseId", json!(7)).to_string(), "acknowledgments[1].leaseId must be a UUID string"),
-        (with("error", json!(["no"])).to_string(), "acknowledgments[1].error must be a string"),
-        (json!({"consumerGroup": 5, "acknowledgments": [good.clone()]}).to_string(), "consumerGroup must be a string"),
-        (with("error", json!("a\u{0}b")).to_string(), "acknowledgments[1].error contains a NUL character"),
-        (with("transactionId", json!("t\u{0}")).to_string(), "acknowledgments[1].transactionId contains a NUL character"),
+        (
+            json!({"consumerGroup": "g"}).to_string(),
+            "acknowledgments is required",
+        ),
+        (
+            json!({"acknowledgments": {}}).to_string(),
+            "acknowledgments must be an array",
+        ),
+        (
+            json!({"acknowledgments": []}).to_string(),
+            "acknowledgments must not be empty",
+        ),
+        (
+            json!({"acknowledgments": [good.clone(), "x"]}).to_string(),
+            "acknowledgments[1] must be an object",
+        ),
+        (
+            without("transactionId").to_string(),
+            "acknowledgments[1].transactionId must be a string",
+        ),
+        (
+            with("transactionId", json!(12)).to_string(),
+            "acknowledgments[1].transactionId must be a string",
+        ),
+        (
+            without("partitionId").to_string(),
+            "acknowledgments[1].partitionId must be a UUID string",
+        ),
+        (
+            with("partitionId", json!("b1c2…5061")).to_string(),
+            "acknowledgments[1].partitionId must be a UUID string",
+        ),
+        (
+            with("leaseId", json!("0198…8a90")).to_string(),
+            "acknowledgments[1].leaseId must be a UUID string",
+        ),
+        (
+            with("leaseId", json!(7)).to_string(),
+            "acknowledgments[1].leaseId must be a UUID string",
+        ),
+        (
+            with("error", json!(["no"])).to_string(),
+            "acknowledgments[1].error must be a string",
+        ),
+        (
+            json!({"consumerGroup": 5, "acknowledgments": [good.clone()]}).to_string(),
+            "consumerGroup must be a string",
+        ),
+        (
+            with("error", json!("a\u{0}b")).to_string(),
+            "acknowledgments[1].error contains a NUL character",
+        ),
+        (
+            with("transactionId", json!("t\u{0}")).to_string(),
+            "acknowledgments[1].transactionId contains a NUL character",
+        ),
         ("[".repeat(500) + &"]".repeat(500), "recursion limit"),
     ];
     for (body, expected) in cases {
         let (status, answer) = post(&gw, "/api/v1/ack/batch", body.clone()).await;
         assert_eq!(status, 400, "{body:.200}");
         let error = answer["error"].as_str().unwrap_or_default();
-        assert!(error.contains(expected), "{error:?} should contain {expected:?}");
-        assert_eq!(p.state("g").await, (0, Some(lease), 0), "a 400 moved something: {body:.200}");
+        assert!(
+            error.contains(expected),
+            "{error:?} should contain {expected:?}"
+        );
+        assert_eq!(
+            p.state("g").await,
+            (0, Some(lease), 0),
+            "a 400 moved something: {body:.200}"
+        );
     }
     // Invalid UTF-8 is not JSON either.
     let (status, _) = post(&gw, "/api/v1/ack/batch", vec![0xffu8, 0xfe, b'{']).await;
     assert_eq!(status, 400);
     // The single route validates the same fields.
     let (status, answer) = post_json(&gw, "/api/v1/ack", &json!({"partitionId": p.id})).await;
-    assert_eq!((status, answer["error"].as_str()), (400, Some("transactionId must be a string")));
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (400, Some("transactionId must be a string"))
+    );
     assert_eq!(p.state("g").await, (0, Some(lease), 0));
 }
 
 #[tokio::test]
 async fn oversize_body_and_too_many_items_are_413() {
-    let gw = Gateway::start_with(&[("PGCURSOR_MAX_BODY_BYTES", "2000"), ("PGCURSOR_MAX_ACK_ITEMS", "3")]).await;
+    let gw = Gateway::start_with(&[
+        ("PGCURSOR_MAX_BODY_BYTES", "2000"),
+        ("PGCURSOR_MAX_ACK_ITEMS", "3"),
+    ])
+    .await;
     let p = Partition::create(4).await;
     let items: Vec<Value> = (1..=4).map(|o| p.item(o, "completed", None)).collect();
-    let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &json!({"acknowledgments": items})).await;
+    let (status, answer) =
+        post_json(&gw, "/api/v1/ack/batch", &json!({"acknowledgments": items})).await;
     assert_eq!(status, 413);
     assert!(answer["error"].as_str().unwrap().contains("limit is 3"));
     let big = json!({"acknowledgments": [p.item(1, "completed", None)], "pad": "x".repeat(3000)});
     let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &big).await;
     assert_eq!(status, 413);
     assert!(answer["error"].is_string());
-    assert_eq!(p.state("__QUEUE_MODE__").await.0, 0, "a 413 moved the cursor");
+    assert_eq!(
+        p.state("__QUEUE_MODE__").await.0,
+        0,
+        "a 413 moved the cursor"
+    );
     // At the limit it is accepted.
     let items: Vec<Value> = (1..=3).map(|o| p.item(o, "completed", None)).collect();
     let (status, _) = post_json(&gw, "/api/v1/ack/batch", &json!({"acknowledgments": items})).await;
@@ -220,8 +292,16 @@ async fn oversize_body_and_too_many_items_are_413() {
 #[tokio::test]
 async fn a_wrong_lease_in_one_of_three_partitions_fails_only_that_group() {
     let gw = Gateway::start().await;
-    let (a, b, c) = (Partition::create(3).await, Partition::create(3).await, Partition::create(3).await);
-    let (la, lb, _lc) = (a.pop("g", 3).await, b.pop("g", 3).await, c.pop("g", 3).await);
+    let (a, b, c) = (
+        Partition::create(3).await,
+        Partition::create(3).await,
+        Partition::create(3).await,
+    );
+    let (la, lb, _lc) = (
+        a.pop("g", 3).await,
+        b.pop("g", 3).await,
+        c.pop("g", 3).await,
+    );
     let body = json!({"consumerGroup": "g", "acknowledgments": [
         a.item(3, "completed", Some(la)),
         b.item(3, "completed", Some(lb)),
@@ -242,9 +322,16 @@ async fn a_wrong_lease_in_one_of_three_partitions_fails_only_that_group() {
 /// another session); the other groups' answers stand.
 #[tokio::test]
 async fn a_database_error_in_one_group_leaves_the_others_standing() {
-    let url = format!("{}?options=-c%20lock_timeout%3D300", pgcursor_tests::database_url());
+    let url = format!(
+        "{}?options=-c%20lock_timeout%3D300",
+        pgcursor_tests::database_url()
+    );
     let gw = Gateway::start_with(&[("DATABASE_URL", url.as_str())]).await;
-    let (a, b, c) = (Partition::create(2).await, Partition::create(2).await, Partition::create(2).await);
+    let (a, b, c) = (
+        Partition::create(2).await,
+        Partition::create(2).await,
+        Partition::create(2).await,
+    );
     for p in [&a, &b, &c] {
         p.pop("g", 2).await;
     }
@@ -267,23 +354,49 @@ async fn a_database_error_in_one_group_leaves_the_others_standing() {
     let error = answer[1]["error"].as_str().unwrap();
     assert!(error.starts_with("database error: "), "{error}");
     assert!(error.contains("lock"), "{error}");
-    assert_eq!((a.state("g").await.0, b.state("g").await.0, c.state("g").await.0), (2, 0, 2));
+    assert_eq!(
+        (
+            a.state("g").await.0,
+            b.state("g").await.0,
+            c.state("g").await.0
+        ),
+        (2, 0, 2)
+    );
 }
 
 #[tokio::test]
 async fn answers_keep_request_order_across_interleaved_partitions() {
     let gw = Gateway::start().await;
     let (a, b) = (Partition::create(4).await, Partition::create(4).await);
-    let order = [(&a, 1), (&b, 1), (&a, 2), (&b, 2), (&a, 3), (&b, 3), (&a, 4), (&b, 4)];
-    let items: Vec<Value> = order.iter().map(|(p, o)| p.item(*o, "completed", None)).collect();
-    let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &json!({"acknowledgments": items})).await;
+    let order = [
+        (&a, 1),
+        (&b, 1),
+        (&a, 2),
+        (&b, 2),
+        (&a, 3),
+        (&b, 3),
+        (&a, 4),
+        (&b, 4),
+    ];
+    let items: Vec<Value> = order
+        .iter()
+        .map(|(p, o)| p.item(*o, "completed", None))
+        .collect();
+    let (status, answer) =
+        post_json(&gw, "/api/v1/ack/batch", &json!({"acknowledgments": items})).await;
     assert_eq!(status, 200);
     for (i, (p, o)) in order.iter().enumerate() {
         assert_eq!(answer[i]["index"], i);
         assert_eq!(answer[i]["transactionId"], p.tx(*o));
         assert_eq!(answer[i]["success"], true);
     }
-    assert_eq!((a.state("__QUEUE_MODE__").await.0, b.state("__QUEUE_MODE__").await.0), (4, 4));
+    assert_eq!(
+        (
+            a.state("__QUEUE_MODE__").await.0,
+            b.state("__QUEUE_MODE__").await.0
+        ),
+        (4, 4)
+    );
 }
 
 #[tokio::test]
@@ -314,7 +427,8 @@ async fn status_is_normalised_by_the_gateway() {
     let p = Partition::create(3).await;
     let lease = p.pop("g", 3).await;
     // "Completed" (wrong case) is a failure: it charges the budget.
-    let body = json!({"consumerGroup": "g", "acknowledgments": [p.item(2, "Completed", Some(lease))]});
+    let body =
+        json!({"consumerGroup": "g", "acknowledgments": [p.item(2, "Completed", Some(lease))]});
     let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &body).await;
     assert_eq!((status, &answer[0]["success"]), (200, &json!(true)));
     assert_eq!(p.state("g").await, (0, None, 1));
@@ -331,14 +445,28 @@ async fn ack_routes_need_read_write() {
     let p = Partition::create(1).await;
     let body = json!({"acknowledgments": [p.item(1, "completed", None)]});
     for path in ["/api/v1/ack/batch", "/api/v1/ack"] {
-        let body = if path.ends_with("batch") { body.clone() } else { p.item(1, "completed", None) };
-        for (token, expected) in [(None, 401), (Some("nope"), 401), (Some("r"), 403), (Some("w"), 200), (Some("a"), 200)] {
+        let body = if path.ends_with("batch") {
+            body.clone()
+        } else {
+            p.item(1, "completed", None)
+        };
+        for (token, expected) in [
+            (None, 401),
+            (Some("nope"), 401),
+            (Some("r"), 403),
+            (Some("w"), 200),
+            (Some("a"), 200),
+        ] {
             let mut request = client().post(format!("{}{path}", gw.base)).json(&body);
             if let Some(t) = token {
                 request = request.bearer_auth(t);
             }
             let response = request.send().await.unwrap();
-            assert_eq!(response.status().as_u16(), expected, "{path} with {token:?}");
+            assert_eq!(
+                response.status().as_u16(),
+                expected,
+                "{path} with {token:?}"
+            );
             let answer: Value = response.json().await.unwrap();
             if expected != 200 {
                 assert!(answer["error"].is_string());
@@ -350,7 +478,11 @@ async fn ack_routes_need_read_write() {
 #[tokio::test]
 async fn no_database_connection_at_all_is_503() {
     let cluster = pgcursor_tests::PrivateCluster::start();
-    let gw = Gateway::start_with(&[("DATABASE_URL", cluster.url()), ("PGCURSOR_DB_TIMEOUT_MS", "1000")]).await;
+    let gw = Gateway::start_with(&[
+        ("DATABASE_URL", cluster.url()),
+        ("PGCURSOR_DB_TIMEOUT_MS", "1000"),
+    ])
+    .await;
     cluster.stop();
     let body = json!({"acknowledgments": [{"transactionId": "t", "partitionId": Uuid::now_v7()}]});
     let started = std::time::Instant::now();

@@ -102,9 +102,15 @@ pub fn parse_batch(body: &Value, max_items: usize) -> Result<AckRequest, ApiErro
     let list = match object.get("acknowledgments") {
         Some(Value::Array(list)) if !list.is_empty() => list,
         Some(Value::Array(_)) => {
-            return Err(ApiError::BadRequest("acknowledgments must not be empty".into()))
+            return Err(ApiError::BadRequest(
+                "acknowledgments must not be empty".into(),
+            ))
         }
-        Some(_) => return Err(ApiError::BadRequest("acknowledgments must be an array".into())),
+        Some(_) => {
+            return Err(ApiError::BadRequest(
+                "acknowledgments must be an array".into(),
+            ))
+        }
         None => return Err(ApiError::BadRequest("acknowledgments is required".into())),
     };
     if list.len() > max_items {
@@ -265,9 +271,11 @@ async fn run_groups(state: &AppState, request: &AckRequest) -> Result<Vec<Value>
     let limit = state.config.pool_size.max(1);
     let outcomes: Vec<(Vec<&AckItem>, Result<Value, GroupFailure>)> = stream::iter(groups)
         .map(|group| async {
-            let outcome =
-                call_ack_group(state, group_request(request.consumer_group.as_deref(), &group))
-                    .await;
+            let outcome = call_ack_group(
+                state,
+                group_request(request.consumer_group.as_deref(), &group),
+            )
+            .await;
             (group, outcome)
         })
         .buffer_unordered(limit)
@@ -281,7 +289,9 @@ async fn run_groups(state: &AppState, request: &AckRequest) -> Result<Vec<Value>
             Err(GroupFailure::NoConnection(d)) => d.clone(),
             _ => String::new(),
         };
-        return Err(ApiError::Unavailable(format!("database unavailable: {detail}")));
+        return Err(ApiError::Unavailable(format!(
+            "database unavailable: {detail}"
+        )));
     }
     Ok(merge(request.items.len(), outcomes))
 }
@@ -362,9 +372,18 @@ mod tests {
         let cases = [
             (json!([]), "request body must be a JSON object"),
             (json!({}), "acknowledgments is required"),
-            (json!({"acknowledgments": {}}), "acknowledgments must be an array"),
-            (json!({"acknowledgments": []}), "acknowledgments must not be empty"),
-            (json!({"acknowledgments": [ok, 5]}), "acknowledgments[1] must be an object"),
+            (
+                json!({"acknowledgments": {}}),
+                "acknowledgments must be an array",
+            ),
+            (
+                json!({"acknowledgments": []}),
+                "acknowledgments must not be empty",
+            ),
+            (
+                json!({"acknowledgments": [ok, 5]}),
+                "acknowledgments[1] must be an object",
+            ),
             (
                 json!({"acknowledgments": [{"partitionId": P1}]}),
                 "acknowledgments[0].transactionId must be a string",
@@ -431,7 +450,10 @@ mod tests {
         let request = parse_single(&body).unwrap();
         assert_eq!(request.consumer_group.as_deref(), Some("g"));
         assert_eq!(request.items[0].status, "retry");
-        assert_eq!(request.items[0].lease_id, Some(Uuid::parse_str(L1).unwrap()));
+        assert_eq!(
+            request.items[0].lease_id,
+            Some(Uuid::parse_str(L1).unwrap())
+        );
         assert_eq!(
             bad(parse_single(&json!({"partitionId": P1}))),
             "transactionId must be a string"
@@ -466,7 +488,10 @@ mod tests {
         let groups = group_items(&request.items);
         let ok = json!([{"index": 0, "success": true}, {"index": 2, "success": true}]);
         let outcomes = vec![
-            (groups[1].clone(), Err(GroupFailure::Database("boom".into()))),
+            (
+                groups[1].clone(),
+                Err(GroupFailure::Database("boom".into())),
+            ),
             (groups[0].clone(), Ok(ok)),
         ];
         let merged = merge(3, outcomes);
