@@ -209,6 +209,15 @@ BEGIN
 END
 $$;
 
+-- A released lease with messages still pending past the cursor makes the
+-- partition claimable again: wake long-polling pops the way a push does.
+CREATE OR REPLACE FUNCTION pgcursor.wake_waiters(partition_id uuid, queue text, cursor_at bigint)
+RETURNS void LANGUAGE sql AS $$
+    SELECT pg_notify('pgcursor_push', queue)
+      FROM pgcursor.partitions p
+     WHERE p.id = wake_waiters.partition_id AND p.head > cursor_at
+$$;
+
 -- Is lease_id the live lease of this cursor row?
 CREATE OR REPLACE FUNCTION pgcursor.is_live_lease(cur pgcursor.cursors, lease_id uuid)
 RETURNS boolean LANGUAGE sql STABLE AS $$
@@ -296,6 +305,9 @@ BEGIN
            last_ack_at = now()
      WHERE c.partition_id = cur.partition_id AND c.consumer_group = cur.consumer_group;
 
+    IF release THEN
+        PERFORM pgcursor.wake_waiters(cur.partition_id, queue.name, new_cursor);
+    END IF;
     RETURN pgcursor.ack_results(items, cur.cursor, nack_at, nack_status,
                                 release OR cur.lease_id IS NULL, dead_lettered);
 END

@@ -76,6 +76,13 @@ BEGIN
     RETURN req ->> key;
 END $$;
 
+-- A timestamp as RFC 3339 text in UTC ("2025-01-31T09:30:00.123456Z"),
+-- whatever the session's TimeZone: answers must not depend on who asks.
+CREATE OR REPLACE FUNCTION pgcursor.rfc3339_utc(ts timestamptz)
+RETURNS text LANGUAGE sql STABLE AS $$  -- STABLE like to_char(), so it inlines
+    SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+$$;
+
 -- configure: {"queue","namespace"?,"task"?,"options"?} -> {"configured":true,...}.
 -- Creates the queue with the defaults, then applies the options given; options
 -- not given (and a namespace/task that is absent or null) keep their value.

@@ -11,7 +11,7 @@
 CREATE OR REPLACE FUNCTION pgcursor.live_lease(c pgcursor.cursors)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN c.lease_expires_at > now() THEN
-        jsonb_build_object('leaseId', c.lease_id, 'expiresAt', c.lease_expires_at,
+        jsonb_build_object('leaseId', c.lease_id, 'expiresAt', pgcursor.rfc3339_utc(c.lease_expires_at),
                            'batchStart', c.batch_start, 'batchEnd', c.batch_end)
     END
 $$;
@@ -39,7 +39,7 @@ BEGIN
                'completedTotal', c.completed_total,
                'implicitlyCompletedTotal', c.implicitly_completed_total,
                'deadLetteredTotal', c.dead_lettered_total, 'discardedTotal', c.discarded_total,
-               'lastAckAt', c.last_ack_at) ORDER BY c.consumer_group)
+               'lastAckAt', pgcursor.rfc3339_utc(c.last_ack_at)) ORDER BY c.consumer_group)
              FILTER (WHERE c.partition_id IS NOT NULL), '[]'::jsonb)
     INTO answer
     FROM pgcursor.partitions p
@@ -86,7 +86,7 @@ BEGIN
     SELECT * INTO m FROM pgcursor.messages x WHERE x.partition_id = pid AND x.msg_offset = off;
     RETURN jsonb_build_object(
         'transactionId', txid, 'offset', off, 'partitionId', p.id, 'partition', p.name,
-        'queue', p.queue, 'payload', m.payload, 'data', m.payload, 'createdAt', m.created_at,
+        'queue', p.queue, 'payload', m.payload, 'data', m.payload, 'createdAt', pgcursor.rfc3339_utc(m.created_at),
         'traceId', m.trace_id,
         'groups', (SELECT coalesce(jsonb_agg(jsonb_build_object(
                                        'consumerGroup', c.consumer_group,
@@ -107,7 +107,7 @@ BEGIN
                    'depth', (SELECT coalesce(sum(pgcursor.partition_depth(p)), 0)
                              FROM pgcursor.partitions p WHERE p.queue = q.name),
                    'consumerGroups', pgcursor.queue_groups(q.name),
-                   'options', pgcursor.queue_options(q), 'createdAt', q.created_at)
+                   'options', pgcursor.queue_options(q), 'createdAt', pgcursor.rfc3339_utc(q.created_at))
                  ORDER BY q.name), '[]'::jsonb)
         FROM pgcursor.queues q));
 END $$;
@@ -135,12 +135,12 @@ BEGIN
     END IF;
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'partitionId', p.id, 'partition', p.name, 'head', p.head,
-               'depth', pgcursor.partition_depth(p), 'createdAt', p.created_at,
+               'depth', pgcursor.partition_depth(p), 'createdAt', pgcursor.rfc3339_utc(p.created_at),
                'consumerGroups', (
                    SELECT coalesce(jsonb_agg(jsonb_build_object(
                               'consumerGroup', c.consumer_group, 'cursor', c.cursor,
                               'lag', p.head - c.cursor, 'leased', coalesce(c.lease_expires_at > now(), false),
-                              'retryCount', c.retry_count, 'lastAckAt', c.last_ack_at)
+                              'retryCount', c.retry_count, 'lastAckAt', pgcursor.rfc3339_utc(c.last_ack_at))
                             ORDER BY c.consumer_group), '[]'::jsonb)
                    FROM pgcursor.cursors c WHERE c.partition_id = p.id))
              ORDER BY p.name), '[]'::jsonb)
@@ -148,7 +148,7 @@ BEGIN
     FROM pgcursor.partitions p WHERE p.queue = qname;
     RETURN jsonb_build_object(
         'queue', q.name, 'namespace', q.namespace, 'task', q.task,
-        'options', pgcursor.queue_options(q), 'createdAt', q.created_at,
+        'options', pgcursor.queue_options(q), 'createdAt', pgcursor.rfc3339_utc(q.created_at),
         'depth', (SELECT coalesce(sum((x ->> 'depth')::bigint), 0) FROM jsonb_array_elements(parts) x),
         'consumerGroups', pgcursor.queue_groups(qname), 'partitions', parts);
 END $$;

@@ -30,6 +30,7 @@ BEGIN
     )
     SELECT count(*), max(lease_expires_at) INTO renewed, expires FROM extended;
     RETURN jsonb_build_object(
-        'leaseId', lease, 'success', renewed > 0, 'newExpiresAt', expires, 'renewed', renewed,
+        'leaseId', lease, 'success', renewed > 0, 'newExpiresAt', pgcursor.rfc3339_utc(expires),
+        'renewed', renewed,
         'error', CASE WHEN renewed = 0 THEN 'invalid or expired lease' END);
 END $$;

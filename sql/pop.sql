@@ -142,7 +142,10 @@ CREATE OR REPLACE FUNCTION pgcursor.claim_batches(
     sel uuid[], grp text, batch integer, nparts integer, lease uuid)
 RETURNS TABLE (rank bigint, partition_id uuid, queue text, partition text,
                batch_start bigint, batch_end bigint, retry_count integer)
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$  -- plpgsql, not sql, only so the plan is cached (planning cost 3x the run)
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     WITH locked AS (
         SELECT c.partition_id, c.cursor, c.retry_count, p.head, p.queue, p.name, q.lease_time,
                q.priority, greatest(c.last_ack_at, c.lease_expires_at) AS last_served
@@ -161,7 +164,7 @@ LANGUAGE sql AS $$
     ), alloc AS (
         SELECT r.*, least(r.head - r.cursor,
                           batch - coalesce(sum(r.head - r.cursor) OVER (
-                              ORDER BY r.rank ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)) AS take
+                              ORDER BY r.rank ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::bigint AS take
         FROM ranked r
     ), claimed AS (
         UPDATE pgcursor.cursors c SET
@@ -177,12 +180,14 @@ LANGUAGE sql AS $$
         WHERE a.take > 0 AND c.partition_id = a.partition_id AND c.consumer_group = grp
         RETURNING a.rank, a.partition_id, a.queue, a.name, a.cursor + 1, a.cursor + a.take, a.retry_count
     )
-    SELECT * FROM claimed ORDER BY rank
-$$;
+    SELECT * FROM claimed ORDER BY rank;
+END $$;
 
--- pop: see the header. Nothing available -> {"success":true,"messages":[],...nulls}.
+-- pop: see the header. Nothing available -> {"success":true,"messages":[]}.
+-- jit = off: the planner guesses 100 claims of hundreds of rows each, and the
+-- cost passes jit_above_cost; compiling costs 10-40 ms for a 1 ms query.
 CREATE OR REPLACE FUNCTION pgcursor.pop(req jsonb)
-RETURNS jsonb LANGUAGE plpgsql AS $$
+RETURNS jsonb LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
     grp    text := coalesce(pgcursor.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__');
     batch  integer := pgcursor.positive_int_arg(req, 'batch', 1);
@@ -199,21 +204,26 @@ BEGIN
     SELECT jsonb_agg(to_jsonb(b) ORDER BY b.rank) INTO claims
     FROM pgcursor.claim_batches(sel, grp, batch, nparts, lease) b;
     IF claims IS NULL THEN
-        RETURN jsonb_build_object('success', true, 'queue', NULL, 'partition', NULL, 'partitionId', NULL,
-                                  'leaseId', NULL, 'consumerGroup', grp, 'messages', '[]'::jsonb,
-                                  'partitionsClaimed', 0);
+        RETURN '{"success": true, "messages": []}'::jsonb;
     END IF;
     -- Offsets deleted by retention inside a claimed range are simply absent.
+    -- One primary-key range scan per claim (LATERAL, OFFSET 0 keeps it one):
+    -- a plain join lets the planner, guessing 100 claims, hash-join them
+    -- against a scan of the whole messages table.
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'transactionId', m.transaction_id, 'partitionId', b.partition_id,
                'partition', b.partition, 'queue', b.queue, 'offset', m.msg_offset,
                'leaseId', lease, 'consumerGroup', grp, 'data', m.payload, 'payload', m.payload,
-               'createdAt', m.created_at, 'traceId', m.trace_id, 'retryCount', b.retry_count)
+               'createdAt', pgcursor.rfc3339_utc(m.created_at), 'traceId', m.trace_id,
+               'retryCount', b.retry_count)
              ORDER BY b.rank, m.msg_offset), '[]'::jsonb) INTO msgs
     FROM jsonb_to_recordset(claims) AS b(rank bigint, partition_id uuid, queue text, partition text,
                                          batch_start bigint, batch_end bigint, retry_count integer)
-    JOIN pgcursor.messages m
-      ON m.partition_id = b.partition_id AND m.msg_offset BETWEEN b.batch_start AND b.batch_end;
+    CROSS JOIN LATERAL (
+        SELECT m.msg_offset, m.transaction_id, m.payload, m.created_at, m.trace_id
+        FROM pgcursor.messages m
+        WHERE m.partition_id = b.partition_id AND m.msg_offset BETWEEN b.batch_start AND b.batch_end
+        OFFSET 0) m;
     RETURN jsonb_build_object('success', true, 'queue', claims -> 0 ->> 'queue',
                               'partition', claims -> 0 ->> 'partition',
                               'partitionId', claims -> 0 ->> 'partition_id', 'leaseId', lease,

@@ -97,7 +97,10 @@ END $$;
 -- request order, with one head bump per partition. (Window functions only,
 -- no self-joins: batches of 1000 items stay linear.)
 CREATE OR REPLACE FUNCTION pgcursor.push_write(items jsonb, heads jsonb)
-RETURNS jsonb LANGUAGE sql AS $$
+RETURNS jsonb LANGUAGE plpgsql AS $$  -- plpgsql, not sql, only so the plan is cached
+DECLARE
+    result jsonb;
+BEGIN
     WITH it AS (
         SELECT i.index, i.queue, i.partition, i."transactionId" AS txid, i.payload,
                i."traceId" AS trace_id, p.id AS pid
@@ -135,8 +138,10 @@ RETURNS jsonb LANGUAGE sql AS $$
                'partition', partition, 'queue', queue, 'offset', off,
                'status', CASE WHEN fresh THEN 'queued' ELSE 'duplicate' END,
                'error', NULL) ORDER BY index), '[]'::jsonb)
-    FROM placed
-$$;
+    INTO result
+    FROM placed;
+    RETURN result;
+END $$;
 
 -- push: {"items":[...]} -> array in request order of
 -- {index, transactionId, partitionId, partition, queue, offset, status, error}.

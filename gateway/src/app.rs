@@ -21,6 +21,7 @@ pub struct AppState {
     pub pool: Pool,
     pub config: Config,
     pub auth: Auth,
+    pub wakeups: crate::notify::PushWakeups,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -71,9 +72,11 @@ pub async fn serve(config: Config) -> Result<(), StartupError> {
     let limit = config.max_body_bytes;
     let state = web::Data::new(AppState {
         pool: db::pool(&config),
+        wakeups: crate::notify::PushWakeups::start(&config),
         config,
         auth,
     });
+    crate::housekeeping::spawn(state.pool.clone(), state.config.housekeeping_interval());
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())

@@ -80,6 +80,16 @@ pub struct Config {
     )]
     pub max_ack_items: usize,
 
+    /// Most messages accepted in one push request (more gives 413)
+    #[arg(
+        long,
+        env = "PGCURSOR_MAX_PUSH_ITEMS",
+        value_name = "PGCURSOR_MAX_PUSH_ITEMS",
+        default_value = "10000",
+        value_parser = positive_usize,
+    )]
+    pub max_push_items: usize,
+
     /// How long a request waits for a database connection, in milliseconds, before a 503
     #[arg(
         long,
@@ -195,6 +205,7 @@ mod tests {
         assert_eq!(c.pool_size, 16);
         assert_eq!(c.max_body_bytes, 8_388_608);
         assert_eq!(c.max_ack_items, 10_000);
+        assert_eq!(c.max_push_items, 10_000);
         assert_eq!(c.db_timeout(), Duration::from_millis(5000));
         assert_eq!(c.housekeeping_seconds, 60);
         assert!(c.tokens.is_none());

@@ -7,6 +7,8 @@ pub mod body;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod housekeeping;
+pub mod notify;
 pub mod routes;
 
 use std::io::IsTerminal;

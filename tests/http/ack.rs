@@ -491,3 +491,37 @@ async fn no_database_connection_at_all_is_503() {
     assert!(answer["error"].is_string());
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+/// A nack releases the lease with messages still pending: a pop of the same
+/// group that is long-polling wakes at once, as it would on a push (not at
+/// its periodic re-check).
+#[tokio::test]
+async fn a_nack_wakes_a_waiting_pop_of_the_group() {
+    let gw = Gateway::start().await;
+    let p = Partition::create(4).await;
+    let lease = p.pop("g", 2).await;
+    let url = format!(
+        "{}/api/v1/pop/queue/{}?consumerGroup=g&batch=2&wait=true&timeout=20000",
+        gw.base, p.queue
+    );
+    let waiter = tokio::spawn(async move {
+        let response = client().get(url).send().await.unwrap();
+        response.json::<Value>().await.unwrap()
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    let body = json!({"consumerGroup": "g", "acknowledgments": [p.item(1, "retry", Some(lease))]});
+    let (status, _) = post_json(&gw, "/api/v1/ack/batch", &body).await;
+    assert_eq!(status, 200);
+    let popped = waiter.await.unwrap();
+    let woke_after = started.elapsed();
+    println!(
+        "nack -> waiting pop woke after {} ms",
+        woke_after.as_millis()
+    );
+    assert_eq!(popped["messages"][0]["offset"], 1, "the tail redelivers");
+    assert!(
+        woke_after < Duration::from_secs(3),
+        "woke after {woke_after:?}"
+    );
+}

@@ -1,7 +1,7 @@
 -- pgcursor.pop: leasing, capping, live-lease skip, re-lease after expiry,
 -- multi-partition pops, groups, subscription modes, autoAck, concurrency.
 BEGIN;
-SELECT plan(60);
+SELECT plan(62);
 
 -- offsets of a pop answer's messages, in answer order
 CREATE FUNCTION pg_temp.offs(answer jsonb) RETURNS bigint[] LANGUAGE sql AS $$
@@ -44,6 +44,8 @@ SELECT is((r -> 'messages' -> 0) - 'leaseId' - 'partitionId' - 'createdAt',
             "data":{"k":1},"payload":{"k":1},"traceId":null,"retryCount":0}', 'message fields') FROM a1;
 SELECT is(r -> 'messages' -> 1 ->> 'leaseId', r ->> 'leaseId', 'message carries the leaseId') FROM a1;
 SELECT is((r -> 'messages' -> 0 ->> 'createdAt')::timestamptz, now(), 'createdAt is an RFC 3339 timestamp') FROM a1;
+SELECT matches(r -> 'messages' -> 0 ->> 'createdAt', '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$',
+               'createdAt is rendered in UTC with a Z') FROM a1;
 SELECT is((c).lease_id, (r ->> 'leaseId')::uuid, 'cursor row holds the lease')
 FROM a1, pg_temp.cur('t20', 'p1', '__QUEUE_MODE__') c;
 SELECT is(ARRAY[(c).cursor, (c).batch_start, (c).batch_end], '{0,1,2}', 'cursor 0, batch 1..2')
@@ -52,9 +54,8 @@ SELECT is((c).lease_expires_at, now() + interval '300 seconds', 'expires after t
 FROM pg_temp.cur('t20', 'p1', '__QUEUE_MODE__') c;
 
 -- a live lease is skipped; other groups are independent and capped at the head
-SELECT is(pgcursor.pop('{"queue":"t20","batch":2}'),
-          '{"success":true,"queue":null,"partition":null,"partitionId":null,"leaseId":null,
-            "consumerGroup":"__QUEUE_MODE__","messages":[],"partitionsClaimed":0}', 'live lease: nothing to pop');
+SELECT is(pgcursor.pop('{"queue":"t20","batch":2}'), '{"success":true,"messages":[]}',
+          'live lease: nothing to pop, answered exactly as wire.md says');
 SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20","batch":10,"consumerGroup":"g2"}')), '{1,2,3,4,5}',
           'another group gets everything, capped at the head');
 SELECT is((pg_temp.cur('t20', 'p1', 'g2')).batch_end, 5::bigint, 'capped batch end = head');
@@ -148,6 +149,14 @@ DELETE FROM pgcursor.messages m USING pgcursor.partitions p
 WHERE p.id = m.partition_id AND p.queue = 't20' AND p.name = 'p1' AND m.msg_offset = 2;
 SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20","partition":"p1","consumerGroup":"gap","batch":3}')), '{1,3}',
           'deleted offset absent from the batch');
+
+-- createdAt does not depend on the session's TimeZone
+SET LOCAL TimeZone = 'Asia/Kolkata';
+SELECT pg_temp.fill('t20tz', 'p', 1);
+SELECT is(pgcursor.pop('{"queue":"t20tz"}') -> 'messages' -> 0 ->> 'createdAt',
+          to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+          'createdAt in UTC under TimeZone Asia/Kolkata');
+RESET TimeZone;
 
 -- 8 concurrent pops of one group never share a partition (committed through
 -- dblink: 4 partitions x 10 messages; each pop holds its locks for 0.3 s)

@@ -2,7 +2,7 @@
 BEGIN;
 -- one snapshot for the whole file: overview() deltas ignore concurrent test files
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(50);
+SELECT plan(55);
 
 CREATE FUNCTION pg_temp.pid(q text, part text DEFAULT 'Default') RETURNS uuid LANGUAGE sql AS $$
     SELECT id FROM pgcursor.partitions WHERE queue = q AND name = part
@@ -53,6 +53,13 @@ SELECT throws_ok($$SELECT pgcursor.configure('{"queue":"t30","namespace":3}')$$,
                  '22023', 'namespace must be a string', 'namespace not a string');
 SELECT is((SELECT retry_limit FROM pgcursor.queues WHERE name = 't30'), 0, 'a rejected configure changes nothing');
 
+-- rfc3339_utc: answers' timestamps, in UTC whatever the session TimeZone
+SET LOCAL TimeZone = 'America/New_York';
+SELECT is(pgcursor.rfc3339_utc('2025-01-31 10:30:00.5+01'), '2025-01-31T09:30:00.500000Z', 'rendered in UTC');
+SELECT is(pgcursor.rfc3339_utc('2025-07-01 23:59:59.999999-07'), '2025-07-02T06:59:59.999999Z', 'crosses midnight');
+SELECT is(pgcursor.rfc3339_utc(NULL), NULL, 'null stays null');
+RESET TimeZone;
+
 -- delete_queue
 SELECT FROM pgcursor.push('{"items":[{"queue":"t30del","payload":1}]}');
 SELECT is(pgcursor.delete_queue('t30del'), '{"deleted":true,"queue":"t30del"}', 'delete an existing queue');
@@ -68,12 +75,13 @@ CREATE TEMP TABLE l ON COMMIT DROP AS
 SELECT (pgcursor.pop('{"queue":"t30","batch":4,"partitions":2}') ->> 'leaseId')::uuid AS lease;
 SELECT is((SELECT count(*)::int FROM pgcursor.cursors WHERE lease_id = lease), 2, 'a lease over two partitions') FROM l;
 SELECT is(pgcursor.extend_lease(jsonb_build_object('leaseId', lease, 'seconds', 1000)),
-          jsonb_build_object('leaseId', lease, 'success', true, 'newExpiresAt', now() + interval '1000 s',
+          jsonb_build_object('leaseId', lease, 'success', true,
+                             'newExpiresAt', pgcursor.rfc3339_utc(now() + interval '1000 s'),
                              'renewed', 2, 'error', NULL), 'extend both rows to now + seconds') FROM l;
 SELECT is((SELECT max(lease_expires_at) FROM pgcursor.cursors WHERE lease_id = lease), now() + interval '1000 s',
           'rows extended') FROM l;
 SELECT is(pgcursor.extend_lease(jsonb_build_object('leaseId', lease, 'seconds', 5)) -> 'newExpiresAt',
-          to_jsonb(now() + interval '1000 s'), 'never shortens a lease') FROM l;
+          to_jsonb(pgcursor.rfc3339_utc(now() + interval '1000 s')), 'never shortens a lease') FROM l;
 UPDATE pgcursor.cursors SET lease_expires_at = now() + interval '1 s' WHERE lease_id = (SELECT lease FROM l);
 SELECT is((pgcursor.extend_lease(jsonb_build_object('leaseId', lease)) ->> 'newExpiresAt')::timestamptz,
           now() + interval '60 s', 'default: the queue''s leaseTime') FROM l;
@@ -105,7 +113,7 @@ SELECT is((SELECT x FROM jsonb_array_elements(r) x WHERE x ->> 'consumerGroup' =
           'counters, budget and lag of a leased group') FROM cs;
 SELECT is((SELECT x -> 'lease' FROM jsonb_array_elements(r) x WHERE x ->> 'consumerGroup' = 'live'),
           jsonb_build_object('leaseId', (pg_temp.cur('t30', 'Default', 'live')).lease_id,
-                             'expiresAt', now() + interval '60 s', 'batchStart', 1, 'batchEnd', 2),
+                             'expiresAt', pgcursor.rfc3339_utc(now() + interval '60 s'), 'batchStart', 1, 'batchEnd', 2),
           'the live lease') FROM cs;
 SELECT is((SELECT x - 'lastAckAt' FROM jsonb_array_elements(r) x WHERE x ->> 'consumerGroup' = 'done'),
           '{"consumerGroup":"done","cursor":3,"head":3,"lag":0,"lease":null,"retryCount":0,"retryLimit":0,
@@ -150,6 +158,12 @@ SELECT is((SELECT jsonb_agg(jsonb_build_array(x ->> 'partition', x -> 'head', x 
 SELECT is((SELECT jsonb_agg(jsonb_build_array(g ->> 'consumerGroup', g -> 'cursor', g -> 'lag', g -> 'leased'))
            FROM jsonb_array_elements(r -> 'partitions' -> 0 -> 'consumerGroups') g),
           '[["__QUEUE_MODE__",0,3,false],["done",3,0,false],["live",0,3,true]]', 'queue_detail cursors') FROM qd;
+SET LOCAL TimeZone = 'Pacific/Auckland';
+SELECT is((SELECT x ->> 'createdAt' FROM jsonb_array_elements(pgcursor.queues_overview() -> 'queues') x
+           WHERE x ->> 'queue' = 't30'), (SELECT pgcursor.rfc3339_utc(created_at) FROM pgcursor.queues WHERE name = 't30'),
+          'queues_overview: createdAt in UTC');
+SELECT matches(pgcursor.queue_detail('t30') #>> '{partitions,0,createdAt}', 'Z$', 'queue_detail: partition createdAt in UTC');
+RESET TimeZone;
 SELECT throws_ok($$SELECT pgcursor.queue_detail('t30-nope')$$, 'P0002', 'queue not found: t30-nope', 'queue_detail unknown: P0002');
 CREATE TEMP TABLE o1 ON COMMIT DROP AS SELECT pgcursor.overview() AS r;
 SELECT FROM pgcursor.push('{"items":[{"queue":"t30o","payload":1},{"queue":"t30o","payload":2}]}');

@@ -3,6 +3,8 @@
 
 use actix_web::web;
 
+pub mod call;
+
 macro_rules! route_families {
     ($($family:ident),* $(,)?) => {
         $(pub mod $family;)*
@@ -16,5 +18,13 @@ macro_rules! route_families {
 
 route_families! {
     ack,
+    configure,
+    dlq,
     health,
+    inspect,
+    lease,
+    pop,
+    push,
+    resources,
+    transaction,
 }

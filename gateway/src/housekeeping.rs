@@ -1,0 +1,86 @@
+//! The housekeeping clock: every `PGCURSOR_HOUSEKEEPING_SECONDS`, one
+//! `pgcursor.housekeeping()` call (transaction index purge, message,
+//! completed-message and dead-letter retention; the rules are in
+//! sql/retention.sql). Several gateways may share a database: a run first
+//! takes an advisory lock and skips when another holds it. The lock is
+//! transaction-scoped, so a run that fails or loses its connection can never
+//! leave it held on a pooled connection. Errors are logged, never fatal.
+
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use serde_json::Value;
+use tokio::time::{interval_at, Instant, MissedTickBehavior};
+use tracing::{debug, info, warn};
+
+/// Advisory lock key of a housekeeping run ("pgcu_hk1" in ASCII). psql users
+/// can hold it (`SELECT pg_advisory_lock(...)`) to pause every gateway's runs.
+pub const HOUSEKEEPING_LOCK: i64 = 0x7067_6375_5f68_6b31;
+
+/// Starts the clock on the current runtime. The first run comes one
+/// interval after startup, not at once: restarts do not stampede.
+pub fn spawn(pool: Pool, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticks = interval_at(Instant::now() + every, every);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            match run_once(&pool).await {
+                Ok(Some(counts)) => log_counts(&counts),
+                Ok(None) => debug!("housekeeping skipped: another gateway holds the lock"),
+                Err(e) => warn!("housekeeping failed: {e}"),
+            }
+        }
+    })
+}
+
+/// One run: `Some(counts)` when it ran, `None` when another run holds the lock.
+pub async fn run_once(pool: &Pool) -> Result<Option<Value>, String> {
+    let mut client = pool
+        .get()
+        .await
+        .map_err(|e| crate::db::pool_error_detail(&e))?;
+    let db = |e: tokio_postgres::Error| crate::db::error_detail(&e);
+    let tx = client.transaction().await.map_err(db)?;
+    let locked: bool = tx
+        .query_one(
+            "SELECT pg_try_advisory_xact_lock($1)",
+            &[&HOUSEKEEPING_LOCK],
+        )
+        .await
+        .map_err(db)?
+        .get(0);
+    if !locked {
+        return Ok(None); // the transaction rolls back when dropped
+    }
+    let counts: Value = tx
+        .query_one("SELECT pgcursor.housekeeping()", &[])
+        .await
+        .map_err(db)?
+        .get(0);
+    tx.commit().await.map_err(db)?;
+    Ok(Some(counts))
+}
+
+/// Logs what a run removed: info when anything went, debug otherwise.
+fn log_counts(counts: &Value) {
+    let n = |key: &str| counts[key].as_i64().unwrap_or(0);
+    let (index, messages, completed, dead) = (
+        n("transactionIndex"),
+        n("messages"),
+        n("completedMessages"),
+        n("deadLetters"),
+    );
+    if index + messages + completed + dead == 0 {
+        debug!("housekeeping: nothing to remove");
+        return;
+    }
+    info!(
+        transaction_index = index,
+        messages,
+        completed_messages = completed,
+        dead_letters = dead,
+        "housekeeping removed {index} transaction index rows, {messages} messages past retention, \
+         {completed} completed messages, {dead} dead letters"
+    );
+}

@@ -1,0 +1,210 @@
+//! Push wake-ups for long-polling pops.
+//!
+//! `pgcursor.push` runs `pg_notify('pgcursor_push', <queue>)`. One dedicated
+//! connection (not from the pool) LISTENs on that channel and fans each
+//! notification out inside the gateway through a broadcast channel, so a
+//! waiting pop holds no database connection at all. The connection comes
+//! back by itself, with backoff, when PostgreSQL goes away; meanwhile
+//! waiters simply reach their timeout. After every (re)connect everyone is
+//! woken once, since pushes made while nobody listened were not heard.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{self, StreamExt};
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::time::Instant;
+use tokio_postgres::{AsyncMessage, NoTls};
+use tracing::{debug, info, warn};
+
+use crate::config::Config;
+use crate::db::error_detail;
+
+/// The channel `pgcursor.push` notifies.
+const CHANNEL: &str = "pgcursor_push";
+const LISTEN: &str = "LISTEN pgcursor_push";
+/// How many wake-ups a slow waiter may fall behind before it just re-checks.
+const CAPACITY: usize = 1024;
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// What a notification says.
+#[derive(Clone, Debug)]
+pub enum Wake {
+    /// A push committed to this queue.
+    Queue(Arc<str>),
+    /// Anything may have changed (the listener has just (re)connected).
+    Everything,
+}
+
+/// The fan-out end every request subscribes to.
+#[derive(Clone)]
+pub struct PushWakeups {
+    sender: broadcast::Sender<Wake>,
+}
+
+impl PushWakeups {
+    /// Starts the listener task on the current runtime.
+    pub fn start(config: &Config) -> PushWakeups {
+        let (sender, _) = broadcast::channel(CAPACITY);
+        tokio::spawn(listen_forever(listener_config(config), sender.clone()));
+        PushWakeups { sender }
+    }
+
+    /// Subscribe BEFORE looking for messages: a push committed after the
+    /// look is then never missed.
+    pub fn subscribe(&self) -> Waiter {
+        Waiter {
+            receiver: self.sender.subscribe(),
+        }
+    }
+}
+
+/// One request's subscription.
+pub struct Waiter {
+    receiver: broadcast::Receiver<Wake>,
+}
+
+impl Waiter {
+    /// Waits for a push to `queue` (to any queue when `None`) or until
+    /// `until`. True when woken by a push worth a new look.
+    pub async fn wait_for(&mut self, queue: Option<&str>, until: Instant) -> bool {
+        tokio::time::timeout_at(until, self.next_relevant(queue))
+            .await
+            .unwrap_or(false)
+    }
+
+    async fn next_relevant(&mut self, queue: Option<&str>) -> bool {
+        loop {
+            match self.receiver.recv().await {
+                Ok(Wake::Queue(pushed)) if queue.is_some_and(|q| q != &*pushed) => continue,
+                Ok(_) | Err(RecvError::Lagged(_)) => return true,
+                // The listener task is gone (shutdown): only the deadline is left.
+                Err(RecvError::Closed) => std::future::pending::<()>().await,
+            }
+        }
+    }
+}
+
+/// The listener's own connection settings: bounded connect, TCP keepalive so
+/// a silently dead server is noticed, a name that shows in pg_stat_activity.
+fn listener_config(config: &Config) -> tokio_postgres::Config {
+    let mut pg = config.database_url.clone();
+    pg.connect_timeout(config.db_timeout())
+        .keepalives_idle(Duration::from_secs(30))
+        .application_name("pgcursor-push-listener");
+    pg
+}
+
+/// Listens, reconnecting with exponential backoff; one warning per outage.
+async fn listen_forever(pg: tokio_postgres::Config, sender: broadcast::Sender<Wake>) {
+    let mut backoff = MIN_BACKOFF;
+    let mut healthy = true;
+    loop {
+        let (listened, why) = listen_once(&pg, &sender).await;
+        if listened {
+            backoff = MIN_BACKOFF;
+        }
+        if listened || healthy {
+            warn!("push listener lost PostgreSQL ({why}); long-polls answer at their timeout until it is back");
+        } else {
+            debug!("push listener still cannot reach PostgreSQL: {why}");
+        }
+        healthy = false;
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One connection's life: connect, LISTEN, forward notifications until the
+/// connection ends. Answers whether LISTEN took effect and why it ended.
+async fn listen_once(
+    pg: &tokio_postgres::Config,
+    sender: &broadcast::Sender<Wake>,
+) -> (bool, String) {
+    let (client, mut connection) = match pg.connect(NoTls).await {
+        Ok(pair) => pair,
+        Err(e) => return (false, error_detail(&e)),
+    };
+    // Notifications only arrive while the connection is polled, and LISTEN
+    // itself only completes while it is: drive both in one loop.
+    let mut messages = stream::poll_fn(move |cx| connection.poll_message(cx));
+    let listen = client.batch_execute(LISTEN);
+    tokio::pin!(listen);
+    let mut listening = false;
+    loop {
+        tokio::select! {
+            done = &mut listen, if !listening => match done {
+                Ok(()) => {
+                    listening = true;
+                    info!("push listener: listening on {CHANNEL}");
+                    let _ = sender.send(Wake::Everything);
+                }
+                Err(e) => return (false, error_detail(&e)),
+            },
+            message = messages.next() => match message {
+                Some(Ok(AsyncMessage::Notification(n))) => {
+                    // No receivers (no waiting pop) is not an error.
+                    let _ = sender.send(Wake::Queue(n.payload().into()));
+                }
+                Some(Ok(_)) => {} // a NOTICE
+                Some(Err(e)) => return (listening, error_detail(&e)),
+                None => return (listening, "connection closed".into()),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wakeups() -> PushWakeups {
+        PushWakeups {
+            sender: broadcast::channel(4).0,
+        }
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_millis(50)
+    }
+
+    #[tokio::test]
+    async fn a_push_to_another_queue_does_not_wake() {
+        let w = wakeups();
+        let mut waiter = w.subscribe();
+        w.sender.send(Wake::Queue("other".into())).unwrap();
+        assert!(!waiter.wait_for(Some("orders"), soon()).await);
+        w.sender.send(Wake::Queue("orders".into())).unwrap();
+        assert!(waiter.wait_for(Some("orders"), soon()).await);
+    }
+
+    #[tokio::test]
+    async fn any_push_wakes_a_namespace_pop_and_everything_wakes_all() {
+        let w = wakeups();
+        let mut waiter = w.subscribe();
+        w.sender.send(Wake::Queue("other".into())).unwrap();
+        assert!(waiter.wait_for(None, soon()).await);
+        w.sender.send(Wake::Everything).unwrap();
+        assert!(waiter.wait_for(Some("orders"), soon()).await);
+    }
+
+    #[tokio::test]
+    async fn a_push_before_the_wait_but_after_subscribing_is_not_lost() {
+        let w = wakeups();
+        let mut waiter = w.subscribe();
+        w.sender.send(Wake::Queue("orders".into())).unwrap();
+        // ... the request looks for messages here, finds none, then waits:
+        assert!(waiter.wait_for(Some("orders"), soon()).await);
+    }
+
+    #[tokio::test]
+    async fn a_lagging_waiter_rechecks() {
+        let w = wakeups();
+        let mut waiter = w.subscribe();
+        for _ in 0..10 {
+            w.sender.send(Wake::Queue("other".into())).unwrap();
+        }
+        assert!(waiter.wait_for(Some("orders"), soon()).await);
+    }
+}

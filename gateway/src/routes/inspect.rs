@@ -1,0 +1,68 @@
+//! Inspection (read-only):
+//! GET /api/v1/partitions/{partitionId}/cursors through `pgcursor.cursors`
+//! (unknown partition: P0002, a 404) and
+//! GET /api/v1/messages/{partitionId}/{transactionId} through
+//! `pgcursor.message` (null: a 404).
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::Level;
+use crate::error::ApiError;
+use crate::routes::call::call_json;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route(
+        "/api/v1/partitions/{partitionId}/cursors",
+        web::get().to(cursors),
+    )
+    .route(
+        "/api/v1/messages/{partitionId}/{transactionId}",
+        web::get().to(message),
+    );
+}
+
+async fn cursors(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    partition_id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadOnly)?;
+    let partition_id = parse_partition_id(&partition_id)?;
+    let answer = call_json(&state.pool, "SELECT pgcursor.cursors($1)", &[&partition_id]).await?;
+    Ok(HttpResponse::Ok().json(answer))
+}
+
+async fn message(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadOnly)?;
+    let (partition_id, transaction_id) = path.into_inner();
+    let partition_id = parse_partition_id(&partition_id)?;
+    if transaction_id.contains('\0') {
+        return Err(ApiError::BadRequest(
+            "transactionId contains a NUL character".into(),
+        ));
+    }
+    let answer = call_json(
+        &state.pool,
+        // SQL NULL (unknown message) as JSON null: call_json reads a value.
+        "SELECT coalesce(pgcursor.message($1, $2), 'null')",
+        &[&partition_id, &transaction_id],
+    )
+    .await?;
+    if answer.is_null() {
+        return Err(ApiError::NotFound(format!(
+            "message not found: {transaction_id} in partition {partition_id}"
+        )));
+    }
+    Ok(HttpResponse::Ok().json(answer))
+}
+
+fn parse_partition_id(raw: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(raw)
+        .map_err(|_| ApiError::BadRequest("partitionId must be a UUID string".into()))
+}

@@ -1,0 +1,68 @@
+//! POST /api/v1/lease/{leaseId}/extend (read-write) through
+//! `pgcursor.extend_lease`. The body is optional: the queen client sends
+//! none at all, which means the queue's leaseTime; `{"seconds": n}` otherwise.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::{json, Value};
+
+use crate::app::AppState;
+use crate::auth::Level;
+use crate::error::ApiError;
+use crate::routes::call::{call_json, object_body};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/api/v1/lease/{leaseId}/extend", web::post().to(extend));
+}
+
+async fn extend(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    lease_id: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadWrite)?;
+    let request = extend_request(&body, lease_id.into_inner())?;
+    let answer = call_json(
+        &state.pool,
+        "SELECT pgcursor.extend_lease($1::jsonb)",
+        &[&request],
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(answer))
+}
+
+/// The body (empty = `{}`) with the path's leaseId, which the SQL checks.
+fn extend_request(body: &[u8], lease_id: String) -> Result<Value, ApiError> {
+    let mut request = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        object_body(body)?
+    };
+    request["leaseId"] = Value::String(lease_id);
+    Ok(request)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_body_means_the_default_and_the_path_names_the_lease() {
+        assert_eq!(
+            extend_request(b"", "L".into()).unwrap(),
+            json!({"leaseId": "L"})
+        );
+        assert_eq!(
+            extend_request(b" \n", "L".into()).unwrap(),
+            json!({"leaseId": "L"})
+        );
+        assert_eq!(
+            extend_request(br#"{"seconds": 5, "leaseId": "other"}"#, "L".into()).unwrap(),
+            json!({"leaseId": "L", "seconds": 5})
+        );
+        assert!(matches!(
+            extend_request(b"[]", "L".into()),
+            Err(ApiError::BadRequest(_))
+        ));
+    }
+}

@@ -1,0 +1,294 @@
+//! GET /api/v1/pop/queue/{queue}, /api/v1/pop/queue/{queue}/partition/{partition}
+//! and /api/v1/pop?namespace=&task= (read-write) through `pgcursor.pop`,
+//! which validates its arguments and does all the leasing.
+//!
+//! The gateway owns only the long-poll (`wait=true`): look, and when nothing
+//! is there wait for a push notification (notify.rs) without holding a
+//! pooled connection, then look again, until `timeout`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+use tracing::debug;
+
+use crate::app::AppState;
+use crate::auth::Level;
+use crate::error::ApiError;
+use crate::routes::call::{call_json, call_json_on};
+
+const POP_SQL: &str = "SELECT pgcursor.pop($1::jsonb)";
+/// The longest a pop may wait; a larger `timeout` is capped to it (the queen
+/// client's HTTP timeout is its pop timeout + 5 s, so capping is safe).
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+/// The default `timeout`, as in Queen MQ.
+const DEFAULT_WAIT: Duration = Duration::from_millis(30_000);
+/// A waiting pop also looks again this often: messages come back without a
+/// push after a nack or an expired lease.
+pub const RECHECK: Duration = Duration::from_secs(5);
+/// Query parameters handed to `pgcursor.pop` as they are (it checks them).
+const SQL_PARAMETERS: [&str; 8] = [
+    "batch",
+    "partitions",
+    "consumerGroup",
+    "autoAck",
+    "subscriptionMode",
+    "subscriptionFrom",
+    "namespace",
+    "task",
+];
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/api/v1/pop/queue/{queue}", web::get().to(pop_queue))
+        .route(
+            "/api/v1/pop/queue/{queue}/partition/{partition}",
+            web::get().to(pop_partition),
+        )
+        .route("/api/v1/pop", web::get().to(pop_selected));
+}
+
+async fn pop_queue(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    queue: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadWrite)?;
+    let mut selection = Map::new();
+    selection.insert("queue".into(), Value::String(queue.into_inner()));
+    respond(&state, &req, selection).await
+}
+
+async fn pop_partition(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadWrite)?;
+    let (queue, partition) = path.into_inner();
+    let mut selection = Map::new();
+    selection.insert("queue".into(), Value::String(queue));
+    selection.insert("partition".into(), Value::String(partition));
+    respond(&state, &req, selection).await
+}
+
+/// Every queue matching `namespace` and/or `task` (from the query).
+async fn pop_selected(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadWrite)?;
+    respond(&state, &req, Map::new()).await
+}
+
+async fn respond(
+    state: &AppState,
+    req: &HttpRequest,
+    selection: Map<String, Value>,
+) -> Result<HttpResponse, ApiError> {
+    let pop = PopRequest::parse(req.query_string(), selection)?;
+    let answer = pop_or_wait(state, &pop).await?;
+    Ok(HttpResponse::Ok().json(answer))
+}
+
+/// A validated pop: the `pgcursor.pop` argument and how long to wait.
+#[derive(Debug, PartialEq)]
+pub struct PopRequest {
+    pub arguments: Value,
+    /// `None`: look once (`wait=false`).
+    pub wait: Option<Duration>,
+}
+
+impl PopRequest {
+    /// Empty query values count as absent (`?namespace=&task=x`).
+    pub fn parse(query: &str, selection: Map<String, Value>) -> Result<PopRequest, ApiError> {
+        let query = web::Query::<HashMap<String, String>>::from_query(query)
+            .map_err(|e| ApiError::BadRequest(format!("invalid query string: {e}")))?
+            .into_inner();
+        let given = |key: &str| query.get(key).map(String::as_str).filter(|v| !v.is_empty());
+        if flag(given("conflation"), "conflation")? {
+            return Err(ApiError::BadRequest("conflation is not supported".into()));
+        }
+        let mut arguments = selection;
+        for key in SQL_PARAMETERS {
+            if let Some(value) = given(key) {
+                arguments
+                    .entry(key)
+                    .or_insert_with(|| Value::String(value.into()));
+            }
+        }
+        let timeout = wait_timeout(given("timeout"))?;
+        Ok(PopRequest {
+            arguments: Value::Object(arguments),
+            wait: flag(given("wait"), "wait")?.then_some(timeout),
+        })
+    }
+
+    /// The queue a push must name to be worth a new look (`None`: any).
+    fn queue(&self) -> Option<&str> {
+        self.arguments.get("queue").and_then(Value::as_str)
+    }
+}
+
+/// `true` / `false`; absent is false.
+fn flag(value: Option<&str>, name: &str) -> Result<bool, ApiError> {
+    match value {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(_) => Err(ApiError::BadRequest(format!(
+            "{name} must be true or false"
+        ))),
+    }
+}
+
+/// `timeout` in milliseconds, default 30000, capped at MAX_WAIT.
+fn wait_timeout(value: Option<&str>) -> Result<Duration, ApiError> {
+    let Some(value) = value else {
+        return Ok(DEFAULT_WAIT);
+    };
+    let ms: u64 = value.parse().map_err(|_| {
+        ApiError::BadRequest("timeout must be a non-negative integer (milliseconds)".into())
+    })?;
+    Ok(Duration::from_millis(ms).min(MAX_WAIT))
+}
+
+/// Did the pop claim anything? (`partitionsClaimed` is absent when not.)
+fn claimed(answer: &Value) -> bool {
+    answer["partitionsClaimed"].as_u64().unwrap_or(0) > 0
+}
+
+/// Looks once; with `wait`, looks again on every relevant push (and every
+/// RECHECK) until something is claimed or the deadline passes, holding no
+/// pooled connection in between.
+async fn pop_or_wait(state: &AppState, pop: &PopRequest) -> Result<Value, ApiError> {
+    let deadline = pop.wait.map(|wait| Instant::now() + wait); // from arrival
+    let mut waiter = state.wakeups.subscribe(); // before the look: no lost wake-up
+    let mut answer = call_json(&state.pool, POP_SQL, &[&pop.arguments]).await?;
+    let Some(deadline) = deadline else {
+        return Ok(answer);
+    };
+    while !claimed(&answer) && Instant::now() < deadline {
+        let until = deadline.min(Instant::now() + RECHECK);
+        waiter.wait_for(pop.queue(), until).await;
+        match look_again(state, pop, deadline).await? {
+            Some(again) => answer = again,
+            None if Instant::now() >= deadline => break,
+            None => {} // database unreachable right now: keep waiting
+        }
+    }
+    Ok(answer)
+}
+
+/// One more look, unless no connection can be had before the deadline.
+/// The wait for a connection may be cut short; the pop itself never is
+/// (a pop cancelled mid-flight could lease messages nobody receives).
+async fn look_again(
+    state: &AppState,
+    pop: &PopRequest,
+    deadline: Instant,
+) -> Result<Option<Value>, ApiError> {
+    if Instant::now() >= deadline {
+        return Ok(None);
+    }
+    let client = match tokio::time::timeout_at(deadline, state.pool.get()).await {
+        Ok(Ok(client)) => client,
+        Ok(Err(e)) => {
+            debug!("long-poll re-check found no connection: {e}");
+            return Ok(None);
+        }
+        Err(_) => return Ok(None),
+    };
+    match call_json_on(&client, POP_SQL, &[&pop.arguments]).await {
+        Ok(answer) => Ok(Some(answer)),
+        Err(ApiError::Unavailable(why)) => {
+            debug!("long-poll re-check failed: {why}");
+            Ok(None)
+        }
+        Err(other) => Err(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(query: &str) -> Result<PopRequest, ApiError> {
+        let mut selection = Map::new();
+        selection.insert("queue".into(), json!("orders"));
+        PopRequest::parse(query, selection)
+    }
+
+    fn bad(query: &str) -> String {
+        match parse(query) {
+            Err(ApiError::BadRequest(m)) => m,
+            other => panic!("{query}: expected a 400, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_look_once() {
+        let pop = parse("").unwrap();
+        assert_eq!(pop.arguments, json!({"queue": "orders"}));
+        assert_eq!(pop.wait, None);
+    }
+
+    #[test]
+    fn queen_client_query_is_passed_through() {
+        let pop = parse(
+            "autopilot=true&wait=true&timeout=2500&consumerGroup=billing&partitions=3\
+             &subscriptionMode=new&subscriptionFrom=2025-01-01T00%3A00%3A00Z&autoAck=true\
+             &namespace=&task=ship&conflation=false&unknown=1",
+        )
+        .unwrap();
+        assert_eq!(
+            pop.arguments,
+            json!({"queue": "orders", "consumerGroup": "billing", "partitions": "3",
+                   "subscriptionMode": "new", "subscriptionFrom": "2025-01-01T00:00:00Z",
+                   "autoAck": "true", "task": "ship"})
+        );
+        assert_eq!(pop.wait, Some(Duration::from_millis(2500)));
+    }
+
+    #[test]
+    fn the_path_wins_over_the_query() {
+        let pop = parse("queue=other&batch=7").unwrap();
+        assert_eq!(pop.arguments, json!({"queue": "orders", "batch": "7"}));
+    }
+
+    #[test]
+    fn wait_defaults_to_30_s_and_is_capped() {
+        assert_eq!(parse("wait=true").unwrap().wait, Some(DEFAULT_WAIT));
+        assert_eq!(
+            parse("wait=true&timeout=600000").unwrap().wait,
+            Some(MAX_WAIT)
+        );
+        assert_eq!(
+            parse("wait=true&timeout=0").unwrap().wait,
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse("wait=false&timeout=10").unwrap().wait, None);
+    }
+
+    #[test]
+    fn gateway_parameters_are_checked_here() {
+        assert_eq!(bad("conflation=true"), "conflation is not supported");
+        assert_eq!(bad("conflation=yes"), "conflation must be true or false");
+        assert_eq!(bad("wait=1"), "wait must be true or false");
+        assert_eq!(
+            bad("timeout=-1"),
+            "timeout must be a non-negative integer (milliseconds)"
+        );
+        assert_eq!(
+            bad("timeout=1.5"),
+            "timeout must be a non-negative integer (milliseconds)"
+        );
+    }
+
+    #[test]
+    fn claimed_reads_partitions_claimed() {
+        assert!(!claimed(&json!({"success": true, "messages": []})));
+        assert!(claimed(&json!({"partitionsClaimed": 1, "messages": [{}]})));
+    }
+}

@@ -1,0 +1,62 @@
+//! The queue views (read-only) and queue deletion (admin):
+//! GET /api/v1/resources/queues, GET|DELETE /api/v1/resources/queues/{queue},
+//! GET /api/v1/resources/overview.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+
+use crate::app::AppState;
+use crate::auth::Level;
+use crate::error::ApiError;
+use crate::routes::call::call_json;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/api/v1/resources/queues", web::get().to(list_queues))
+        .route(
+            "/api/v1/resources/queues/{queue}",
+            web::get().to(queue_detail),
+        )
+        .route(
+            "/api/v1/resources/queues/{queue}",
+            web::delete().to(delete_queue),
+        )
+        .route("/api/v1/resources/overview", web::get().to(overview));
+}
+
+async fn list_queues(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadOnly)?;
+    let answer = call_json(&state.pool, "SELECT pgcursor.queues_overview()", &[]).await?;
+    Ok(HttpResponse::Ok().json(answer))
+}
+
+/// Unknown queue: the SQL raises P0002, a 404.
+async fn queue_detail(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    queue: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadOnly)?;
+    let queue = queue.into_inner();
+    let answer = call_json(&state.pool, "SELECT pgcursor.queue_detail($1)", &[&queue]).await?;
+    Ok(HttpResponse::Ok().json(answer))
+}
+
+/// Idempotent: an unknown queue answers `{"deleted": false}` with a 200.
+async fn delete_queue(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    queue: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::Admin)?;
+    let queue = queue.into_inner();
+    let answer = call_json(&state.pool, "SELECT pgcursor.delete_queue($1)", &[&queue]).await?;
+    Ok(HttpResponse::Ok().json(answer))
+}
+
+async fn overview(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadOnly)?;
+    let answer = call_json(&state.pool, "SELECT pgcursor.overview()", &[]).await?;
+    Ok(HttpResponse::Ok().json(answer))
+}

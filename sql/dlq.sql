@@ -1,0 +1,100 @@
+-- Dead letters: listing (GET /api/v1/dlq) and requeue. A dead letter holds a
+-- snapshot of the payload, so it outlives the message's retention.
+--
+--   SELECT pgcursor.dead_letters('{"queue":"orders","consumerGroup":"billing","limit":"20"}');
+--   SELECT pgcursor.requeue_dead_letter('0190...'::uuid);
+
+-- A non-negative integer argument (JSON number or digit string); absent or null = dflt.
+CREATE OR REPLACE FUNCTION pgcursor.non_negative_int_arg(req jsonb, key text, dflt integer)
+RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF req -> key IS NULL OR req -> key = 'null' THEN
+        RETURN dflt;
+    ELSIF req -> key = '0' OR req -> key = '"0"' THEN
+        RETURN 0;
+    END IF;
+    RETURN pgcursor.positive_int_arg(req, key, dflt);
+EXCEPTION WHEN invalid_parameter_value THEN
+    RAISE EXCEPTION '% must be a non-negative integer', key USING ERRCODE = '22023';
+END $$;
+
+-- A timestamp argument (ISO 8601 string); absent, null or empty = NULL.
+CREATE OR REPLACE FUNCTION pgcursor.timestamp_arg(req jsonb, key text)
+RETURNS timestamptz LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v text := nullif(pgcursor.optional_text(req, key), '');
+BEGIN
+    RETURN v::timestamptz;
+EXCEPTION WHEN data_exception THEN
+    RAISE EXCEPTION '% must be an ISO timestamp', key USING ERRCODE = '22023';
+END $$;
+
+-- One dead letter as the listing shows it; data is the payload snapshot.
+CREATE OR REPLACE FUNCTION pgcursor.dead_letter_json(d pgcursor.dead_letters, p pgcursor.partitions)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'id', d.id, 'queue', p.queue, 'partition', p.name, 'partitionId', p.id,
+        'offset', d.msg_offset, 'transactionId', d.transaction_id, 'consumerGroup', d.consumer_group,
+        'data', d.payload, 'errorMessage', d.error, 'retryCount', d.retry_count,
+        'createdAt', pgcursor.rfc3339_utc(d.created_at), 'failedAt', pgcursor.rfc3339_utc(d.failed_at))
+$$;
+
+-- dead_letters: {queue?, consumerGroup?, partition? (name), from?, to? (on
+-- failedAt, inclusive), limit? (100, at most 1000), offset? (0)} ->
+-- {"messages":[...], "total": <matches before limit/offset>}, newest first.
+-- Query-string values may come as strings; empty strings mean "not given".
+CREATE OR REPLACE FUNCTION pgcursor.dead_letters(req jsonb)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    qname text := nullif(pgcursor.optional_text(req, 'queue'), '');
+    grp   text := nullif(pgcursor.optional_text(req, 'consumerGroup'), '');
+    part  text := nullif(pgcursor.optional_text(req, 'partition'), '');
+    since timestamptz := pgcursor.timestamp_arg(req, 'from');
+    upto  timestamptz := pgcursor.timestamp_arg(req, 'to');
+    lim   integer := least(pgcursor.positive_int_arg(req, 'limit', 100), 1000);
+    skip  integer := pgcursor.non_negative_int_arg(req, 'offset', 0);
+    answer jsonb;
+BEGIN
+    WITH matching AS (
+        SELECT d, p,
+               -- newest first; ties (one transaction) by position, never at random
+               row_number() OVER (ORDER BY d.failed_at DESC, p.queue, p.name, d.consumer_group,
+                                           d.msg_offset, d.id) AS pos
+          FROM pgcursor.dead_letters d JOIN pgcursor.partitions p ON p.id = d.partition_id
+         WHERE (qname IS NULL OR p.queue = qname) AND (part IS NULL OR p.name = part)
+           AND (grp IS NULL OR d.consumer_group = grp)
+           AND (since IS NULL OR d.failed_at >= since) AND (upto IS NULL OR d.failed_at <= upto)
+    )
+    SELECT jsonb_build_object(
+               'messages', coalesce((SELECT jsonb_agg(pgcursor.dead_letter_json(m.d, m.p) ORDER BY m.pos)
+                                       FROM matching m WHERE m.pos > skip AND m.pos <= skip::bigint + lim), '[]'),
+               'total', (SELECT count(*) FROM matching))
+      INTO answer;
+    RETURN answer;
+END $$;
+
+-- requeue_dead_letter: pushes the snapshot back onto its partition as a new
+-- message with a fresh transactionId (through push: dense offsets, NOTIFY)
+-- and removes the dead letter, in one transaction. Every group of the
+-- partition will see the new message. Unknown id -> P0002.
+-- Answer: {"requeued": true, "id", "queue", "partition", "partitionId",
+-- "transactionId", "offset"}.
+CREATE OR REPLACE FUNCTION pgcursor.requeue_dead_letter(dead_letter_id uuid)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    d pgcursor.dead_letters;
+    p pgcursor.partitions;
+    pushed jsonb;
+BEGIN
+    -- Deleting first makes a concurrent second requeue of the same id a 404.
+    DELETE FROM pgcursor.dead_letters x WHERE x.id = dead_letter_id RETURNING * INTO d;
+    IF d.id IS NULL THEN
+        RAISE EXCEPTION 'dead letter not found: %', dead_letter_id USING ERRCODE = 'P0002';
+    END IF;
+    SELECT * INTO p FROM pgcursor.partitions WHERE id = d.partition_id;
+    pushed := pgcursor.push(jsonb_build_object('items', jsonb_build_array(jsonb_build_object(
+        'queue', p.queue, 'partition', p.name, 'payload', d.payload)))) -> 0;
+    RETURN jsonb_build_object('requeued', true, 'id', d.id, 'queue', p.queue, 'partition', p.name,
+                              'partitionId', p.id, 'transactionId', pushed -> 'transactionId',
+                              'offset', pushed -> 'offset');
+END $$;

@@ -1,0 +1,141 @@
+-- Retention: message retention, completed-message retention, dead-letter
+-- retention, and housekeeping() which runs them all with the transaction
+-- index purge (sql/housekeeping.sql). The gateway's clock calls
+-- housekeeping() under an advisory lock; psql can call any of them with an
+-- explicit cutoff.
+--
+--   SELECT pgcursor.housekeeping();                           -- per-queue rules, now
+--   SELECT pgcursor.purge_messages(now() - interval '1 day'); -- retention-on queues, older than a day
+--
+-- Deleting pending messages must never wedge a partition: a pop leases
+-- cursor+1.. by offset, so a cursor whose next offsets are all gone would be
+-- handed empty batches forever. So every cursor is kept off deleted ranges:
+-- purge_messages() moves existing cursors past them, and a cursor row created
+-- later (a new group, or a group new to this partition) starts past them.
+
+-- Where a cursor at `at` must stand so that its next offset exists: just
+-- below the first retained message above it, or the head when none is left.
+CREATE OR REPLACE FUNCTION pgcursor.retained_cursor(pid uuid, at bigint)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT greatest(at, coalesce(
+        (SELECT m.msg_offset - 1 FROM pgcursor.messages m
+          WHERE m.partition_id = pid AND m.msg_offset > at ORDER BY m.msg_offset LIMIT 1),
+        (SELECT p.head FROM pgcursor.partitions p WHERE p.id = pid)))
+$$;
+
+-- Moves every cursor of a retention-on queue whose next offset was deleted
+-- past the deleted range. The skipped offsets count in no total; the retry
+-- counter belonged to a message that is gone, so it restarts at 0. A lease
+-- is left alone: its acks still resolve through the transaction index.
+CREATE OR REPLACE FUNCTION pgcursor.move_cursors_past_deleted()
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    moved bigint;
+BEGIN
+    UPDATE pgcursor.cursors c
+       SET cursor = s.to_cursor, retry_count = 0
+      FROM (SELECT c2.partition_id, c2.consumer_group,
+                   pgcursor.retained_cursor(c2.partition_id, c2.cursor) AS to_cursor
+              FROM pgcursor.cursors c2
+              JOIN pgcursor.partitions p ON p.id = c2.partition_id
+              JOIN pgcursor.queues q ON q.name = p.queue
+             WHERE q.retention_seconds > 0 AND c2.cursor < p.head
+               AND NOT EXISTS (SELECT 1 FROM pgcursor.messages m
+                                WHERE m.partition_id = c2.partition_id AND m.msg_offset = c2.cursor + 1)) s
+     WHERE c.partition_id = s.partition_id AND c.consumer_group = s.consumer_group
+       AND s.to_cursor > c.cursor;  -- re-checked on the locked row: never moves a cursor back
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    RETURN moved;
+END $$;
+
+-- A new cursor row starts past any range already deleted (see the header).
+CREATE OR REPLACE FUNCTION pgcursor.start_past_deleted()
+RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.cursor := pgcursor.retained_cursor(NEW.partition_id, NEW.cursor);
+    RETURN NEW;
+END $$;
+
+-- Created once: re-creating it at every start would lock the cursors table.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                    WHERE tgrelid = 'pgcursor.cursors'::regclass AND tgname = 'cursors_start_past_deleted') THEN
+        CREATE TRIGGER cursors_start_past_deleted BEFORE INSERT ON pgcursor.cursors
+            FOR EACH ROW EXECUTE FUNCTION pgcursor.start_past_deleted();
+    END IF;
+END $$;
+
+-- purge_messages: in queues with retentionSeconds > 0, deletes messages
+-- older than that (or, given a cutoff, created before it), pending or not,
+-- then moves cursors off what went. The transaction index is not touched:
+-- acks of deleted messages still resolve until it is purged.
+CREATE OR REPLACE FUNCTION pgcursor.purge_messages(cutoff timestamptz DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    purged bigint;
+BEGIN
+    -- Per partition, so each delete is a range scan of (partition_id, created_at).
+    DELETE FROM pgcursor.messages m
+     USING (SELECT p.id, coalesce(cutoff, now() - q.retention_seconds * interval '1 second') AS before
+              FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
+             WHERE q.retention_seconds > 0) r
+     WHERE m.partition_id = r.id AND m.created_at < r.before;
+    GET DIAGNOSTICS purged = ROW_COUNT;
+    PERFORM pgcursor.move_cursors_past_deleted();
+    RETURN purged;
+END $$;
+
+-- purge_completed_messages: in queues with completedRetentionSeconds > 0,
+-- deletes messages every group with a cursor on the partition has completed
+-- (offset <= the lowest cursor; a partition without cursors keeps all) and
+-- older than that retention (or, given a cutoff, created before it).
+CREATE OR REPLACE FUNCTION pgcursor.purge_completed_messages(cutoff timestamptz DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    purged bigint;
+BEGIN
+    DELETE FROM pgcursor.messages m
+     USING (SELECT p.id, min(c.cursor) AS completed_to,
+                   coalesce(cutoff, now() - q.completed_retention_seconds * interval '1 second') AS before
+              FROM pgcursor.partitions p
+              JOIN pgcursor.queues q ON q.name = p.queue
+              JOIN pgcursor.cursors c ON c.partition_id = p.id
+             WHERE q.completed_retention_seconds > 0
+             GROUP BY p.id, q.completed_retention_seconds) r
+     WHERE m.partition_id = r.id AND m.msg_offset <= r.completed_to AND m.created_at < r.before;
+    GET DIAGNOSTICS purged = ROW_COUNT;
+    RETURN purged;
+END $$;
+
+-- purge_dead_letters: dead letters follow their queue's message retention:
+-- in queues with retentionSeconds > 0, those that failed longer ago than
+-- that (or, given a cutoff, before it). retentionSeconds 0 keeps them forever.
+CREATE OR REPLACE FUNCTION pgcursor.purge_dead_letters(cutoff timestamptz DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    purged bigint;
+BEGIN
+    DELETE FROM pgcursor.dead_letters d
+     USING (SELECT p.id, coalesce(cutoff, now() - q.retention_seconds * interval '1 second') AS before
+              FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
+             WHERE q.retention_seconds > 0) r
+     WHERE d.partition_id = r.id AND d.failed_at < r.before;
+    GET DIAGNOSTICS purged = ROW_COUNT;
+    RETURN purged;
+END $$;
+
+-- housekeeping: every purge, one transaction; answers what each removed.
+-- With a cutoff, each purge gets that cutoff (see each one for its rule).
+CREATE OR REPLACE FUNCTION pgcursor.housekeeping(cutoff timestamptz DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    completed bigint := pgcursor.purge_completed_messages(cutoff);
+    messages bigint := pgcursor.purge_messages(cutoff);
+BEGIN
+    RETURN jsonb_build_object(
+        'completedMessages', completed,
+        'messages', messages,
+        'deadLetters', pgcursor.purge_dead_letters(cutoff),
+        'transactionIndex', pgcursor.purge_transaction_index(cutoff));
+END $$;

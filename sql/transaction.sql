@@ -1,0 +1,157 @@
+-- Transaction: acks and pushes as one PostgreSQL transaction, so a pipeline
+-- stage hands work forward without a window in which the ack landed and the
+-- next message did not (or the other way round).
+--
+--   SELECT pgcursor.transaction('{"operations":[
+--     {"type":"ack","transactionId":"t1","partitionId":"0190...","leaseId":"0190...","consumerGroup":"billing"},
+--     {"type":"push","items":[{"queue":"invoices","payload":{"order":1}}]}],
+--     "requiredLeases":["0190..."]}');
+
+-- Is v absent/null (when optional) or a UUID string?
+CREATE OR REPLACE FUNCTION pgcursor.is_uuid_value(v jsonb, optional boolean)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN v IS NULL OR jsonb_typeof(v) = 'null' THEN optional
+        ELSE jsonb_typeof(v) = 'string'
+             AND (v #>> '{}') ~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
+    END
+$$;
+
+-- What is wrong with operation i, or null when it is well formed. Push items
+-- are checked by push's own rule, their path prefixed with the operation's.
+CREATE OR REPLACE FUNCTION pgcursor.transaction_op_error(op jsonb, i bigint)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN jsonb_typeof(op) IS DISTINCT FROM 'object' THEN
+            format('operations[%s] must be an object', i)
+        WHEN jsonb_typeof(op -> 'type') IS DISTINCT FROM 'string' OR op ->> 'type' NOT IN ('ack', 'push') THEN
+            format('operations[%s].type must be "ack" or "push"', i)
+        WHEN op ->> 'type' = 'push' THEN
+            CASE
+                WHEN jsonb_typeof(op -> 'items') IS DISTINCT FROM 'array' THEN
+                    format('operations[%s].items must be an array', i)
+                ELSE (SELECT format('operations[%s].%s', i, e) FROM (
+                          SELECT pgcursor.push_item_error(x.item, x.n - 1) AS e, x.n
+                            FROM jsonb_array_elements(op -> 'items') WITH ORDINALITY AS x(item, n)) v
+                       WHERE v.e IS NOT NULL ORDER BY v.n LIMIT 1)
+            END
+        WHEN jsonb_typeof(op -> 'transactionId') IS DISTINCT FROM 'string' THEN
+            format('operations[%s].transactionId must be a string', i)
+        WHEN NOT pgcursor.is_uuid_value(op -> 'partitionId', false) THEN
+            format('operations[%s].partitionId must be a UUID string', i)
+        WHEN NOT pgcursor.is_uuid_value(op -> 'leaseId', true) THEN
+            format('operations[%s].leaseId must be a UUID string', i)
+        WHEN coalesce(jsonb_typeof(op -> 'consumerGroup'), 'null') NOT IN ('null', 'string') THEN
+            format('operations[%s].consumerGroup must be a string', i)
+        WHEN coalesce(jsonb_typeof(op -> 'error'), 'null') NOT IN ('null', 'string') THEN
+            format('operations[%s].error must be a string', i)
+    END
+$$;
+
+-- Checks the whole request before anything runs: a malformed one is a 22023
+-- naming the field (the gateway's 400) and writes nothing.
+CREATE OR REPLACE FUNCTION pgcursor.validate_transaction(req jsonb)
+RETURNS void LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    err text;
+BEGIN
+    IF jsonb_typeof(req) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'request body must be a JSON object' USING ERRCODE = '22023';
+    ELSIF jsonb_typeof(req -> 'operations') IS DISTINCT FROM 'array' THEN
+        RAISE EXCEPTION 'operations is required and must be an array' USING ERRCODE = '22023';
+    ELSIF jsonb_array_length(req -> 'operations') = 0 THEN
+        RAISE EXCEPTION 'operations must not be empty' USING ERRCODE = '22023';
+    ELSIF coalesce(jsonb_typeof(req -> 'requiredLeases'), 'null') NOT IN ('null', 'array') THEN
+        RAISE EXCEPTION 'requiredLeases must be an array' USING ERRCODE = '22023';
+    END IF;
+    SELECT format('requiredLeases[%s] must be a UUID string', x.n - 1) INTO err
+      FROM jsonb_array_elements(coalesce(nullif(req -> 'requiredLeases', 'null'), '[]')) WITH ORDINALITY AS x(v, n)
+     WHERE NOT pgcursor.is_uuid_value(x.v, false)
+     ORDER BY x.n LIMIT 1;
+    IF err IS NULL THEN
+        SELECT v.e INTO err
+          FROM (SELECT pgcursor.transaction_op_error(x.op, x.n - 1) AS e, x.n
+                  FROM jsonb_array_elements(req -> 'operations') WITH ORDINALITY AS x(op, n)) v
+         WHERE v.e IS NOT NULL ORDER BY v.n LIMIT 1;
+    END IF;
+    IF err IS NOT NULL THEN
+        RAISE EXCEPTION '%', err USING ERRCODE = '22023';
+    END IF;
+END $$;
+
+-- requiredLeases: every listed lease must be live on at least one cursor row
+-- when the bundle starts (checked before the acks, which may release them).
+CREATE OR REPLACE FUNCTION pgcursor.required_leases_live(req jsonb)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT NOT EXISTS (
+        SELECT 1 FROM jsonb_array_elements_text(coalesce(nullif(req -> 'requiredLeases', 'null'), '[]')) AS l(id)
+         WHERE NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
+                            WHERE c.lease_id = l.id::uuid AND c.lease_expires_at > now()))
+$$;
+
+-- Ack operation i, through ack_group as a one-item group (identical
+-- semantics to POST /api/v1/ack): its item result, index = i.
+CREATE OR REPLACE FUNCTION pgcursor.transaction_ack(op jsonb, i integer)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN pgcursor.ack_group(jsonb_build_object(
+        'partitionId', op -> 'partitionId', 'leaseId', op -> 'leaseId',
+        'consumerGroup', op -> 'consumerGroup',
+        'items', jsonb_build_array(jsonb_build_object(
+            'index', i, 'transactionId', op -> 'transactionId',
+            'status', op -> 'status', 'error', op -> 'error')))) -> 0;
+END $$;
+
+-- Why an operation's answer refuses the bundle, or null when it succeeded:
+-- an ack item with success false, or a push item neither queued nor duplicate.
+CREATE OR REPLACE FUNCTION pgcursor.operation_failure(op_type text, result jsonb)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE op_type
+        WHEN 'ack' THEN CASE WHEN (result ->> 'success')::boolean IS NOT TRUE
+                             THEN coalesce(result ->> 'error', 'ack refused') END
+        ELSE (SELECT coalesce(r ->> 'error', 'push item ' || (r ->> 'index') || ' ' || (r ->> 'status'))
+                FROM jsonb_array_elements(result) r
+               WHERE r ->> 'status' NOT IN ('queued', 'duplicate') OR r ->> 'error' IS NOT NULL
+               LIMIT 1)
+    END
+$$;
+
+-- transaction: {"operations":[...], "requiredLeases"?:[...]} ->
+-- {"success":true, "transactionId", "results":[...]} or, everything rolled
+-- back, {"success":false, "error", "failedIndex", "results":[answers so far]}.
+CREATE OR REPLACE FUNCTION pgcursor.transaction(req jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    op jsonb;
+    i integer := 0;
+    result jsonb;
+    results jsonb := '[]';
+    failure text;
+    failed_index integer;
+BEGIN
+    PERFORM pgcursor.validate_transaction(req);
+    IF NOT pgcursor.required_leases_live(req) THEN
+        RETURN jsonb_build_object('success', false, 'error', 'invalid or expired lease',
+                                  'failedIndex', NULL, 'results', results);
+    END IF;
+    -- A savepoint: a refused bundle raises PC001 (pgcursor's own SQLSTATE,
+    -- never seen outside) to unwind everything done so far, and still answers.
+    BEGIN
+        FOR op IN SELECT x FROM jsonb_array_elements(req -> 'operations') x LOOP
+            result := CASE op ->> 'type' WHEN 'ack' THEN pgcursor.transaction_ack(op, i)
+                                         ELSE pgcursor.push(op) END;
+            results := results || jsonb_build_array(result);
+            failure := pgcursor.operation_failure(op ->> 'type', result);
+            IF failure IS NOT NULL THEN
+                failed_index := i;
+                RAISE EXCEPTION USING ERRCODE = 'PC001';
+            END IF;
+            i := i + 1;
+        END LOOP;
+    EXCEPTION WHEN SQLSTATE 'PC001' THEN
+        -- Local variables survive the rollback to the savepoint.
+        RETURN jsonb_build_object('success', false, 'error', failure, 'failedIndex', failed_index,
+                                  'results', results);
+    END;
+    RETURN jsonb_build_object('success', true, 'transactionId', pgcursor.uuidv7(), 'results', results);
+END $$;

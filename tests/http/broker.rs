@@ -1,0 +1,112 @@
+//! Small HTTP helpers for the produce/consume tests: every call goes through
+//! the gateway, answers come back as (status, JSON).
+
+use std::collections::BTreeSet;
+
+use pgcursor_tests::{client, db, Gateway};
+use reqwest::{Method, RequestBuilder};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+/// A queue name no other test uses.
+pub fn fresh_queue(prefix: &str) -> String {
+    format!("{prefix}-{}", Uuid::now_v7())
+}
+
+/// Sends, and reads the answer as JSON (`Null` when empty or not JSON).
+pub async fn send(request: RequestBuilder) -> (u16, Value) {
+    let response = request.send().await.expect("the gateway answers");
+    let status = response.status().as_u16();
+    let body = response.bytes().await.expect("read the body");
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+pub async fn get(gw: &Gateway, path: &str) -> (u16, Value) {
+    send(client().get(gw.url(path))).await
+}
+
+pub async fn post(gw: &Gateway, path: &str, body: &Value) -> (u16, Value) {
+    send(client().post(gw.url(path)).json(body)).await
+}
+
+/// A request with an optional bearer token.
+pub fn request(gw: &Gateway, method: Method, path: &str, token: Option<&str>) -> RequestBuilder {
+    let builder = client().request(method, gw.url(path));
+    match token {
+        Some(t) => builder.bearer_auth(t),
+        None => builder,
+    }
+}
+
+/// Pushes `n` messages `{"i": 1..n}` to (queue, partition), transactionIds
+/// `<partition>-<i>`; asserts 200 and answers the push array.
+pub async fn push_n(gw: &Gateway, queue: &str, partition: &str, n: usize) -> Value {
+    let items: Vec<Value> = (1..=n)
+        .map(|i| {
+            json!({"queue": queue, "partition": partition, "payload": {"i": i},
+                   "transactionId": format!("{partition}-{i}")})
+        })
+        .collect();
+    let (status, body) = post(gw, "/api/v1/push", &json!({ "items": items })).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// `GET /api/v1/pop/queue/{queue}?{query}`; asserts 200.
+pub async fn pop(gw: &Gateway, queue: &str, query: &str) -> Value {
+    let (status, body) = get(gw, &format!("/api/v1/pop/queue/{queue}?{query}")).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// The offsets of a pop answer's messages, in answer order.
+pub fn offsets(answer: &Value) -> Vec<i64> {
+    messages(answer)
+        .iter()
+        .map(|m| m["offset"].as_i64().expect("an offset"))
+        .collect()
+}
+
+pub fn messages(answer: &Value) -> &Vec<Value> {
+    answer["messages"].as_array().expect("a messages array")
+}
+
+/// Acks every message of a pop answer `completed` in one batch; asserts success.
+pub async fn ack_all(gw: &Gateway, answer: &Value) {
+    let acks: Vec<Value> = messages(answer)
+        .iter()
+        .map(|m| {
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                   "leaseId": m["leaseId"], "status": "completed"})
+        })
+        .collect();
+    let body = json!({"consumerGroup": answer["consumerGroup"], "acknowledgments": acks});
+    let (status, results) = post(gw, "/api/v1/ack/batch", &body).await;
+    assert_eq!(status, 200, "{results}");
+    for r in results.as_array().unwrap() {
+        assert_eq!(r["success"], true, "{results}");
+    }
+}
+
+/// The keys of a JSON object.
+pub fn keys(value: &Value) -> BTreeSet<&str> {
+    value
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect()
+}
+
+/// How many messages a queue stores (straight from the database).
+pub async fn stored_messages(queue: &str) -> i64 {
+    db().await
+        .query_one(
+            "SELECT count(*) FROM pgcursor.messages m
+               JOIN pgcursor.partitions p ON p.id = m.partition_id WHERE p.queue = $1",
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}

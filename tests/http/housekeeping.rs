@@ -1,0 +1,84 @@
+//! The gateway's housekeeping clock: it purges on its own, and never while
+//! another run holds the advisory lock.
+
+use std::time::{Duration, Instant};
+
+use pgcursor_tests::{db, Gateway};
+use serde_json::json;
+
+use crate::broker::{fresh_queue, post};
+
+/// gateway/src/housekeeping.rs `HOUSEKEEPING_LOCK` (documented in docs/http-api.md).
+const HOUSEKEEPING_LOCK: i64 = 0x7067_6375_5f68_6b31;
+
+/// A queue whose transaction index keeps rows for one second, with one message.
+async fn short_lived_index(gw: &Gateway) -> String {
+    let queue = fresh_queue("hk");
+    let configure = json!({"queue": queue, "options": {"transactionIndexRetentionSeconds": 1}});
+    assert_eq!(post(gw, "/api/v1/configure", &configure).await.0, 200);
+    let push = json!({"items": [{"queue": queue, "payload": 1, "transactionId": "hk-1"}]});
+    assert_eq!(post(gw, "/api/v1/push", &push).await.0, 200);
+    queue
+}
+
+async fn index_rows(queue: &str) -> i64 {
+    db().await
+        .query_one(
+            "SELECT count(*) FROM pgcursor.transaction_index t
+               JOIN pgcursor.partitions p ON p.id = t.partition_id WHERE p.queue = $1",
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Polls until the queue's index rows are gone, for at most `within`.
+async fn wait_purged(queue: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    while index_rows(queue).await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "index rows of {queue} still there after {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_clock_purges_the_transaction_index() {
+    let gw = Gateway::start_with(&[("PGCURSOR_HOUSEKEEPING_SECONDS", "1")]).await;
+    let queue = short_lived_index(&gw).await;
+    assert_eq!(index_rows(&queue).await, 1);
+    // Generous: another test may hold the lock for a few seconds meanwhile.
+    // (Any gateway's clock may do the purge: housekeeping is database-wide.)
+    wait_purged(&queue, Duration::from_secs(20)).await;
+}
+
+#[tokio::test]
+async fn nothing_is_purged_while_another_run_holds_the_lock() {
+    let holder = db().await;
+    holder
+        .execute("SELECT pg_advisory_lock($1)", &[&HOUSEKEEPING_LOCK])
+        .await
+        .unwrap();
+    let gw = Gateway::start_with(&[("PGCURSOR_HOUSEKEEPING_SECONDS", "1")]).await;
+    let queue = short_lived_index(&gw).await;
+    // Three runs come and go (at 1, 2 and 3 s), each finding the lock taken.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert_eq!(
+        index_rows(&queue).await,
+        1,
+        "purged while the lock was held"
+    );
+    assert!(
+        !gw.stderr().contains("housekeeping removed"),
+        "{}",
+        gw.stderr()
+    );
+    holder
+        .execute("SELECT pg_advisory_unlock($1)", &[&HOUSEKEEPING_LOCK])
+        .await
+        .unwrap();
+    wait_purged(&queue, Duration::from_secs(20)).await;
+}

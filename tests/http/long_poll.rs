@@ -1,0 +1,243 @@
+//! `wait=true`: a push wakes a waiting pop through LISTEN/NOTIFY, a waiting
+//! pop holds no pooled connection, and long-polls outlive a database outage.
+
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use pgcursor_tests::{client, Gateway, PrivateCluster};
+use serde_json::{json, Value};
+
+use crate::broker::{fresh_queue, get, messages, offsets, post, push_n, send};
+
+/// Starts `GET path` now; the answer and how long it took.
+fn start_pop(gw: &Gateway, path: String) -> tokio::task::JoinHandle<(u16, Value, Duration)> {
+    let url = gw.url(&path);
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let (status, body) = send(client().get(url)).await;
+        (status, body, started.elapsed())
+    })
+}
+
+async fn push_one(gw: &Gateway, queue: &str) -> Instant {
+    let body = json!({"items": [{"queue": queue, "payload": "wake up"}]});
+    let (status, answer) = post(gw, "/api/v1/push", &body).await;
+    assert_eq!(status, 200, "{answer}");
+    Instant::now()
+}
+
+/// Pushes while a pop waits; answers the pop and the push→answer latency.
+async fn wake_latency(gw: &Gateway, queue: &str, pop_path: String) -> (Value, Duration) {
+    let waiting = start_pop(gw, pop_path);
+    tokio::time::sleep(Duration::from_millis(400)).await; // let it start waiting
+    assert!(!waiting.is_finished(), "the pop did not wait");
+    let pushed = push_one(gw, queue).await;
+    let (status, answer, _) = waiting.await.unwrap();
+    let latency = pushed.elapsed();
+    assert_eq!(status, 200, "{answer}");
+    (answer, latency)
+}
+
+#[tokio::test]
+async fn a_push_wakes_a_waiting_pop_at_once() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("wake");
+    assert_eq!(
+        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
+            .await
+            .0,
+        200
+    );
+    let path = format!("/api/v1/pop/queue/{queue}?wait=true&timeout=10000");
+    let (answer, latency) = wake_latency(&gw, &queue, path).await;
+    println!("push -> waiting pop answered in {} ms", latency.as_millis());
+    assert_eq!(offsets(&answer), vec![1]);
+    assert!(latency < Duration::from_secs(1), "{latency:?}");
+}
+
+#[tokio::test]
+async fn a_push_wakes_a_namespace_pop() {
+    let gw = Gateway::start().await;
+    let (ns, queue) = (fresh_queue("ns"), fresh_queue("nsq"));
+    let body = json!({"queue": queue, "namespace": ns});
+    assert_eq!(post(&gw, "/api/v1/configure", &body).await.0, 200);
+    let path = format!("/api/v1/pop?namespace={ns}&wait=true&timeout=10000");
+    let (answer, latency) = wake_latency(&gw, &queue, path).await;
+    assert_eq!(answer["queue"], json!(queue));
+    assert!(latency < Duration::from_secs(1), "{latency:?}");
+}
+
+#[tokio::test]
+async fn a_waiting_pop_answers_empty_at_its_timeout() {
+    let gw = Gateway::start().await;
+    let (queue, other) = (fresh_queue("idle"), fresh_queue("other"));
+    assert_eq!(
+        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
+            .await
+            .0,
+        200
+    );
+    let waiting = start_pop(
+        &gw,
+        format!("/api/v1/pop/queue/{queue}?wait=true&timeout=1200"),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    push_one(&gw, &other).await; // another queue's push does not end the wait
+    let (status, body, took) = waiting.await.unwrap();
+    assert_eq!(
+        (status, body),
+        (200, json!({"success": true, "messages": []}))
+    );
+    assert!(
+        took >= Duration::from_millis(1200) && took < Duration::from_millis(2500),
+        "{took:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_thousand_long_polls_do_not_exhaust_a_pool_of_four() {
+    let gw = Gateway::start_with(&[("PGCURSOR_POOL_SIZE", "4")]).await;
+    let queue = fresh_queue("crowd");
+    assert_eq!(
+        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
+            .await
+            .0,
+        200
+    );
+    let started = Instant::now();
+    let pops: Vec<_> = (0..1000)
+        .map(|_| {
+            start_pop(
+                &gw,
+                format!("/api/v1/pop/queue/{queue}?wait=true&timeout=2000"),
+            )
+        })
+        .collect();
+
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let asked = Instant::now();
+    let (status, health) = get(&gw, "/health").await;
+    let health_took = asked.elapsed();
+    let waiting = pops.iter().filter(|p| !p.is_finished()).count();
+    println!(
+        "1000 long-polls, pool 4: /health answered {status} in {} ms while {waiting} pops waited",
+        health_took.as_millis()
+    );
+    assert_eq!(status, 200, "{health}");
+    // Quickly: well before the pops' 2 s timeout, on a pool they all use.
+    assert!(health_took < Duration::from_millis(1000), "{health_took:?}");
+    assert!(waiting > 900, "the pops should still be waiting: {waiting}");
+
+    let answers = join_all(pops).await;
+    let empty = json!({"success": true, "messages": []});
+    for answer in &answers {
+        let (status, body, _) = answer.as_ref().unwrap();
+        assert_eq!((*status, body), (200, &empty));
+    }
+    let slowest = answers.iter().map(|a| a.as_ref().unwrap().2).max().unwrap();
+    println!(
+        "1000 long-polls all answered 200 empty; slowest {} ms, all done after {} ms",
+        slowest.as_millis(),
+        started.elapsed().as_millis()
+    );
+    assert!(slowest < Duration::from_secs(6), "{slowest:?}");
+}
+
+#[tokio::test]
+async fn long_polls_outlive_a_database_outage_and_wake_again_after_it() {
+    let cluster = PrivateCluster::start();
+    let gw = Gateway::start_with(&[
+        ("DATABASE_URL", cluster.url()),
+        ("PGCURSOR_DB_TIMEOUT_MS", "1000"),
+    ])
+    .await;
+    let queue = fresh_queue("outage");
+    assert_eq!(
+        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
+            .await
+            .0,
+        200
+    );
+
+    let waiting = start_pop(
+        &gw,
+        format!("/api/v1/pop/queue/{queue}?wait=true&timeout=2500"),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.stop();
+    let (status, body, took) = waiting.await.unwrap();
+    assert_eq!(
+        (status, body),
+        (200, json!({"success": true, "messages": []}))
+    );
+    assert!(
+        took < Duration::from_secs(4),
+        "answered at its timeout: {took:?}"
+    );
+
+    cluster.start_again();
+    wait_for_listener(&cluster).await;
+    let path = format!("/api/v1/pop/queue/{queue}?wait=true&timeout=10000");
+    let (answer, latency) = wake_latency(&gw, &queue, path).await;
+    assert_eq!(messages(&answer).len(), 1);
+    assert!(latency < Duration::from_secs(1), "{latency:?}");
+}
+
+/// Until the gateway's listener connection is back (it reconnects with backoff).
+async fn wait_for_listener(cluster: &PrivateCluster) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok((db, connection)) =
+            tokio_postgres::connect(cluster.url(), tokio_postgres::NoTls).await
+        {
+            tokio::spawn(connection);
+            let listening: i64 = db
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                      WHERE application_name = 'pgcursor-push-listener' AND query LIKE 'LISTEN%'",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if listening > 0 {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the push listener did not come back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn waiting_pops_of_one_group_share_pushes_without_double_delivery() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("share");
+    assert_eq!(
+        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
+            .await
+            .0,
+        200
+    );
+    let pops: Vec<_> = (0..5)
+        .map(|_| {
+            start_pop(
+                &gw,
+                format!("/api/v1/pop/queue/{queue}?wait=true&timeout=3000&batch=10"),
+            )
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    push_n(&gw, &queue, "Default", 3).await;
+    let mut delivered = Vec::new();
+    for p in join_all(pops).await {
+        let (status, body, _) = p.unwrap();
+        assert_eq!(status, 200);
+        delivered.extend(offsets(&body));
+    }
+    delivered.sort();
+    assert_eq!(delivered, vec![1, 2, 3], "each message once");
+}

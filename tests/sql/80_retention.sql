@@ -1,0 +1,129 @@
+-- Retention: purge_messages (and cursors moved off what it deleted),
+-- purge_completed_messages, purge_dead_letters, housekeeping. Explicit
+-- cutoffs and aged rows: no sleeps.
+BEGIN;
+SELECT plan(36);
+
+-- Queue q (options opts) with n messages <q>-1..<q>-n in partition Default,
+-- offset k created (n - k + 1) hours ago; returns the partition id.
+CREATE FUNCTION pg_temp.aged(q text, n int, opts jsonb DEFAULT '{}') RETURNS uuid LANGUAGE plpgsql AS $$
+DECLARE
+    pid uuid;
+BEGIN
+    PERFORM pgcursor.configure(jsonb_build_object('queue', q, 'options', opts));
+    pid := (pgcursor.push(jsonb_build_object('items', (
+        SELECT jsonb_agg(jsonb_build_object('queue', q, 'payload', k, 'transactionId', q || '-' || k) ORDER BY k)
+        FROM generate_series(1, n) k))) -> 0 ->> 'partitionId')::uuid;
+    UPDATE pgcursor.messages SET created_at = now() - (n - msg_offset + 1) * interval '1 hour'
+     WHERE partition_id = pid;
+    RETURN pid;
+END $$;
+CREATE FUNCTION pg_temp.offsets(pid uuid) RETURNS text LANGUAGE sql AS $$
+    SELECT coalesce(string_agg(msg_offset::text, ',' ORDER BY msg_offset), '')
+    FROM pgcursor.messages WHERE partition_id = pid
+$$;
+CREATE FUNCTION pg_temp.cur(pid uuid, grp text DEFAULT '__QUEUE_MODE__') RETURNS pgcursor.cursors LANGUAGE sql AS $$
+    SELECT * FROM pgcursor.cursors WHERE partition_id = pid AND consumer_group = grp
+$$;
+CREATE FUNCTION pg_temp.pop_offsets(q text, grp text, batch int DEFAULT 10) RETURNS text LANGUAGE sql AS $$
+    SELECT coalesce(string_agg(m ->> 'offset', ',' ORDER BY (m ->> 'offset')::int), '')
+    FROM jsonb_array_elements(pgcursor.pop(jsonb_build_object('queue', q, 'consumerGroup', grp, 'batch', batch,
+                                                              'autoAck', true)) -> 'messages') m
+$$;
+
+-- purge_messages, per queue: retentionSeconds 9000 (2.5 h) deletes offsets 1..3 of 5.
+SELECT pg_temp.aged('t80a', 5, '{"retentionSeconds":9000}') AS a \gset
+SELECT pg_temp.aged('t80keep', 5) AS keep \gset
+SELECT pgcursor.pop('{"queue":"t80a","consumerGroup":"behind","batch":1}') IS NOT NULL AS popped \gset
+SELECT cmp_ok(pgcursor.purge_messages(), '>=', 3::bigint, 'purge_messages reports what it deleted');
+SELECT is(pg_temp.offsets(:'a'), '4,5', 'older than retentionSeconds: deleted, pending or not');
+SELECT is(pg_temp.offsets(:'keep'), '1,2,3,4,5', 'retentionSeconds 0: kept forever');
+SELECT is((SELECT count(*)::int FROM pgcursor.transaction_index WHERE partition_id = :'a'), 5,
+          'the transaction index is not touched');
+SELECT is((pg_temp.cur(:'a', 'behind')).cursor, 3::bigint, 'a cursor inside the deleted range moved past it');
+SELECT is((pg_temp.cur(:'a', 'behind')).lease_id IS NOT NULL, true, '... its lease left alone');
+-- The lease over the deleted offset 1 still lets the cursor move: acks resolve through the index.
+SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', :'a', 'consumerGroup', 'behind',
+              'leaseId', (pg_temp.cur(:'a', 'behind')).lease_id,
+              'items', '[{"transactionId":"t80a-1"}]'::jsonb)) -> 0 ->> 'leaseReleased', 'true',
+          'an ack of the deleted, still-indexed message releases the lease');
+SELECT is(pg_temp.pop_offsets('t80a', 'behind'), '4,5', 'the group goes on with what is left');
+SELECT is(pg_temp.pop_offsets('t80a', 'newcomer'), '4,5', 'a new group starts past the deleted range');
+SELECT is(pgcursor.purge_messages(), 0::bigint, 'nothing left to purge');
+
+-- A whole pending range deleted: the cursor goes to the head, the partition is not wedged.
+SELECT pg_temp.aged('t80b', 3, '{"retentionSeconds":60,"retryLimit":5}') AS b \gset
+SELECT pgcursor.ack_group(jsonb_build_object('partitionId', :'b', 'consumerGroup', 'g',
+           'items', '[{"transactionId":"t80b-1","status":"failed"}]'::jsonb)) IS NOT NULL AS charged \gset
+SELECT is((pg_temp.cur(:'b', 'g')).retry_count, 1, 'counter charged before the purge');
+SELECT cmp_ok(pgcursor.purge_messages(), '>=', 3::bigint, 'all of t80b is older than a minute');
+SELECT is(ARRAY[(pg_temp.cur(:'b', 'g')).cursor, (pg_temp.cur(:'b', 'g')).retry_count], '{3,0}',
+          'cursor at the head; the counter of the vanished message restarts');
+SELECT is(pgcursor.pop('{"queue":"t80b","consumerGroup":"g"}'), '{"success":true,"messages":[]}',
+          'nothing to pop, and no empty lease taken');
+SELECT FROM pgcursor.push('{"items":[{"queue":"t80b","payload":"new","transactionId":"t80b-4"}]}');
+SELECT is(pg_temp.pop_offsets('t80b', 'g'), '4', 'the next push is delivered');
+
+-- Explicit cutoff: only queues with retention on.
+SELECT pg_temp.aged('t80c', 4, '{"retentionSeconds":86400}') AS c \gset
+SELECT cmp_ok(pgcursor.purge_messages(now() - interval '150 minutes'), '>=', 2::bigint, 'cutoff purge');
+SELECT is(pg_temp.offsets(:'c'), '3,4', 'cutoff overrides the queue''s retention');
+SELECT is(pg_temp.offsets(:'keep'), '1,2,3,4,5', 'retention off: a cutoff does not apply');
+
+-- A cursor row created by hand (or by an ack) starts past deleted offsets too.
+INSERT INTO pgcursor.cursors (partition_id, consumer_group) VALUES (:'c', 'inserted');
+SELECT is((pg_temp.cur(:'c', 'inserted')).cursor, 2::bigint, 'a new cursor row starts past the deleted range');
+INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor) VALUES (:'keep', 'mid', 2);
+SELECT is((pg_temp.cur(:'keep', 'mid')).cursor, 2::bigint, 'and stays where it was put when nothing is missing');
+
+-- purge_completed_messages: completed by every group with a cursor there, and old enough.
+SELECT pg_temp.aged('t80d', 6, '{"completedRetentionSeconds":9000}') AS d \gset
+SELECT pg_temp.aged('t80e', 3, '{"completedRetentionSeconds":60}') AS e \gset
+SELECT pg_temp.pop_offsets('t80d', 'fast', 6) AS x \gset
+SELECT pg_temp.pop_offsets('t80d', 'slow', 5) AS x \gset
+SELECT pg_temp.pop_offsets('t80keep', 'fast', 5) AS x \gset
+UPDATE pgcursor.cursors SET cursor = 5 WHERE partition_id = :'d' AND consumer_group = 'fast';  -- fast 5, slow 5
+UPDATE pgcursor.messages SET created_at = now() WHERE partition_id = :'d' AND msg_offset = 2;  -- young
+SELECT cmp_ok(pgcursor.purge_completed_messages(), '>=', 3::bigint, 'purge_completed_messages reports');
+SELECT is(pg_temp.offsets(:'d'), '2,5,6', 'completed by all groups and older than 2.5 h: 1,3,4 deleted');
+SELECT is(pg_temp.offsets(:'e'), '1,2,3', 'a partition no group has a cursor on keeps everything');
+SELECT is(pg_temp.offsets(:'keep'), '1,2,3,4,5', 'completedRetentionSeconds 0: kept');
+SELECT is(pgcursor.purge_completed_messages(now() + interval '1 second') >= 1, true, 'cutoff purge');
+SELECT is(pg_temp.offsets(:'d'), '6', 'with a cutoff, age no longer protects a completed message');
+SELECT is(pg_temp.offsets(:'keep'), '1,2,3,4,5', 'but a cutoff does not turn the rule on');
+
+-- purge_dead_letters: follows the queue's retentionSeconds, on failedAt.
+SELECT pg_temp.aged('t80f', 3, '{"retentionSeconds":7200}') AS f \gset
+SELECT pg_temp.aged('t80g', 1) AS g \gset
+SELECT pgcursor.ack_group(jsonb_build_object('partitionId', :'f', 'items',
+           '[{"transactionId":"t80f-1","status":"dlq"},{"transactionId":"t80f-2","status":"dlq"}]'::jsonb)) IS NOT NULL AS x \gset
+SELECT pgcursor.ack_group(jsonb_build_object('partitionId', :'f', 'items',
+           '[{"transactionId":"t80f-2","status":"dlq"}]'::jsonb)) IS NOT NULL AS x \gset
+SELECT pgcursor.ack_group(jsonb_build_object('partitionId', :'g', 'items',
+           '[{"transactionId":"t80g-1","status":"dlq"}]'::jsonb)) IS NOT NULL AS x \gset
+UPDATE pgcursor.dead_letters SET failed_at = now() - interval '3 hours' WHERE partition_id IN (:'f', :'g')
+   AND msg_offset = 1;
+SELECT cmp_ok(pgcursor.purge_dead_letters(), '>=', 1::bigint, 'purge_dead_letters reports');
+SELECT is((SELECT string_agg(msg_offset::text, ',') FROM pgcursor.dead_letters WHERE partition_id = :'f'), '2',
+          'failed longer ago than retentionSeconds: gone; younger: kept');
+SELECT is((SELECT count(*)::int FROM pgcursor.dead_letters WHERE partition_id = :'g'), 1,
+          'retentionSeconds 0 keeps dead letters forever');
+SELECT cmp_ok(pgcursor.purge_dead_letters(now() + interval '1 second'), '>=', 1::bigint, 'cutoff purge');
+SELECT is((SELECT count(*)::int FROM pgcursor.dead_letters WHERE partition_id IN (:'f', :'g')), 1,
+          'a cutoff purges retention-on queues only');
+
+-- housekeeping: all four, with their counts.
+SELECT pg_temp.aged('t80h', 2, '{"retentionSeconds":60,"transactionIndexRetentionSeconds":60}') AS h \gset
+UPDATE pgcursor.transaction_index SET created_at = now() - interval '1 hour' WHERE partition_id = :'h';
+SELECT pgcursor.housekeeping() AS hk \gset
+SELECT is((SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(:'hk'::jsonb) k),
+          '["completedMessages","deadLetters","messages","transactionIndex"]', 'housekeeping answers four counts');
+SELECT ok(((:'hk'::jsonb) ->> 'messages')::int >= 2 AND ((:'hk'::jsonb) ->> 'transactionIndex')::int >= 2,
+          'and ran the message and index purges');
+SELECT is(ARRAY[pg_temp.offsets(:'h'), (SELECT count(*)::text FROM pgcursor.transaction_index WHERE partition_id = :'h')],
+          '{"",0}', 't80h emptied');
+SELECT is(pgcursor.housekeeping(now() - interval '10 years'),
+          '{"completedMessages":0,"messages":0,"deadLetters":0,"transactionIndex":0}', 'an old cutoff removes nothing');
+
+SELECT * FROM finish();
+ROLLBACK;
