@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PG_DATA := .data/pg
 APT_PACKAGES := postgresql postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
 
-.PHONY: deps build run db-up db-down test fmt lint
+.PHONY: deps build run db-up db-down test docs-check fmt lint
 
 # Install what is missing: PostgreSQL 15 server, pgTAP, pg_prove; rustfmt and clippy.
 deps:
@@ -45,6 +45,11 @@ db-down:
 
 test: deps build
 	scripts/test.sh
+
+# Runs every psql example of docs/sql-api.md and compares the recorded output
+# (scripts/docs-check.sh --write records it anew).
+docs-check: deps
+	scripts/docs-check.sh
 
 fmt:
 	cargo fmt --all

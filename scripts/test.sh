@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite on a throwaway PostgreSQL cluster, removed afterwards
-# whatever happens: pgTAP (pg_prove), cargo test, rustfmt, clippy.
+# whatever happens: pgTAP (pg_prove), cargo test, the docs-check, the queen-mq
+# compatibility suite, rustfmt, clippy.
 # Expects `make deps build` to have run (the Makefile's `test` does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tmp=$(mktemp -d)
 cleanup() {
+    [[ -n ${compat_pid:-} ]] && kill "$compat_pid" 2>/dev/null
     scripts/pg.sh stop "$tmp/pg" >/dev/null 2>&1 || true
     rm -rf "$tmp"
 }
@@ -31,6 +33,17 @@ pg_prove --host 127.0.0.1 --port "$port" --username postgres --dbname pgcursor t
 
 step "cargo test"
 cargo test --workspace
+
+step "docs-check (docs/sql-api.md examples against their recorded output)"
+scripts/docs-check.sh
+
+step "queen-mq compatibility (tests/compat)"
+compat_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PGCURSOR_BIND=127.0.0.1:$compat_port RUST_LOG=warn "$GATEWAY_BIN" >"$tmp/compat-gateway.log" 2>&1 &
+compat_pid=$!
+PGCURSOR_URL=http://127.0.0.1:$compat_port tests/compat/run.sh || { cat "$tmp/compat-gateway.log"; exit 1; }
+kill "$compat_pid"
+compat_pid=
 
 step "cargo fmt --check"
 cargo fmt --all --check
