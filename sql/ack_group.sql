@@ -32,11 +32,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgcursor.uuid_field(request jsonb, field text)
 RETURNS uuid LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
-    IF request -> field IS NULL OR jsonb_typeof(request -> field) = 'null' THEN
-        RETURN NULL;
-    END IF;
-    IF jsonb_typeof(request -> field) <> 'string'
-       OR (request ->> field) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' THEN
+    IF NOT pgcursor.is_uuid_value(request -> field, true) THEN
         RAISE EXCEPTION '% must be a UUID string', field USING ERRCODE = '22023';
     END IF;
     RETURN (request ->> field)::uuid;

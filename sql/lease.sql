@@ -15,8 +15,7 @@ DECLARE
     renewed    integer;
     expires    timestamptz;
 BEGIN
-    IF lease_text IS NULL
-       OR lease_text !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' THEN
+    IF NOT pgcursor.is_uuid_value(req -> 'leaseId', false) THEN
         RAISE EXCEPTION 'leaseId is required and must be a UUID string' USING ERRCODE = '22023';
     END IF;
     lease := lease_text::uuid;

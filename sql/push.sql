@@ -32,8 +32,7 @@ RETURNS text LANGUAGE sql STABLE AS $$  -- STABLE like format(), so it inlines
         WHEN coalesce(jsonb_typeof(item -> 'transactionId'), 'null') NOT IN ('null', 'string')
              OR item ->> 'transactionId' = '' THEN
             format('items[%s].transactionId must be a non-empty string', i)
-        WHEN coalesce(jsonb_typeof(item -> 'traceId'), 'null') NOT IN ('null', 'string')
-             OR (item ->> 'traceId') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' THEN
+        WHEN NOT pgcursor.is_uuid_value(item -> 'traceId', true) THEN
             format('items[%s].traceId must be a UUID string', i)
     END
 $$;
@@ -111,8 +110,11 @@ BEGIN
         SELECT it.*, t.msg_offset AS existing,
                it.index = min(it.index) OVER (PARTITION BY it.pid, it.txid) AS first_seen
         FROM it
-        LEFT JOIN pgcursor.transaction_index t
-               ON t.partition_id = it.pid AND t.transaction_id = it.txid
+        -- One primary-key probe per item. (A plain join, planned while the
+        -- table was small, scans the partition's whole index once per item.)
+        LEFT JOIN LATERAL (SELECT x.msg_offset FROM pgcursor.transaction_index x
+                           WHERE x.partition_id = it.pid AND x.transaction_id = it.txid
+                           LIMIT 1) t ON true
     ), ranked AS (  -- k: how many new messages this partition has up to this item
         SELECT c.*, c.existing IS NULL AND c.first_seen AS fresh,
                count(*) FILTER (WHERE c.existing IS NULL AND c.first_seen)

@@ -7,16 +7,6 @@
 --     {"type":"push","items":[{"queue":"invoices","payload":{"order":1}}]}],
 --     "requiredLeases":["0190..."]}');
 
--- Is v absent/null (when optional) or a UUID string?
-CREATE OR REPLACE FUNCTION pgcursor.is_uuid_value(v jsonb, optional boolean)
-RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE
-        WHEN v IS NULL OR jsonb_typeof(v) = 'null' THEN optional
-        ELSE jsonb_typeof(v) = 'string'
-             AND (v #>> '{}') ~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
-    END
-$$;
-
 -- What is wrong with operation i, or null when it is well formed. Push items
 -- are checked by push's own rule, their path prefixed with the operation's.
 CREATE OR REPLACE FUNCTION pgcursor.transaction_op_error(op jsonb, i bigint)
