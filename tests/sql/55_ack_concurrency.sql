@@ -1,0 +1,51 @@
+-- ack_group locks the cursor row: concurrent calls for one (partition,
+-- group) serialise, and calls for other partitions never wait on it. Two
+-- dblink sessions work on committed data (cleaned up at the end).
+BEGIN;
+SELECT plan(6);
+CREATE EXTENSION IF NOT EXISTS dblink;
+CREATE FUNCTION pg_temp.connstr() RETURNS text LANGUAGE sql AS $$
+    SELECT format('dbname=%s user=%s port=%s host=%s', current_database(), current_user, current_setting('port'),
+                  coalesce(nullif(split_part(current_setting('unix_socket_directories'), ',', 1), ''), 'localhost'))
+$$;
+CREATE FUNCTION pg_temp.ack_sql(queue text, tx text) RETURNS text LANGUAGE sql AS $$
+    SELECT format($q$SELECT pgcursor.ack_group(jsonb_build_object(
+               'partitionId', (SELECT id FROM pgcursor.partitions WHERE queue = %L),
+               'consumerGroup', 'g',
+               'items', jsonb_build_array(jsonb_build_object('transactionId', %L))))::text$q$, queue, tx)
+$$;
+CREATE FUNCTION pg_temp.drop_queues() RETURNS void LANGUAGE sql AS $$
+    SELECT FROM dblink('t55a', $q$SELECT pgcursor.delete_queue(q) FROM unnest(ARRAY['t55_one', 't55_two']) q$q$) AS t(x jsonb)
+$$;
+
+DO $$ BEGIN
+    PERFORM dblink_connect('t55a', pg_temp.connstr());
+    PERFORM dblink_connect('t55b', pg_temp.connstr());
+    PERFORM pg_temp.drop_queues();
+    PERFORM * FROM dblink('t55a', $q$SELECT pgcursor.push('{"items": [
+        {"queue": "t55_one", "payload": 1, "transactionId": "a1"}, {"queue": "t55_one", "payload": 2, "transactionId": "a2"},
+        {"queue": "t55_two", "payload": 1, "transactionId": "b1"}]}')$q$) AS t(x jsonb);
+END $$;
+
+-- Session A acks t55_one and keeps its transaction open: it holds the cursor row.
+SELECT is(dblink_exec('t55a', 'BEGIN'), 'BEGIN', 'session A opens a transaction');
+SELECT is((SELECT x FROM dblink('t55a', pg_temp.ack_sql('t55_one', 'a1')) AS t(x text))::jsonb -> 0 ->> 'success',
+          'true', 'session A acks a1 on partition one (row locked until it commits)');
+-- Session B: another partition goes straight through; the same one waits (lock_timeout shows it).
+SELECT is(dblink_exec('t55b', $q$SET lock_timeout = '300ms'$q$), 'SET', 'session B waits at most 300 ms for a lock');
+SELECT is((SELECT x FROM dblink('t55b', pg_temp.ack_sql('t55_two', 'b1')) AS t(x text))::jsonb -> 0 ->> 'success',
+          'true', 'an ack on another partition never waits on session A');
+SELECT throws_like(format($q$SELECT * FROM dblink('t55b', %L) AS t(x text)$q$, pg_temp.ack_sql('t55_one', 'a2')),
+                   '%lock timeout%', 'an ack of the same (partition, group) waits for session A');
+-- Once A commits, B's call goes through and sees A's cursor.
+SELECT dblink_exec('t55a', 'COMMIT');
+SELECT is((SELECT x FROM dblink('t55b', pg_temp.ack_sql('t55_one', 'a2')) AS t(x text))::jsonb -> 0 ->> 'success',
+          'true', 'after A commits, B acks a2 on top of A''s cursor');
+
+DO $$ BEGIN
+    PERFORM pg_temp.drop_queues();
+    PERFORM dblink_disconnect('t55a');
+    PERFORM dblink_disconnect('t55b');
+END $$;
+SELECT * FROM finish();
+ROLLBACK;
