@@ -54,11 +54,19 @@ impl From<deadpool_postgres::PoolError> for ApiError {
 
 /// SQL functions signal bad input with SQLSTATE 22023 (invalid_parameter_value)
 /// and a missing thing with P0002 (no_data_found); a lost connection is a 503.
+/// Two more are the client's input, refused before anything is written:
+/// a NUL character in a path or query value (22021 as text, 22P05 inside
+/// jsonb; PostgreSQL cannot store it) and a value too long for an index
+/// (54000, e.g. a 1 MB queue name).
 impl From<tokio_postgres::Error> for ApiError {
     fn from(e: tokio_postgres::Error) -> Self {
         let detail = crate::db::error_detail(&e);
         match e.code().map(|c| c.code()) {
             Some("22023") => ApiError::BadRequest(detail),
+            Some("22021" | "22P05") => {
+                ApiError::BadRequest(format!("a value contains a NUL character: {detail}"))
+            }
+            Some("54000") => ApiError::BadRequest(format!("a value is too long: {detail}")),
             Some("P0002") => ApiError::NotFound(detail),
             _ if crate::db::is_connection_error(&e) => {
                 ApiError::Unavailable(format!("database unavailable: {detail}"))

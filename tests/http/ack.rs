@@ -440,42 +440,6 @@ async fn status_is_normalised_by_the_gateway() {
 }
 
 #[tokio::test]
-async fn ack_routes_need_read_write() {
-    let gw = Gateway::start_with(&[("PGCURSOR_TOKENS", "r:read-only,w:read-write,a:admin")]).await;
-    let p = Partition::create(1).await;
-    let body = json!({"acknowledgments": [p.item(1, "completed", None)]});
-    for path in ["/api/v1/ack/batch", "/api/v1/ack"] {
-        let body = if path.ends_with("batch") {
-            body.clone()
-        } else {
-            p.item(1, "completed", None)
-        };
-        for (token, expected) in [
-            (None, 401),
-            (Some("nope"), 401),
-            (Some("r"), 403),
-            (Some("w"), 200),
-            (Some("a"), 200),
-        ] {
-            let mut request = client().post(format!("{}{path}", gw.base)).json(&body);
-            if let Some(t) = token {
-                request = request.bearer_auth(t);
-            }
-            let response = request.send().await.unwrap();
-            assert_eq!(
-                response.status().as_u16(),
-                expected,
-                "{path} with {token:?}"
-            );
-            let answer: Value = response.json().await.unwrap();
-            if expected != 200 {
-                assert!(answer["error"].is_string());
-            }
-        }
-    }
-}
-
-#[tokio::test]
 async fn no_database_connection_at_all_is_503() {
     let cluster = pgcursor_tests::PrivateCluster::start();
     let gw = Gateway::start_with(&[

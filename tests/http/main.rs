@@ -1,15 +1,18 @@
 //! Black-box tests: the real gateway binary against a real PostgreSQL.
 //! Run via `make test` (it provides DATABASE_URL and GATEWAY_BIN).
 
-mod access_levels;
+mod access_matrix;
 mod ack;
 mod broker;
 mod config;
 mod dlq;
+mod fuzz;
 mod health;
+mod hostile;
 mod housekeeping;
 mod inspect;
 mod long_poll;
+mod operations;
 mod produce_consume;
 mod resources;
 mod routes;

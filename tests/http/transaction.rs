@@ -1,5 +1,5 @@
-//! POST /api/v1/transaction: acks and pushes in one PostgreSQL transaction,
-//! and the access levels of the transaction, inspection and dead-letter routes.
+//! POST /api/v1/transaction: acks and pushes in one PostgreSQL transaction.
+//! (Its access level is checked by access_matrix.rs, with every route's.)
 
 use pgcursor_tests::{db, Gateway};
 use reqwest::Method;
@@ -225,118 +225,6 @@ async fn a_crash_before_commit_lands_neither_half() {
         "{answer}"
     );
     assert_eq!(stored_messages(&b).await, 1);
-}
-
-const TOKENS: [(&str, u8); 3] = [("ro-token", 0), ("rw-token", 1), ("admin-token", 2)];
-
-/// A fresh dead letter (its id) in `queue`, made through the HTTP routes.
-async fn dead_letter(gw: &Gateway, queue: &str) -> String {
-    let admin = |m: Method, p: &str| request(gw, m, p, Some("admin-token"));
-    let items = json!({"items": [{"queue": queue, "payload": "poison"}]});
-    assert_eq!(
-        send(admin(Method::POST, "/api/v1/push").json(&items))
-            .await
-            .0,
-        200
-    );
-    let (_, popped) = send(admin(Method::GET, &format!("/api/v1/pop/queue/{queue}"))).await;
-    let m = &popped["messages"][0];
-    let ack = json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"], "status": "dlq"});
-    assert_eq!(
-        send(admin(Method::POST, "/api/v1/ack").json(&ack)).await.0,
-        200
-    );
-    let (_, listing) = send(admin(
-        Method::GET,
-        &format!("/api/v1/dlq?queue={queue}&limit=1"),
-    ))
-    .await;
-    listing["messages"][0]["id"]
-        .as_str()
-        .expect("a dead letter")
-        .to_string()
-}
-
-#[tokio::test]
-async fn access_levels_of_transaction_inspection_and_dlq_routes() {
-    let tokens = "ro-token:read-only,rw-token:read-write,admin-token:admin";
-    let gw = Gateway::start_with(&[("PGCURSOR_TOKENS", tokens)]).await;
-    let queue = fresh_queue("tx-auth");
-    let id = dead_letter(&gw, &queue).await;
-    let (_, listing) = send(
-        request(&gw, Method::GET, "/api/v1/dlq", Some("ro-token")).query(&[("queue", &queue)]),
-    )
-    .await;
-    let (partition, txid) = (
-        &listing["messages"][0]["partitionId"],
-        &listing["messages"][0]["transactionId"],
-    );
-    let bundle = json!({"operations": [push_op(&queue, json!("x"))]});
-    // (method, path, body, needed level: 0 read-only, 1 read-write)
-    let routes: Vec<(Method, String, Option<Value>, u8)> = vec![
-        (Method::POST, "/api/v1/transaction".into(), Some(bundle), 1),
-        (
-            Method::GET,
-            format!("/api/v1/partitions/{}/cursors", partition.as_str().unwrap()),
-            None,
-            0,
-        ),
-        (
-            Method::GET,
-            format!(
-                "/api/v1/messages/{}/{}",
-                partition.as_str().unwrap(),
-                txid.as_str().unwrap()
-            ),
-            None,
-            0,
-        ),
-        (Method::GET, format!("/api/v1/dlq?queue={queue}"), None, 0),
-        (Method::POST, "/api/v1/dlq/{id}/requeue".into(), None, 1),
-    ];
-    for (method, path, body, needs) in routes {
-        let call = |token: Option<&'static str>, path: String| {
-            let builder = request(&gw, method.clone(), &path, token);
-            let builder = match &body {
-                Some(b) => builder.json(b),
-                None => builder,
-            };
-            send(builder)
-        };
-        let fill = |p: &str, id: &str| p.replace("{id}", id);
-        let (code, answer) = call(None, fill(&path, &id)).await;
-        assert_eq!(
-            (code, answer),
-            (401, json!({"error": "missing bearer token"})),
-            "{method} {path}"
-        );
-        assert_eq!(
-            call(Some("stolen-token"), fill(&path, &id)).await.0,
-            401,
-            "{method} {path}"
-        );
-        for (token, level) in TOKENS {
-            // A requeue consumes its dead letter: each allowed call gets a fresh one.
-            let id = if path.contains("{id}") && level >= needs {
-                dead_letter(&gw, &queue).await
-            } else {
-                id.clone()
-            };
-            let (code, answer) = call(Some(token), fill(&path, &id)).await;
-            let want = if level >= needs { 200 } else { 403 };
-            assert_eq!(code, want, "{method} {path} with {token}: {answer}");
-        }
-    }
-    // The first dead letter is still listed: the refused requeues changed nothing.
-    let (_, listing) = send(
-        request(&gw, Method::GET, "/api/v1/dlq", Some("ro-token")).query(&[("queue", &queue)]),
-    )
-    .await;
-    assert!(listing["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|m| m["id"] == id.as_str()));
 }
 
 #[tokio::test]

@@ -23,6 +23,7 @@ route_families! {
     health,
     inspect,
     lease,
+    openapi,
     pop,
     push,
     resources,

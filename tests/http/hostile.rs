@@ -1,0 +1,452 @@
+//! Hand-picked hostile inputs in every field of every route of
+//! gateway/openapi.json: NUL characters, 1 MB strings, SQL-injection text,
+//! enormous / negative / fractional numbers, nesting 10,000 deep, duplicate
+//! keys, invalid UTF-8, odd path segments. The rules are fuzz.rs's: never a
+//! 5xx, every 4xx is `{"error"}` and changes nothing, the gateway survives.
+
+use pgcursor_tests::{db, Gateway};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use uuid::Uuid;
+
+use crate::broker::{get, post, send};
+use crate::fuzz::{check, encode_pairs};
+use crate::operations::{encode, operations, Operation, Scene};
+
+const INJECTIONS: [&str; 6] = [
+    "'; DROP TABLE pgcursor.messages; --",
+    "Robert'); DROP TABLE pgcursor.queues;--",
+    "$$",
+    "$1",
+    "\\",
+    "' OR '1'='1",
+];
+
+const NUMBERS: [&str; 9] = [
+    "1e400",
+    "-1e400",
+    "18446744073709551616",
+    "-9223372036854775809",
+    "-1",
+    "0",
+    "1.5",
+    "1e-400",
+    "2147483648",
+];
+
+/// A gateway (authentication off) with a scene and the document's operations.
+struct Bench {
+    gw: Gateway,
+    scene: Scene,
+    db: tokio_postgres::Client,
+    operations: Vec<Operation>,
+    dead_letter: String,
+}
+
+/// Where a value goes in an otherwise valid request.
+#[derive(Clone, Debug, PartialEq)]
+enum Slot {
+    /// Nowhere: the valid request itself.
+    Nothing,
+    Path(String),
+    /// The index of a valid query pair.
+    Query(usize),
+    /// A JSON pointer into the valid body.
+    Body(String),
+}
+
+impl Bench {
+    async fn start() -> Bench {
+        let gw = Gateway::start_with(&[("PGCURSOR_HOUSEKEEPING_SECONDS", "3600")]).await;
+        let scene = Scene::create(&gw, "hostile", None).await;
+        let operations = operations(&gw).await;
+        let dead_letter = scene.dead_letter().await;
+        Bench {
+            db: db().await,
+            gw,
+            scene,
+            operations,
+            dead_letter,
+        }
+    }
+
+    /// Every slot of `op`'s valid request: path, query, and the body's leaves
+    /// (only its strings when `strings_only`).
+    fn slots(&self, op: &Operation, strings_only: bool) -> Vec<Slot> {
+        let (query, body) = self.scene.valid_query_and_body(op);
+        let mut slots: Vec<Slot> = op.path_params.iter().cloned().map(Slot::Path).collect();
+        slots.extend((0..query.len()).map(Slot::Query));
+        if let Some(body) = body {
+            let mut leaves = Vec::new();
+            body_leaves(&body, String::new(), strings_only, &mut leaves);
+            slots.extend(leaves.into_iter().map(Slot::Body));
+        }
+        slots
+    }
+
+    /// The valid request with `slot` set to `value`: a string for a path or
+    /// query slot; for a body slot, raw JSON text when `raw`, else a string.
+    fn render(
+        &self,
+        op: &Operation,
+        slot: &Slot,
+        value: &str,
+        raw: bool,
+    ) -> (String, String, Option<Vec<u8>>) {
+        let scene = &self.scene;
+        let path = op.fill(|name| match slot {
+            Slot::Path(p) if p == name => value.to_string(),
+            _ => scene.path_value(op, name, &self.dead_letter),
+        });
+        let (mut query, body) = scene.valid_query_and_body(op);
+        if let Slot::Query(i) = slot {
+            query[*i].1 = value.to_string();
+        }
+        let body = body.map(|mut body| match slot {
+            Slot::Body(pointer) if raw => {
+                *body.pointer_mut(pointer).unwrap() = json!(HOLE);
+                body.to_string()
+                    .replace(&json!(HOLE).to_string(), value)
+                    .into_bytes()
+            }
+            Slot::Body(pointer) => {
+                *body.pointer_mut(pointer).unwrap() = json!(value);
+                body.to_string().into_bytes()
+            }
+            _ => body.to_string().into_bytes(),
+        });
+        (path, encode_pairs(&query), body)
+    }
+
+    /// Sends; panics on a 5xx, a non-JSON answer, or a 4xx that changed state.
+    async fn expect_sane(
+        &self,
+        op: &Operation,
+        request: (String, String, Option<Vec<u8>>),
+    ) -> (u16, Value) {
+        let shown = format!("{} {:.200}?{:.200}", op.method, request.0, request.1);
+        match check(&self.gw, &self.scene, &self.db, op, request).await {
+            Ok(answer) => answer,
+            Err(why) => panic!("{shown}: {why}"),
+        }
+    }
+
+    /// The gateway is still healthy and never panicked; the tables are there.
+    async fn finish(self) {
+        let (status, body) = get(&self.gw, "/health").await;
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            !self.gw.stderr().contains("panicked"),
+            "{}",
+            self.gw.stderr()
+        );
+        assert_tables_exist(&self.db).await;
+    }
+}
+
+const HOLE: &str = "\u{1}hole\u{1}";
+
+/// JSON pointers of the leaves of `value` (strings only, if asked).
+fn body_leaves(value: &Value, at: String, strings_only: bool, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => map
+            .iter()
+            .for_each(|(k, v)| body_leaves(v, format!("{at}/{k}"), strings_only, out)),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .for_each(|(i, v)| body_leaves(v, format!("{at}/{i}"), strings_only, out)),
+        Value::String(_) => out.push(at),
+        _ if !strings_only => out.push(at),
+        _ => {}
+    }
+}
+
+async fn assert_tables_exist(db: &tokio_postgres::Client) {
+    for table in [
+        "queues",
+        "partitions",
+        "messages",
+        "transaction_index",
+        "cursors",
+        "dead_letters",
+    ] {
+        let row = db
+            .query_one(
+                "SELECT to_regclass($1) IS NOT NULL",
+                &[&format!("pgcursor.{table}")],
+            )
+            .await
+            .unwrap();
+        assert!(row.get::<_, bool>(0), "pgcursor.{table} is gone");
+    }
+}
+
+/// `len` bytes of letters that do not compress (so an index sees them all).
+fn incompressible(len: usize) -> String {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (b'a' + (x % 26) as u8) as char
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn nul_huge_and_injected_strings_in_every_string_field() {
+    let bench = Bench::start().await;
+    let prefix = &bench.scene.prefix;
+    // Every value starts with the scene's prefix: whatever it creates is in the digest.
+    let mut values = vec![format!("{prefix}a\0b"), format!("{prefix}\0")];
+    values.extend(INJECTIONS.iter().map(|s| format!("{prefix}{s}")));
+    // A URL is at most 64 KiB (the http crate), so 1 MB goes in bodies only.
+    let huge = format!("{prefix}{}", incompressible(1 << 20));
+    let long = format!("{prefix}{}", incompressible(30_000));
+    for op in &bench.operations {
+        for slot in bench.slots(op, true) {
+            let big = if matches!(slot, Slot::Body(_)) {
+                &huge
+            } else {
+                &long
+            };
+            for value in values.iter().chain([big]) {
+                let request = bench.render(op, &slot, value, false);
+                bench.expect_sane(op, request).await;
+            }
+        }
+    }
+    bench.finish().await;
+}
+
+#[tokio::test]
+async fn enormous_negative_and_fractional_numbers_in_every_field() {
+    let bench = Bench::start().await;
+    for op in &bench.operations {
+        for slot in bench.slots(op, false) {
+            for number in NUMBERS {
+                let raw = matches!(slot, Slot::Body(_));
+                let request = bench.render(op, &slot, number, raw);
+                bench.expect_sane(op, request).await;
+            }
+        }
+    }
+    bench.finish().await;
+}
+
+#[tokio::test]
+async fn pop_and_listing_counts_are_a_200_or_a_400_naming_the_parameter() {
+    let bench = Bench::start().await;
+    let values =
+        NUMBERS
+            .iter()
+            .chain(&["", " 1", "+1", "0x10", "１", "18446744073709551615", "abc"]);
+    let counted = ["batch", "partitions", "timeout", "limit", "offset"];
+    for op in &bench.operations {
+        for name in op
+            .query_params
+            .iter()
+            .filter(|p| counted.contains(&p.as_str()))
+        {
+            for value in values.clone() {
+                let (path, valid, _) = bench.render(op, &Slot::Nothing, "", false);
+                // A fresh group always finds messages: a long-poll answers at once.
+                let group = Uuid::now_v7().to_string();
+                let mut query = format!("{valid}&consumerGroup={group}&{name}={}", encode(value));
+                if name == "timeout" {
+                    query.push_str("&wait=true");
+                }
+                let (status, body) = bench
+                    .expect_sane(op, (path.clone(), query.clone(), None))
+                    .await;
+                let shown = format!("{path}?{query}: {status} {body}");
+                assert!(status == 200 || status == 400, "{shown}");
+                if status == 400 {
+                    let error = body["error"].as_str().unwrap_or_default();
+                    assert!(error.contains(name.as_str()), "{shown}");
+                }
+            }
+        }
+    }
+    bench.finish().await;
+}
+
+#[tokio::test]
+async fn deep_nesting_duplicate_keys_and_invalid_utf8_bodies() {
+    let bench = Bench::start().await;
+    let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    for op in bench.operations.iter().filter(|op| op.has_body) {
+        let (path, query, valid) = bench.render(op, &Slot::Nothing, "", false);
+        let valid = String::from_utf8(valid.unwrap()).unwrap();
+        let first_key = serde_json::from_str::<Value>(&valid)
+            .unwrap()
+            .as_object()
+            .unwrap()
+            .keys()
+            .next()
+            .unwrap()
+            .clone();
+        let refused: Vec<Vec<u8>> = vec![
+            deep(10_000).into_bytes(),
+            format!("{{{}:{}}}", json!(first_key), deep(10_000)).into_bytes(),
+            b"{\"queue\": \"\xff\xfe\"}".to_vec(),
+            (0..=255u8).collect(),
+            b"\xef\xbb\xbf{}".to_vec(), // a byte-order mark
+        ];
+        for body in refused {
+            let (status, answer) = bench
+                .expect_sane(op, (path.clone(), query.clone(), Some(body)))
+                .await;
+            assert_eq!(status, 400, "{} {path}: {answer}", op.method);
+        }
+        // The last of two equal keys wins, as in PostgreSQL's jsonb.
+        let duplicated = format!("{{{}:12345,{}", json!(first_key), &valid[1..]);
+        let (status, answer) = bench
+            .expect_sane(
+                op,
+                (path.clone(), query.clone(), Some(duplicated.into_bytes())),
+            )
+            .await;
+        assert_eq!(
+            status, 200,
+            "{} {path}, a duplicate {first_key}: {answer}",
+            op.method
+        );
+    }
+    let (a, b) = (fresh(&bench, "a"), fresh(&bench, "b"));
+    let body = format!(r#"{{"queue": "{a}", "queue": "{b}"}}"#);
+    let (status, answer) = send(
+        pgcursor_tests::client()
+            .post(bench.gw.url("/api/v1/configure"))
+            .body(body),
+    )
+    .await;
+    assert_eq!((status, &answer["queue"]), (200, &json!(b)), "{answer}");
+    bench.finish().await;
+}
+
+fn fresh(bench: &Bench, label: &str) -> String {
+    format!("{}-{label}-{}", bench.scene.prefix, Uuid::now_v7())
+}
+
+/// One request written by hand, for what an HTTP client would refuse or
+/// normalise (`..`, raw bytes): (status, body). Status 0: no answer at all.
+async fn raw_request(gw: &Gateway, method: &str, target: &[u8]) -> (u16, Vec<u8>) {
+    let address = gw.base.trim_start_matches("http://");
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let mut request = format!("{method} ").into_bytes();
+    request.extend_from_slice(target);
+    request.extend_from_slice(
+        b" HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    if stream.write_all(&request).await.is_err() {
+        return (0, vec![]);
+    }
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await; // a reset after the answer is fine
+    let text = String::from_utf8_lossy(&answer);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = match answer.windows(4).position(|w| w == b"\r\n\r\n") {
+        Some(at) => answer[at + 4..].to_vec(),
+        None => vec![],
+    };
+    (status, body)
+}
+
+#[tokio::test]
+async fn odd_path_segments_are_answered_not_followed() {
+    let bench = Bench::start().await;
+    let segments: Vec<Vec<u8>> = vec![
+        b"%00".to_vec(),
+        b"a%00b".to_vec(),
+        b"..".to_vec(),
+        b".".to_vec(),
+        b"%2e%2e".to_vec(),
+        b"%2F".to_vec(),
+        b"a%2F..%2Fb".to_vec(),
+        b"%".to_vec(),
+        b"%zz".to_vec(),
+        b"%ff%fe".to_vec(),
+        b"%E2%80%AE".to_vec(),
+        encode(&format!(
+            "{}'; DROP TABLE pgcursor.messages; --",
+            bench.scene.prefix
+        ))
+        .into_bytes(),
+        incompressible(10_000).into_bytes(),
+    ];
+    for op in bench
+        .operations
+        .iter()
+        .filter(|op| !op.path_params.is_empty())
+    {
+        for (i, segment) in segments.iter().enumerate() {
+            for name in &op.path_params {
+                let before = bench.scene.digest(&bench.db).await;
+                let path = op.fill(|p| {
+                    if p == name {
+                        "\u{1}".into() // a placeholder, replaced by the raw bytes below
+                    } else {
+                        bench.scene.path_value(op, p, &bench.dead_letter)
+                    }
+                });
+                let target = path.replace("%01", &String::from_utf8_lossy(segment));
+                let (status, body) =
+                    raw_request(&bench.gw, op.method.as_str(), target.as_bytes()).await;
+                let shown = format!("{} {:.200} ({i})", op.method, target);
+                assert!((200..500).contains(&status), "{shown}: {status}");
+                if status >= 400 {
+                    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    assert!(body["error"].is_string(), "{shown}: {status} {body}");
+                    assert_eq!(
+                        bench.scene.digest(&bench.db).await,
+                        before,
+                        "{shown} changed state"
+                    );
+                }
+            }
+        }
+    }
+    // Outside the app: the HTTP layer refuses these before routing, with a
+    // bare 400 (a URI over 64 KiB, raw non-ASCII or NUL bytes) or by closing
+    // the connection (a head over 128 KiB).
+    for target in [
+        format!("/api/v1/resources/queues/{}", incompressible(70_000)).into_bytes(),
+        format!("/api/v1/resources/queues/{}", incompressible(1 << 20)).into_bytes(),
+        b"/api/v1/resources/queues/\xff\xfe".to_vec(),
+        b"/api/v1/resources/queues/a\x00b".to_vec(),
+    ] {
+        let (status, _) = raw_request(&bench.gw, "GET", &target).await;
+        assert!(status == 0 || (400..500).contains(&status), "{status}");
+    }
+    bench.finish().await;
+}
+
+#[tokio::test]
+async fn sql_injection_names_are_stored_as_data() {
+    let gw = Gateway::start().await;
+    for name in INJECTIONS {
+        let name = format!("{name} {}", Uuid::now_v7()); // unique, the text intact
+        let (status, answer) = post(&gw, "/api/v1/configure", &json!({"queue": name})).await;
+        assert_eq!((status, &answer["queue"]), (200, &json!(name)), "{answer}");
+        let item = json!({"items": [{"queue": name, "partition": name, "payload": name}]});
+        assert_eq!(post(&gw, "/api/v1/push", &item).await.0, 200);
+        let (status, popped) = get(&gw, &format!("/api/v1/pop/queue/{}", encode(&name))).await;
+        assert_eq!(status, 200, "{popped}");
+        assert_eq!(popped["messages"][0]["payload"], json!(name), "{popped}");
+        assert_eq!(popped["partition"], json!(name), "{popped}");
+        let detail = format!("/api/v1/resources/queues/{}", encode(&name));
+        let (status, answer) = get(&gw, &detail).await;
+        assert_eq!((status, &answer["queue"]), (200, &json!(name)), "{answer}");
+        let deleted = send(pgcursor_tests::client().delete(gw.url(&detail))).await;
+        assert_eq!(deleted, (200, json!({"deleted": true, "queue": name})));
+    }
+    assert_tables_exist(&db().await).await;
+}
