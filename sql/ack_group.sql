@@ -58,10 +58,14 @@ BEGIN
                'offset', t.msg_offset) ORDER BY i.ord), '[]'::jsonb)
       INTO resolved
       FROM jsonb_array_elements(items) WITH ORDINALITY AS i(item, ord)
-      LEFT JOIN pgcursor.transaction_index t
-             ON t.partition_id = resolve_ack_items.partition_id
-            AND t.transaction_id = i.item ->> 'transactionId'
-            AND jsonb_typeof(i.item -> 'transactionId') = 'string';
+      -- LATERAL ... LIMIT 1 keeps this one primary-key probe per item even in
+      -- a cached generic plan (a join may pick the created_at index instead).
+      LEFT JOIN LATERAL (
+          SELECT x.msg_offset FROM pgcursor.transaction_index x
+           WHERE x.partition_id = resolve_ack_items.partition_id
+             AND x.transaction_id = i.item ->> 'transactionId'
+             AND jsonb_typeof(i.item -> 'transactionId') = 'string'
+           LIMIT 1) t ON true;
     RETURN resolved;
 END
 $$;
@@ -69,41 +73,51 @@ $$;
 -- The items that still decide something: resolved and above the cursor.
 CREATE OR REPLACE FUNCTION pgcursor.live_ack_items(items jsonb, cursor_at bigint)
 RETURNS TABLE (ord bigint, msg_offset bigint, status text, error text)
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql STABLE AS $$
     SELECT x.ord, x."offset", x.status, x.error
       FROM jsonb_to_recordset(items) AS x(ord bigint, "offset" bigint, status text, error text)
      WHERE x."offset" > cursor_at
 $$;
 
 -- N: the lowest offset whose effective status is a nack (NULL when none).
+-- (The deciders below are PL/pgSQL so their plans are cached per session;
+-- as SQL functions they were planned anew on every ack.)
 CREATE OR REPLACE FUNCTION pgcursor.lowest_nack(items jsonb, cursor_at bigint)
-RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
-    SELECT min(msg_offset) FROM pgcursor.live_ack_items(items, cursor_at) WHERE status <> 'completed'
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT min(msg_offset) FROM pgcursor.live_ack_items(items, cursor_at) WHERE status <> 'completed');
+END
 $$;
 
 -- The effective (strongest) status at one offset.
 CREATE OR REPLACE FUNCTION pgcursor.effective_status(items jsonb, cursor_at bigint, at_offset bigint)
-RETURNS text LANGUAGE sql IMMUTABLE AS $$
-    SELECT status FROM pgcursor.live_ack_items(items, cursor_at)
-     WHERE msg_offset = at_offset
-     ORDER BY pgcursor.status_strength(status) DESC LIMIT 1
+RETURNS text LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT status FROM pgcursor.live_ack_items(items, cursor_at)
+             WHERE msg_offset = at_offset
+             ORDER BY pgcursor.status_strength(status) DESC LIMIT 1);
+END
 $$;
 
 -- P = max(cursor, highest completed offset below N, or overall when no nack).
 CREATE OR REPLACE FUNCTION pgcursor.completed_prefix(items jsonb, cursor_at bigint, nack_at bigint)
-RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
-    SELECT greatest(cursor_at, max(msg_offset))
-      FROM pgcursor.live_ack_items(items, cursor_at)
-     WHERE status = 'completed' AND (nack_at IS NULL OR msg_offset < nack_at)
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT greatest(cursor_at, max(msg_offset))
+              FROM pgcursor.live_ack_items(items, cursor_at)
+             WHERE status = 'completed' AND (nack_at IS NULL OR msg_offset < nack_at));
+END
 $$;
 
 -- How many distinct offsets in (cursor_at, upto] the call names as completed:
 -- the rest of what the cursor passes over are silent gaps.
 CREATE OR REPLACE FUNCTION pgcursor.mentioned_completed(items jsonb, cursor_at bigint, upto bigint)
-RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
-    SELECT count(DISTINCT msg_offset)
-      FROM pgcursor.live_ack_items(items, cursor_at)
-     WHERE status = 'completed' AND msg_offset <= upto
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT count(DISTINCT msg_offset)
+              FROM pgcursor.live_ack_items(items, cursor_at)
+             WHERE status = 'completed' AND msg_offset <= upto);
+END
 $$;
 
 -- The dead-letter reason: a nack reason given on the poison message itself,
@@ -140,7 +154,7 @@ $$;
 -- One per-item answer (§4).
 CREATE OR REPLACE FUNCTION pgcursor.ack_result(
     item jsonb, success boolean, error text, lease_released boolean, dlq boolean, noop boolean)
-RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+RETURNS jsonb LANGUAGE sql STABLE AS $$  -- STABLE like jsonb_build_object, so it inlines
     SELECT jsonb_build_object('index', item -> 'index', 'transactionId', item -> 'transactionId',
                               'success', success, 'error', error, 'leaseReleased', lease_released,
                               'dlq', dlq, 'noop', noop)
@@ -148,7 +162,7 @@ $$;
 
 -- Every item refused with the same error (unknown partition, refused lease).
 CREATE OR REPLACE FUNCTION pgcursor.refuse_all(items jsonb, error text, lease_released boolean)
-RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT coalesce(jsonb_agg(pgcursor.ack_result(
                jsonb_build_object('index', coalesce(i.item -> 'index', to_jsonb(i.ord - 1)),
                                   'transactionId', i.item -> 'transactionId'),
@@ -161,7 +175,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgcursor.ack_results(
     items jsonb, cursor_before bigint, nack_at bigint, nack_status text,
     lease_released boolean, dead_lettered boolean)
-RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT coalesce(jsonb_agg(
         CASE
         WHEN x."offset" IS NULL THEN
@@ -205,8 +219,10 @@ BEGIN
 END
 $$;
 
--- A released lease with messages still pending past the cursor makes the
--- partition claimable again: wake long-polling pops the way a push does.
+-- A nack releases the lease and leaves messages pending past the cursor:
+-- wake long-polling pops the way a push does, so the tail redelivers at once.
+-- (Not on a completed batch end: its consumer pops again by itself, and each
+-- NOTIFY serialises commits cluster-wide, which costs throughput.)
 CREATE OR REPLACE FUNCTION pgcursor.wake_waiters(partition_id uuid, queue text, cursor_at bigint)
 RETURNS void LANGUAGE sql AS $$
     SELECT pg_notify('pgcursor_push', queue)
@@ -301,7 +317,7 @@ BEGIN
            last_ack_at = now()
      WHERE c.partition_id = cur.partition_id AND c.consumer_group = cur.consumer_group;
 
-    IF release THEN
+    IF nack_at IS NOT NULL THEN
         PERFORM pgcursor.wake_waiters(cur.partition_id, queue.name, new_cursor);
     END IF;
     RETURN pgcursor.ack_results(items, cur.cursor, nack_at, nack_status,
