@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PG_DATA := .data/pg
 APT_PACKAGES := postgresql postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
 
-.PHONY: deps build run db-up db-down test docs-check fmt lint
+.PHONY: deps build run db-up db-down test docs-check fmt lint bench bench-quick
 
 # Install what is missing: PostgreSQL 15 server, pgTAP, pg_prove; rustfmt and clippy.
 deps:
@@ -50,6 +50,19 @@ test: deps build
 # (scripts/docs-check.sh --write records it anew).
 docs-check: deps
 	scripts/docs-check.sh
+
+# Benchmarks on a throwaway cluster (fsync on) with the release gateway:
+# ack throughput, push→pop→ack against pgmq, ack cost (≈3 min). Writes
+# bench/results/latest.{json,md} and throughput.svg; BENCH_ARGS adds flags
+# (see `target/release/bench --help`).
+bench: deps
+	cargo build --release -p gateway -p bench
+	target/release/bench $(BENCH_ARGS)
+
+# The same in ≈20 s, for development: writes bench/results/quick/.
+bench-quick: deps
+	cargo build --release -p gateway -p bench
+	target/release/bench --quick $(BENCH_ARGS)
 
 fmt:
 	cargo fmt --all

@@ -1,0 +1,300 @@
+//! The systems compared end to end, each as push / pop / ack:
+//! pgcursor through SQL, pgcursor over HTTP, and pgmq through SQL
+//! (`send_batch` → `read` → `archive` or `delete`).
+
+use deadpool_postgres::Pool;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::Result;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum System {
+    PgcursorSql,
+    PgcursorHttp,
+    PgmqArchive,
+    PgmqDelete,
+}
+
+impl System {
+    pub const ALL: [System; 4] = [
+        System::PgcursorSql,
+        System::PgcursorHttp,
+        System::PgmqArchive,
+        System::PgmqDelete,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            System::PgcursorSql => "pgcursor (SQL)",
+            System::PgcursorHttp => "pgcursor (HTTP)",
+            System::PgmqArchive => "pgmq read→archive",
+            System::PgmqDelete => "pgmq read→delete",
+        }
+    }
+}
+
+/// A connected system, pointed at one queue.
+#[derive(Clone)]
+pub enum Broker {
+    PgcursorSql {
+        pool: Pool,
+        queue: String,
+    },
+    PgcursorHttp {
+        http: reqwest::Client,
+        base: String,
+        queue: String,
+    },
+    Pgmq {
+        pool: Pool,
+        queue: String,
+        archive: bool,
+    },
+}
+
+/// What a pop handed out, and what its ack needs.
+pub enum Delivery {
+    Pgcursor {
+        partition_id: String,
+        lease_id: String,
+        transaction_ids: Vec<String>,
+    },
+    Pgmq {
+        ids: Vec<i64>,
+    },
+}
+
+impl Delivery {
+    pub fn len(&self) -> usize {
+        match self {
+            Delivery::Pgcursor {
+                transaction_ids, ..
+            } => transaction_ids.len(),
+            Delivery::Pgmq { ids } => ids.len(),
+        }
+    }
+}
+
+impl Broker {
+    /// A fresh, empty queue for one run (pgmq's is created here; pgcursor's
+    /// queue and partitions are created by the first push).
+    pub async fn new(
+        system: System,
+        pool: &Pool,
+        gateway: Option<&str>,
+        queue: String,
+    ) -> Result<Broker> {
+        if matches!(system, System::PgcursorSql | System::PgcursorHttp) {
+            // Consumers may look before the first push: the queue must exist.
+            pool.get()
+                .await?
+                .execute(
+                    "SELECT pgcursor.configure($1::jsonb)",
+                    &[&json!({ "queue": queue })],
+                )
+                .await?;
+        }
+        Ok(match system {
+            System::PgcursorSql => Broker::PgcursorSql {
+                pool: pool.clone(),
+                queue,
+            },
+            System::PgcursorHttp => Broker::PgcursorHttp {
+                http: reqwest::Client::new(),
+                base: gateway
+                    .ok_or("the HTTP system needs the gateway")?
+                    .to_string(),
+                queue,
+            },
+            System::PgmqArchive | System::PgmqDelete => {
+                pool.get()
+                    .await?
+                    .execute("SELECT pgmq.create($1)", &[&queue])
+                    .await?;
+                Broker::Pgmq {
+                    pool: pool.clone(),
+                    queue,
+                    archive: system == System::PgmqArchive,
+                }
+            }
+        })
+    }
+
+    /// One batch into one partition (pgmq has no partitions: its one queue).
+    pub async fn push(&self, partition: usize, payloads: &[Value]) -> Result<()> {
+        match self {
+            Broker::PgcursorSql { pool, queue } => {
+                let request = push_request(queue, partition, payloads);
+                let client = pool.get().await?;
+                let statement = client
+                    .prepare_cached("SELECT pgcursor.push($1::jsonb)")
+                    .await?;
+                let answer: Value = client.query_one(&statement, &[&request]).await?.get(0);
+                expect_len(&answer, payloads.len(), "push")
+            }
+            Broker::PgcursorHttp { http, base, queue } => {
+                let request = push_request(queue, partition, payloads);
+                let response = http
+                    .post(format!("{base}/api/v1/push"))
+                    .json(&request)
+                    .send()
+                    .await?;
+                expect_len(&response.json().await?, payloads.len(), "push")
+            }
+            Broker::Pgmq { pool, queue, .. } => {
+                let client = pool.get().await?;
+                let statement = client
+                    .prepare_cached("SELECT pgmq.send_batch($1, $2::jsonb[])")
+                    .await?;
+                let ids = client.query(&statement, &[queue, &payloads]).await?;
+                match ids.len() == payloads.len() {
+                    true => Ok(()),
+                    false => Err(format!("send_batch returned {} ids", ids.len()).into()),
+                }
+            }
+        }
+    }
+
+    /// Up to `batch` messages, payloads included; `None` when nothing is ready.
+    pub async fn pop(&self, batch: usize) -> Result<Option<Delivery>> {
+        match self {
+            Broker::PgcursorSql { pool, queue } => {
+                let request = json!({"queue": queue, "batch": batch});
+                let client = pool.get().await?;
+                let statement = client
+                    .prepare_cached("SELECT pgcursor.pop($1::jsonb)")
+                    .await?;
+                Ok(pgcursor_delivery(
+                    client.query_one(&statement, &[&request]).await?.get(0),
+                ))
+            }
+            Broker::PgcursorHttp { http, base, queue } => {
+                let response = http
+                    .get(format!("{base}/api/v1/pop/queue/{queue}?batch={batch}"))
+                    .send()
+                    .await?;
+                Ok(pgcursor_delivery(response.json().await?))
+            }
+            Broker::Pgmq { pool, queue, .. } => {
+                let client = pool.get().await?;
+                let statement = client
+                    .prepare_cached("SELECT msg_id, message FROM pgmq.read($1, 30, $2)")
+                    .await?;
+                let rows = client.query(&statement, &[queue, &(batch as i32)]).await?;
+                let ids: Vec<i64> = rows
+                    .iter()
+                    .map(|r| {
+                        let _payload: Value = r.get(1);
+                        r.get(0)
+                    })
+                    .collect();
+                Ok((!ids.is_empty()).then_some(Delivery::Pgmq { ids }))
+            }
+        }
+    }
+
+    /// Completes every message of the delivery.
+    pub async fn ack(&self, delivery: &Delivery) -> Result<()> {
+        match (self, delivery) {
+            (
+                Broker::PgcursorSql { pool, .. },
+                Delivery::Pgcursor {
+                    partition_id,
+                    lease_id,
+                    transaction_ids,
+                },
+            ) => {
+                let items: Vec<Value> = transaction_ids
+                    .iter()
+                    .enumerate()
+                    .map(|(index, t)| json!({"index": index, "transactionId": t, "status": "completed", "error": null}))
+                    .collect();
+                let request =
+                    json!({"partitionId": partition_id, "leaseId": lease_id, "items": items});
+                let client = pool.get().await?;
+                let statement = client
+                    .prepare_cached("SELECT pgcursor.ack_group($1::jsonb)")
+                    .await?;
+                expect_acked(&client.query_one(&statement, &[&request]).await?.get(0))
+            }
+            (
+                Broker::PgcursorHttp { http, base, .. },
+                Delivery::Pgcursor {
+                    partition_id,
+                    lease_id,
+                    transaction_ids,
+                },
+            ) => {
+                let items: Vec<Value> = transaction_ids
+                    .iter()
+                    .map(|t| json!({"transactionId": t, "partitionId": partition_id, "leaseId": lease_id, "status": "completed"}))
+                    .collect();
+                let response = http
+                    .post(format!("{base}/api/v1/ack/batch"))
+                    .json(&json!({ "acknowledgments": items }))
+                    .send()
+                    .await?;
+                expect_acked(&response.json().await?)
+            }
+            (
+                Broker::Pgmq {
+                    pool,
+                    queue,
+                    archive,
+                },
+                Delivery::Pgmq { ids },
+            ) => {
+                let sql = match archive {
+                    true => "SELECT count(*) FROM pgmq.archive($1, $2::bigint[])",
+                    false => "SELECT count(*) FROM pgmq.delete($1, $2::bigint[])",
+                };
+                let client = pool.get().await?;
+                let statement = client.prepare_cached(sql).await?;
+                let n: i64 = client.query_one(&statement, &[queue, ids]).await?.get(0);
+                match n as usize == ids.len() {
+                    true => Ok(()),
+                    false => Err(format!("{sql}: {n} of {} ids", ids.len()).into()),
+                }
+            }
+            _ => Err("a delivery acked on another system".into()),
+        }
+    }
+}
+
+fn push_request(queue: &str, partition: usize, payloads: &[Value]) -> Value {
+    let partition = format!("p{partition}");
+    let items: Vec<Value> = payloads
+        .iter()
+        .map(|p| json!({"queue": queue, "partition": partition, "payload": p}))
+        .collect();
+    json!({ "items": items })
+}
+
+/// A pop answer; all messages of a one-partition pop share partition and lease.
+fn pgcursor_delivery(answer: Value) -> Option<Delivery> {
+    let messages = answer["messages"].as_array().filter(|m| !m.is_empty())?;
+    Some(Delivery::Pgcursor {
+        partition_id: answer["partitionId"].as_str()?.to_string(),
+        lease_id: answer["leaseId"].as_str()?.to_string(),
+        transaction_ids: messages
+            .iter()
+            .filter_map(|m| Some(m["transactionId"].as_str()?.to_string()))
+            .collect(),
+    })
+}
+
+fn expect_len(answer: &Value, n: usize, what: &str) -> Result<()> {
+    match answer.as_array().map(Vec::len) {
+        Some(len) if len == n => Ok(()),
+        _ => Err(format!("{what}: unexpected answer {}", crate::load::short(answer)).into()),
+    }
+}
+
+fn expect_acked(answer: &Value) -> Result<()> {
+    match answer.as_array() {
+        Some(items) if items.iter().all(|i| i["success"] == true) => Ok(()),
+        _ => Err(format!("ack: unexpected answer {}", crate::load::short(answer)).into()),
+    }
+}

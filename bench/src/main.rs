@@ -1,0 +1,391 @@
+//! `bench`: pgcursor's load generator. Starts its own throwaway PostgreSQL
+//! cluster (fsync on) and the real gateway binary, installs pgmq's SQL into
+//! schema `pgmq` of the same cluster, runs the scenarios, and writes
+//! `latest.json`, `latest.md` and `throughput.svg` (see bench/README.md).
+
+mod brokers;
+mod chart;
+mod cluster;
+mod cpu;
+mod gateway;
+mod load;
+mod machine;
+mod profile;
+mod report;
+mod scenario;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use serde::Serialize;
+
+use crate::brokers::{Broker, System};
+use crate::cluster::Cluster;
+use crate::cpu::Probe;
+use crate::gateway::Gateway;
+use crate::scenario::{ack_cost, ack_throughput, end_to_end};
+
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[derive(Parser, Debug, Clone, Serialize)]
+#[command(
+    name = "bench",
+    about = "pgcursor benchmarks: ack throughput, end to end vs pgmq, ack cost"
+)]
+pub struct Args {
+    /// Measured seconds per system, split over the rounds
+    #[arg(long, default_value_t = 12.0)]
+    pub duration: f64,
+    /// Warm-up seconds before every measured slice, not measured
+    #[arg(long, default_value_t = 2.0)]
+    pub warmup: f64,
+    /// Batch size of the targets: ack requests (a), push/pop (b)
+    #[arg(long, default_value_t = 100)]
+    pub batch: usize,
+    /// More batch sizes for the end-to-end chart, half the duration each ("" = none)
+    #[arg(long, default_value = "10,1000", value_parser = batch_list)]
+    pub extra_batches: BatchList,
+    /// Producer tasks (b)
+    #[arg(long, default_value_t = 4)]
+    pub producers: usize,
+    /// Consumer tasks (b), and concurrent ack workers (a)
+    #[arg(long, default_value_t = 4)]
+    pub consumers: usize,
+    /// pgcursor partitions per queue
+    #[arg(long, default_value_t = 16)]
+    pub partitions: usize,
+    /// Bytes of JSON per message
+    #[arg(long, default_value_t = 256)]
+    pub payload_bytes: usize,
+    /// Connections: the bench's SQL pool and the gateway's PGCURSOR_POOL_SIZE
+    #[arg(long, default_value_t = 8)]
+    pub pool_size: usize,
+    /// Messages seeded per partition for (a); workers start over with a new group
+    #[arg(long, default_value_t = 5000)]
+    pub ack_seed: u64,
+    /// Timed calls per batch size for (c)
+    #[arg(long, default_value_t = 300)]
+    pub cost_iterations: usize,
+    /// ≈20 s development run: short windows, no extra batch sizes, writes to <out>/quick
+    #[arg(long)]
+    pub quick: bool,
+    /// Load pg_stat_statements (top statements of every run, in the report) and
+    /// auto_explain (plans slower than 50 ms, in <out>/postgres.log)
+    #[arg(long)]
+    pub profile: bool,
+    /// Systems compared end to end (b), in this order
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "pgcursor-sql,pgcursor-http,pgmq-archive,pgmq-delete"
+    )]
+    pub systems: Vec<System>,
+    /// Measure the compared systems in turns, this many times each (with --profile: 1)
+    #[arg(long, default_value_t = 2)]
+    pub rounds: u32,
+    /// Only these scenarios (a = ack throughput, b = end to end, c = ack cost)
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c")]
+    pub only: Vec<String>,
+    /// SQL files run after the gateway's bootstrap, to measure a proposed
+    /// change to a function without editing sql/ (e.g. --apply /tmp/fix.sql)
+    #[arg(long, value_delimiter = ',')]
+    pub apply: Vec<PathBuf>,
+    /// Where results go
+    #[arg(long, default_value = "bench/results")]
+    pub out: PathBuf,
+    /// The gateway binary
+    #[arg(long, default_value = "target/release/gateway")]
+    pub gateway: PathBuf,
+}
+
+/// Comma-separated batch sizes; empty is none.
+#[derive(Debug, Clone, Serialize)]
+pub struct BatchList(pub Vec<usize>);
+
+fn batch_list(s: &str) -> std::result::Result<BatchList, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|b| !b.is_empty())
+        .map(|b| match b.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("not a batch size: {b:?}")),
+        })
+        .collect::<std::result::Result<_, _>>()
+        .map(BatchList)
+}
+
+impl Args {
+    fn effective(mut self) -> Args {
+        self.out = workspace().join(&self.out); // relative to the workspace, not the cwd
+        if self.quick {
+            self.duration = self.duration.min(2.0);
+            self.warmup = self.warmup.min(0.5);
+            self.extra_batches.0.clear();
+            self.ack_seed = self.ack_seed.min(1000);
+            self.cost_iterations = self.cost_iterations.min(40);
+            self.rounds = 1;
+            self.out = self.out.join("quick");
+        }
+        self
+    }
+
+    fn runs(&self, scenario: &str) -> bool {
+        self.only.iter().any(|s| s == scenario)
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse().effective();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let outcome = runtime.block_on(async {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("SIGTERM handler");
+        tokio::select! {
+            result = run(&args) => result,
+            _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+            _ = terminate.recv() => Err("terminated".into()),
+        }
+    });
+    // Dropping the run future above already stopped the cluster and gateway.
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench: {}", describe(e.as_ref()));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error and its causes on one line (tokio-postgres says only "db error").
+fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        line.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    line
+}
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+async fn run(args: &Args) -> Result<()> {
+    let started = std::time::Instant::now();
+    let machine = machine::machine();
+    say("starting a throwaway PostgreSQL cluster");
+    let cluster = Cluster::start(&workspace(), args.profile)?;
+    say("starting the gateway (applies pgcursor's schema)");
+    let gateway = Gateway::start(
+        &workspace().join(&args.gateway),
+        &cluster.url,
+        args.pool_size,
+    )
+    .await?;
+    say("installing pgmq's embedded SQL into schema pgmq");
+    install_pgmq(&cluster.url).await?;
+    let admin = load::connect(&cluster.url).await?;
+    for file in &args.apply {
+        say(&format!("applying {}", file.display()));
+        admin.batch_execute(&std::fs::read_to_string(file)?).await?;
+    }
+    let mut report = report::Report::new(args, machine, machine::postgres(&admin).await?);
+    let bench = Bench {
+        args,
+        warmup: Duration::from_secs_f64(args.warmup),
+        duration: Duration::from_secs_f64(args.duration),
+        pool: load::pool(&cluster.url, args.pool_size)?,
+        gateway: &gateway,
+        postmaster: cluster.postmaster_pid().ok_or("no postmaster.pid")?,
+        payload: load::payload(args.payload_bytes),
+        profiler: profile::Profiler::new(&admin, args.profile).await?,
+    };
+    if args.runs("a") {
+        bench.ack_throughput(&mut report).await?;
+    }
+    if args.runs("b") {
+        bench.end_to_end(&mut report).await?;
+    }
+    if args.runs("c") {
+        bench.ack_cost(&admin, &mut report).await?;
+    }
+    report.finish(started.elapsed());
+    drop(bench);
+    drop(gateway);
+    if args.profile {
+        std::fs::create_dir_all(&args.out)?;
+        cluster.save_log(&args.out.join("postgres.log"))?;
+    }
+    drop(cluster);
+    report.write(&args.out)
+}
+
+/// What every scenario runs against.
+struct Bench<'a> {
+    args: &'a Args,
+    warmup: Duration,
+    duration: Duration,
+    /// The bench's own SQL pool (same size as the gateway's).
+    pool: deadpool_postgres::Pool,
+    gateway: &'a Gateway,
+    postmaster: u32,
+    payload: serde_json::Value,
+    profiler: profile::Profiler<'a>,
+}
+
+impl Bench<'_> {
+    /// (a), and the gateway's peak RSS during it (d).
+    async fn ack_throughput(&self, report: &mut report::Report) -> Result<()> {
+        let args = self.args;
+        say(&format!(
+            "(a) seeding {} partitions × {} messages",
+            args.partitions, args.ack_seed
+        ));
+        let ids = load::seed(
+            &self.pool,
+            "bench-ack",
+            args.partitions,
+            args.ack_seed,
+            &self.payload,
+        )
+        .await?;
+        let setup = ack_throughput::Setup {
+            partitions: Arc::new(ids),
+            per_partition: args.ack_seed,
+            batch: args.batch as u64,
+            workers: args.consumers,
+        };
+        let http = reqwest::Client::new();
+        let vias = vec![
+            (
+                ack_throughput::Via::Sql(self.pool.clone()),
+                Probe::new(self.postmaster, None),
+            ),
+            (
+                ack_throughput::Via::Http(http, self.gateway.base.clone()),
+                Probe::new(self.postmaster, Some(self.gateway.pid())),
+            ),
+        ];
+        say("(a) ack_group over deadpool vs POST /api/v1/ack/batch");
+        self.gateway.reset_peak_rss();
+        let mut runs = Vec::new();
+        if args.profile {
+            for via in vias {
+                self.profiler.reset().await?;
+                runs.extend(
+                    ack_throughput::compare(&[via], &setup, self.warmup, self.duration, 1).await?,
+                );
+                let via = runs.last().map_or("?", |r| r.via);
+                self.profiler
+                    .collect(&format!("a: ack via {via}"), report)
+                    .await?;
+            }
+        } else {
+            runs = ack_throughput::compare(&vias, &setup, self.warmup, self.duration, args.rounds)
+                .await?;
+        }
+        let [sql, http]: [_; 2] = runs.try_into().map_err(|_| "expected two ack runs")?;
+        report.ack_throughput(sql, http, self.gateway.peak_rss_kb());
+        Ok(())
+    }
+
+    /// (b) at the target batch size, then at the extra ones (one round,
+    /// half as long: they are for the chart).
+    async fn end_to_end(&self, report: &mut report::Report) -> Result<()> {
+        let args = self.args;
+        let mut batches = vec![args.batch];
+        batches.extend(args.extra_batches.0.iter().filter(|&&b| b != args.batch));
+        for (i, &batch) in batches.iter().enumerate() {
+            let (duration, rounds) = match i {
+                0 => (self.duration, args.rounds),
+                _ => (self.duration / 2, 1),
+            };
+            let mut systems = Vec::new();
+            for &system in &args.systems {
+                let queue = format!("e2e_{}_{batch}", format!("{system:?}").to_lowercase());
+                let broker =
+                    Broker::new(system, &self.pool, Some(&self.gateway.base), queue).await?;
+                let gateway = (system == System::PgcursorHttp).then(|| self.gateway.pid());
+                systems.push((system, broker, Probe::new(self.postmaster, gateway)));
+            }
+            let setup = end_to_end::Setup {
+                batch,
+                producers: args.producers,
+                consumers: args.consumers,
+                partitions: args.partitions,
+                payload: self.payload.clone(),
+                max_backlog: (batch * args.consumers * 8) as u64,
+            };
+            let names: Vec<_> = args.systems.iter().map(|s| s.name()).collect();
+            say(&format!(
+                "(b) batch {batch}: {} in turns, {rounds} round(s)",
+                names.join(", ")
+            ));
+            self.gateway.reset_peak_rss();
+            let mut runs = Vec::new();
+            if args.profile {
+                for system in systems {
+                    self.profiler.reset().await?;
+                    let name = system.0.name();
+                    runs.extend(
+                        end_to_end::compare(&[system], &setup, self.warmup, duration, 1).await?,
+                    );
+                    self.profiler
+                        .collect(&format!("b: {name} batch {batch}"), report)
+                        .await?;
+                }
+            } else {
+                runs = end_to_end::compare(&systems, &setup, self.warmup, duration, rounds).await?;
+            }
+            // Only the HTTP system's slices make the gateway work.
+            let peak = self.gateway.peak_rss_kb();
+            for mut run in runs {
+                if run.system == System::PgcursorHttp {
+                    run.gateway_peak_rss_kb = peak;
+                }
+                report.end_to_end(run);
+            }
+        }
+        Ok(())
+    }
+
+    /// (c) on one connection of its own.
+    async fn ack_cost(
+        &self,
+        client: &tokio_postgres::Client,
+        report: &mut report::Report,
+    ) -> Result<()> {
+        let batches = [10, 100, 1000];
+        say("(c) ack cost: the last offset of a batch of 10, 100, 1000");
+        load::seed(&self.pool, ack_cost::queue(), 1, 1000, &self.payload).await?;
+        self.profiler.reset().await?;
+        report.ack_cost(ack_cost::run(client, &batches, self.args.cost_iterations).await?);
+        self.profiler.collect("c: ack cost", report).await
+    }
+}
+
+async fn install_pgmq(url: &str) -> Result<()> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(url)
+        .await?;
+    pgmq::install::install_sql_from_embedded(&pool).await?;
+    pool.close().await;
+    Ok(())
+}
+
+fn say(what: &str) {
+    eprintln!("bench: {what}");
+}

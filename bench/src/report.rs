@@ -1,0 +1,459 @@
+//! Collects the runs, judges the targets, prints the table and writes
+//! `latest.json`, `latest.md` and `throughput.svg`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::brokers::System;
+use crate::machine::{Machine, Postgres};
+use crate::profile::Statement;
+use crate::scenario::ack_cost::AckCost;
+use crate::scenario::ack_throughput::AckRun;
+use crate::scenario::end_to_end::E2eRun;
+use crate::{Args, Result};
+
+/// (d): the gateway's peak RSS must stay under this many kB.
+const RSS_LIMIT_KB: u64 = 30 * 1024;
+
+#[derive(Debug, Serialize)]
+pub struct Stamp {
+    pub date_utc: String,
+    pub command: String,
+    /// Run by `make bench` / `make bench-quick`.
+    pub via_make: bool,
+    pub git: String,
+    pub wall_seconds: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AckThroughput {
+    pub sql: AckRun,
+    pub http: AckRun,
+    /// http / sql items per second.
+    pub ratio: f64,
+    pub gateway_peak_rss_kb: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Target {
+    pub id: &'static str,
+    pub what: String,
+    pub value: f64,
+    pub goal: String,
+    /// PASS, FAIL, or INFO (no goal) / n/a (not measured).
+    pub verdict: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Profiled {
+    pub run: String,
+    pub top_statements: Vec<Statement>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub stamp: Stamp,
+    pub machine: Machine,
+    pub postgres: Postgres,
+    pub args: Args,
+    pub targets: Vec<Target>,
+    pub ack_throughput: Option<AckThroughput>,
+    pub end_to_end: Vec<E2eRun>,
+    pub ack_cost: Vec<AckCost>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub profile: Vec<Profiled>,
+}
+
+impl Report {
+    pub fn new(args: &Args, machine: Machine, postgres: Postgres) -> Report {
+        Report {
+            stamp: Stamp {
+                date_utc: chrono::Utc::now()
+                    .format("%Y-%m-%d %H:%M:%S UTC")
+                    .to_string(),
+                command: std::env::args().collect::<Vec<_>>().join(" "),
+                via_make: std::env::var_os("MAKELEVEL").is_some(),
+                git: git_describe(),
+                wall_seconds: 0.0,
+            },
+            machine,
+            postgres,
+            args: args.clone(),
+            targets: Vec::new(),
+            ack_throughput: None,
+            end_to_end: Vec::new(),
+            ack_cost: Vec::new(),
+            profile: Vec::new(),
+        }
+    }
+
+    pub fn ack_throughput(&mut self, sql: AckRun, http: AckRun, rss: Option<u64>) {
+        let ratio = http.measured.per_second / sql.measured.per_second.max(1e-9);
+        self.ack_throughput = Some(AckThroughput {
+            sql,
+            http,
+            ratio,
+            gateway_peak_rss_kb: rss,
+        });
+    }
+
+    pub fn end_to_end(&mut self, run: E2eRun) {
+        self.end_to_end.push(run);
+    }
+
+    pub fn ack_cost(&mut self, costs: Vec<AckCost>) {
+        self.ack_cost = costs;
+    }
+
+    pub fn profile(&mut self, run: &str, top_statements: Vec<Statement>) {
+        self.profile.push(Profiled {
+            run: run.to_string(),
+            top_statements,
+        });
+    }
+
+    /// Judges every target.
+    pub fn finish(&mut self, wall: Duration) {
+        self.stamp.wall_seconds = wall.as_secs_f64();
+        let rate = |runs: &[E2eRun], system, batch| {
+            runs.iter()
+                .find(|r| r.system == system && r.batch == batch)
+                .map(|r| r.measured.per_second)
+        };
+        let runs = self.end_to_end.clone();
+        for run in &mut self.end_to_end {
+            let ours = run.measured.per_second;
+            run.vs_pgmq_archive =
+                rate(&runs, System::PgmqArchive, run.batch).map(|t| ours / t.max(1e-9));
+            run.vs_pgmq_delete =
+                rate(&runs, System::PgmqDelete, run.batch).map(|t| ours / t.max(1e-9));
+        }
+        let mut targets = Vec::new();
+        if let Some(a) = &self.ack_throughput {
+            targets.push(judge(
+                "a",
+                format!(
+                    "HTTP ack / direct ack_group, items/s ({:.0} / {:.0})",
+                    a.http.measured.per_second, a.sql.measured.per_second
+                ),
+                a.ratio,
+                ">= 0.80",
+                a.ratio >= 0.8,
+            ));
+        }
+        let e2e = |system| {
+            self.end_to_end
+                .iter()
+                .find(|r| r.system == system && r.batch == self.args.batch)
+        };
+        if let Some(ours) = e2e(System::PgcursorSql) {
+            for pgmq in [System::PgmqArchive, System::PgmqDelete] {
+                if let Some(theirs) = e2e(pgmq) {
+                    let ratio = ours.measured.per_second / theirs.measured.per_second.max(1e-9);
+                    targets.push(judge(
+                        "b",
+                        format!(
+                            "pgcursor SQL / {}, msgs/s ({:.0} / {:.0})",
+                            pgmq.name(),
+                            ours.measured.per_second,
+                            theirs.measured.per_second
+                        ),
+                        ratio,
+                        ">= 2.0",
+                        ratio >= 2.0,
+                    ));
+                }
+            }
+            if let (Some(http), Some(theirs)) =
+                (e2e(System::PgcursorHttp), e2e(System::PgmqArchive))
+            {
+                let ratio = http.measured.per_second / theirs.measured.per_second.max(1e-9);
+                targets.push(info(
+                    "b",
+                    format!(
+                        "pgcursor HTTP / pgmq read→archive, msgs/s ({:.0})",
+                        http.measured.per_second
+                    ),
+                    ratio,
+                ));
+            }
+        }
+        if let (Some(small), Some(large)) = (self.ack_cost.first(), self.ack_cost.last()) {
+            let ratio = large.server.p50_us as f64 / small.server.p50_us.max(1) as f64;
+            targets.push(judge(
+                "c",
+                format!(
+                    "ack of the last offset, batch {} / batch {}: server p50 ({} / {} µs; round trip {} / {} µs)",
+                    large.batch,
+                    small.batch,
+                    large.server.p50_us,
+                    small.server.p50_us,
+                    large.round_trip.p50_us,
+                    small.round_trip.p50_us
+                ),
+                ratio,
+                "<= 1.5",
+                ratio <= 1.5,
+            ));
+        }
+        let batch = self.args.batch;
+        let peak = |target_batch: bool| {
+            self.ack_throughput
+                .iter()
+                .filter(|_| target_batch)
+                .filter_map(|a| a.gateway_peak_rss_kb)
+                .chain(
+                    self.end_to_end
+                        .iter()
+                        .filter(|r| (r.batch == batch) == target_batch)
+                        .filter_map(|r| r.gateway_peak_rss_kb),
+                )
+                .max()
+        };
+        if let Some(kb) = peak(true) {
+            targets.push(judge(
+                "d",
+                format!("gateway peak RSS (VmHWM) during (a) and (b) at batch {batch}, MB"),
+                kb as f64 / 1024.0,
+                "<= 30",
+                kb <= RSS_LIMIT_KB,
+            ));
+        }
+        if let Some(kb) = peak(false) {
+            targets.push(info(
+                "d",
+                "gateway peak RSS during (b) at the extra batch sizes, MB".to_string(),
+                kb as f64 / 1024.0,
+            ));
+        }
+        for run in self
+            .end_to_end
+            .iter()
+            .filter(|r| r.batch == self.args.batch)
+        {
+            targets.push(info(
+                "e",
+                format!(
+                    "{}: msgs/s per broker core (PostgreSQL+gateway used {:.2} of {} cores; {:.0} msgs/s per machine core)",
+                    run.name,
+                    run.measured.cores.broker(),
+                    self.machine.nproc,
+                    run.measured.per_second / self.machine.nproc as f64
+                ),
+                run.per_broker_core(),
+            ));
+        }
+        self.targets = targets;
+    }
+
+    pub fn write(&self, out: &Path) -> Result<()> {
+        std::fs::create_dir_all(out)?;
+        let markdown = self.markdown();
+        println!("{markdown}");
+        std::fs::write(
+            out.join("latest.json"),
+            serde_json::to_string_pretty(self)? + "\n",
+        )?;
+        std::fs::write(out.join("latest.md"), markdown)?;
+        crate::chart::throughput(&self.end_to_end, &out.join("throughput.svg"))?;
+        eprintln!(
+            "bench: wrote {}/latest.{{json,md}} and throughput.svg",
+            out.display()
+        );
+        Ok(())
+    }
+
+    fn markdown(&self) -> String {
+        let mut md = String::new();
+        let s = &self.stamp;
+        let m = &self.machine;
+        let pg = &self.postgres;
+        let setting = |k: &str| pg.settings.get(k).map_or("?", String::as_str);
+        let _ = writeln!(md, "# pgcursor bench — {}\n", s.date_utc);
+        let _ = writeln!(
+            md,
+            "- command: `{}`{} (git {}, {:.0} s)",
+            s.command,
+            if s.via_make { " via make" } else { "" },
+            s.git,
+            s.wall_seconds
+        );
+        let _ = writeln!(
+            md,
+            "- machine: {} cores ({}), {} MB, kernel {}, load at start {}",
+            m.nproc, m.cpu_model, m.memory_mb, m.kernel, m.load_average_at_start
+        );
+        let _ = writeln!(
+            md,
+            "- {}; fsync={}, synchronous_commit={}, full_page_writes={}, shared_buffers={}",
+            pg.version.split(" on ").next().unwrap_or(&pg.version),
+            setting("fsync"),
+            setting("synchronous_commit"),
+            setting("full_page_writes"),
+            setting("shared_buffers")
+        );
+        let a = &self.args;
+        let _ = writeln!(
+            md,
+            "- load: batch {}, {} producers, {} consumers (= ack workers), {} partitions, {} B payloads, pool {}, warm-up {} s, measured {} s\n",
+            a.batch, a.producers, a.consumers, a.partitions, a.payload_bytes, a.pool_size, a.warmup, a.duration
+        );
+
+        let _ = writeln!(md, "## Targets\n");
+        let _ = writeln!(
+            md,
+            "| | what | value | goal | verdict |\n|---|---|---:|---|---|"
+        );
+        for t in &self.targets {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:.2} | {} | {} |",
+                t.id, t.what, t.value, t.goal, t.verdict
+            );
+        }
+
+        if let Some(ack) = &self.ack_throughput {
+            let _ = writeln!(
+                md,
+                "\n## (a) Ack throughput ({} items per request, one partition, lease-less, each moves a cursor)\n",
+                a.batch
+            );
+            let _ = writeln!(md, "| via | items/s | p50 ms | p99 ms | cores pg | cores gw | bench cores | machine cores | items/s per pg+gw core | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            for run in [&ack.sql, &ack.http] {
+                let c = &run.measured.cores;
+                let _ = writeln!(
+                    md,
+                    "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {} |",
+                    run.via,
+                    run.measured.per_second,
+                    ms(run.latency.p50_us),
+                    ms(run.latency.p99_us),
+                    c.postgres,
+                    c.gateway,
+                    c.bench,
+                    c.machine,
+                    run.measured.per_second / c.broker().max(1e-9),
+                    run.measured.errors
+                );
+            }
+        }
+
+        if !self.end_to_end.is_empty() {
+            let _ = writeln!(md, "\n## (b) End to end: push → pop → ack (msgs/s acked)\n");
+            let _ = writeln!(md, "| system | batch | msgs/s | vs pgmq archive / delete | pushed/s | push p50/p99 ms | pop p50/p99 ms | ack p50/p99 ms | cores pg+gw | bench cores | machine cores | msgs/s per broker core | gw peak MB |\n|---|---:|---:|---|---:|---|---|---|---:|---:|---:|---:|---:|");
+            for r in &self.end_to_end {
+                let c = &r.measured.cores;
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {:.0} | {} | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {} |",
+                    r.name,
+                    r.batch,
+                    r.measured.per_second,
+                    match (r.vs_pgmq_archive, r.vs_pgmq_delete) {
+                        (Some(a), Some(d)) => format!("{a:.2} / {d:.2}"),
+                        _ => "-".to_string(),
+                    },
+                    r.measured.pushed_per_second,
+                    ms(r.push.p50_us),
+                    ms(r.push.p99_us),
+                    ms(r.pop.p50_us),
+                    ms(r.pop.p99_us),
+                    ms(r.ack.p50_us),
+                    ms(r.ack.p99_us),
+                    c.broker(),
+                    c.bench,
+                    c.machine,
+                    r.per_broker_core(),
+                    r.gateway_peak_rss_kb
+                        .map_or("-".to_string(), |kb| format!("{:.1}", kb as f64 / 1024.0))
+                );
+            }
+        }
+
+        if !self.ack_cost.is_empty() {
+            let _ = writeln!(
+                md,
+                "\n## (c) Ack of a batch's last offset (one item, leased batch)\n"
+            );
+            let _ = writeln!(md, "| batch | calls | server p50 µs | server p99 µs | round trip p50 µs | round trip p99 µs |\n|---:|---:|---:|---:|---:|---:|");
+            for c in &self.ack_cost {
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} | {} | {} |",
+                    c.batch,
+                    c.server.count,
+                    c.server.p50_us,
+                    c.server.p99_us,
+                    c.round_trip.p50_us,
+                    c.round_trip.p99_us
+                );
+            }
+        }
+
+        for p in &self.profile {
+            let _ = writeln!(md, "\n### pg_stat_statements: {}\n", p.run);
+            let _ = writeln!(
+                md,
+                "| total ms | calls | mean ms | rows | query |\n|---:|---:|---:|---:|---|"
+            );
+            for st in &p.top_statements {
+                let _ = writeln!(
+                    md,
+                    "| {:.0} | {} | {:.3} | {} | `{}` |",
+                    st.total_ms,
+                    st.calls,
+                    st.mean_ms,
+                    st.rows,
+                    st.query.replace('|', "\\|")
+                );
+            }
+        }
+        md
+    }
+}
+
+fn judge(id: &'static str, what: String, value: f64, goal: &str, pass: bool) -> Target {
+    Target {
+        id,
+        what,
+        value,
+        goal: goal.to_string(),
+        verdict: if pass { "PASS" } else { "FAIL" },
+    }
+}
+
+fn info(id: &'static str, what: String, value: f64) -> Target {
+    Target {
+        id,
+        what,
+        value,
+        goal: "report".to_string(),
+        verdict: "INFO",
+    }
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+fn git_describe() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let rev = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty = git(&["status", "--porcelain"]).is_some_and(|s| !s.is_empty());
+    if dirty {
+        format!("{rev} + uncommitted changes")
+    } else {
+        rev
+    }
+}

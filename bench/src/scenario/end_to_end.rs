@@ -1,0 +1,185 @@
+//! (b) End to end: `producers` tasks push batches, `consumers` tasks pop a
+//! batch and ack all of it, on one system at a time. Measured: messages
+//! acked per second. Producers pause while more than `max_backlog` messages
+//! are pushed but not yet acked, so every system is measured in a steady
+//! state with a shallow queue rather than with an ever-growing one.
+//! Consumers that find nothing sleep 2 ms (same rule for every system).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::brokers::{Broker, System};
+use crate::cpu::Probe;
+use crate::load::{self, Counters, Measured, Percentiles, Window};
+use crate::Result;
+
+pub struct Setup {
+    pub batch: usize,
+    pub producers: usize,
+    pub consumers: usize,
+    /// pgcursor partitions the producers spread over (pgmq: one queue).
+    pub partitions: usize,
+    pub payload: Value,
+    pub max_backlog: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct E2eRun {
+    pub system: System,
+    pub name: &'static str,
+    pub batch: usize,
+    pub measured: Measured,
+    pub push: Percentiles,
+    pub pop: Percentiles,
+    pub ack: Percentiles,
+    /// Gateway VmHWM during this run (HTTP only), kB.
+    pub gateway_peak_rss_kb: Option<u64>,
+    /// msgs/s over pgmq's at the same batch size (set by the report).
+    pub vs_pgmq_archive: Option<f64>,
+    pub vs_pgmq_delete: Option<f64>,
+}
+
+impl E2eRun {
+    /// msgs/s per core the broker used (PostgreSQL + gateway).
+    pub fn per_broker_core(&self) -> f64 {
+        self.measured.per_second / self.measured.cores.broker().max(1e-9)
+    }
+}
+
+/// Measures every system in turns, `rounds` times, `duration / rounds`
+/// each (after its own warm-up), so drift on a shared machine and the
+/// growing tables hit all alike. A system keeps its queue across rounds.
+pub async fn compare(
+    systems: &[(System, Broker, Probe)],
+    setup: &Setup,
+    warmup: Duration,
+    duration: Duration,
+    rounds: u32,
+) -> Result<Vec<E2eRun>> {
+    let mut slices: Vec<(Vec<Measured>, [Histogram<u64>; 3])> = systems
+        .iter()
+        .map(|_| {
+            (
+                Vec::new(),
+                [load::histogram(), load::histogram(), load::histogram()],
+            )
+        })
+        .collect();
+    for _ in 0..rounds {
+        for (i, (_, broker, probe)) in systems.iter().enumerate() {
+            let (measured, latencies) =
+                slice(broker, setup, probe, warmup, duration / rounds).await?;
+            slices[i].0.push(measured);
+            for (all, one) in slices[i].1.iter_mut().zip(latencies) {
+                all.add(one)?;
+            }
+        }
+    }
+    Ok(systems
+        .iter()
+        .zip(slices)
+        .map(|((system, _, _), (measured, [push, pop, ack]))| E2eRun {
+            system: *system,
+            name: system.name(),
+            batch: setup.batch,
+            measured: Measured::merge(&measured),
+            push: load::percentiles(&push),
+            pop: load::percentiles(&pop),
+            ack: load::percentiles(&ack),
+            gateway_peak_rss_kb: None,
+            vs_pgmq_archive: None,
+            vs_pgmq_delete: None,
+        })
+        .collect())
+}
+
+/// One measured slice: latencies of push, pop (that delivered) and ack.
+async fn slice(
+    broker: &Broker,
+    setup: &Setup,
+    probe: &Probe,
+    warmup: Duration,
+    duration: Duration,
+) -> Result<(Measured, [Histogram<u64>; 3])> {
+    let (window, counters) = load::shared();
+    let batch = Arc::new(vec![setup.payload.clone(); setup.batch]);
+    let producers: Vec<_> = (0..setup.producers)
+        .map(|i| {
+            let (broker, window, counters) = (broker.clone(), window.clone(), counters.clone());
+            let (batch, partitions, producers) = (batch.clone(), setup.partitions, setup.producers);
+            let max_backlog = setup.max_backlog;
+            tokio::spawn(async move {
+                let mut latency = load::histogram();
+                let mut partition = i;
+                while !window.stopped() {
+                    let pushed = counters.pushed.load(Ordering::Relaxed);
+                    if pushed.saturating_sub(counters.done.load(Ordering::Relaxed)) > max_backlog {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    }
+                    let started = Instant::now();
+                    broker.push(partition % partitions, &batch).await?;
+                    if window.measuring() {
+                        load::record(&mut latency, started);
+                    }
+                    Counters::add(&counters.pushed, batch.len() as u64);
+                    partition += producers;
+                }
+                Ok::<_, crate::Error>(latency)
+            })
+        })
+        .collect();
+    let consumers: Vec<_> = (0..setup.consumers)
+        .map(|_| {
+            let (broker, window, counters) = (broker.clone(), window.clone(), counters.clone());
+            let batch = setup.batch;
+            tokio::spawn(async move { consume(&broker, batch, &window, &counters).await })
+        })
+        .collect();
+    let measured = load::measure(&window, &counters, probe, warmup, duration).await;
+    let mut push = load::histogram();
+    for producer in producers {
+        push.add(producer.await??)?;
+    }
+    let (mut pop, mut ack) = (load::histogram(), load::histogram());
+    for consumer in consumers {
+        let (p, a) = consumer.await??;
+        pop.add(p)?;
+        ack.add(a)?;
+    }
+    Ok((measured, [push, pop, ack]))
+}
+
+/// Pops and acks until told to stop; latencies of pops that delivered
+/// something, and of acks, during the measured window.
+async fn consume(
+    broker: &Broker,
+    batch: usize,
+    window: &Window,
+    counters: &Counters,
+) -> Result<(Histogram<u64>, Histogram<u64>)> {
+    let (mut pop_latency, mut ack_latency) = (load::histogram(), load::histogram());
+    while !window.stopped() {
+        let started = Instant::now();
+        let Some(delivery) = broker.pop(batch).await? else {
+            Counters::add(&counters.empty_pops, 1);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            continue;
+        };
+        if window.measuring() {
+            load::record(&mut pop_latency, started);
+        }
+        let started = Instant::now();
+        broker.ack(&delivery).await?;
+        if window.measuring() {
+            load::record(&mut ack_latency, started);
+        }
+        Counters::add(&counters.done, delivery.len() as u64);
+    }
+    Ok((pop_latency, ack_latency))
+}

@@ -1,0 +1,5 @@
+//! One module per scenario: (a) ack throughput, (b) end to end, (c) ack cost.
+
+pub mod ack_cost;
+pub mod ack_throughput;
+pub mod end_to_end;
