@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PG_DATA := .data/pg
 APT_PACKAGES := postgresql postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
 
-.PHONY: deps build run db-up db-down test docs-check fmt lint bench bench-quick
+.PHONY: deps build run db-up db-down test soak docs-check fmt lint bench bench-quick
 
 # Install what is missing: PostgreSQL 15 server, pgTAP, pg_prove; rustfmt and clippy.
 deps:
@@ -45,6 +45,11 @@ db-down:
 
 test: deps build
 	scripts/test.sh
+
+# The soak test alone, in release mode: SOAK_SECONDS of producing (default
+# 600) with faults, then the drain and the check (`make test` runs 30 s).
+soak: deps
+	scripts/soak.sh
 
 # Runs every psql example of docs/sql-api.md and compares the recorded output
 # (scripts/docs-check.sh --write records it anew).

@@ -3,6 +3,7 @@
 #
 #   scripts/pg.sh start DATADIR   initdb if needed, start, create db pgcursor, print URL
 #   scripts/pg.sh stop  DATADIR   stop (fast); fine if it is not running
+#   scripts/pg.sh crash DATADIR   stop -m immediate, like a crash (the next start recovers)
 #   scripts/pg.sh url   DATADIR   print the connection URL
 #   scripts/pg.sh bindir          print the directory of the server binaries
 #
@@ -14,7 +15,7 @@ set -euo pipefail
 die() { echo "pg.sh: $*" >&2; exit 1; }
 say() { echo "pg.sh: $*" >&2; }
 
-usage() { die "usage: $0 start|stop|url DATADIR | $0 bindir"; }
+usage() { die "usage: $0 start|stop|crash|url DATADIR | $0 bindir"; }
 
 # The server binaries: explicit override, then pg_config, then the newest
 # Debian install.
@@ -139,11 +140,21 @@ stop() {
     fi
 }
 
+# Like a power cut for the server: no checkpoint, the next start replays the WAL.
+crash() {
+    if is_running; then
+        as_owner "$BIN/pg_ctl" stop -w -m immediate -D "$DATADIR" >/dev/null
+        say "stopped at once (immediate)"
+    else
+        say "not running"
+    fi
+}
+
 if [[ $# -eq 1 && $1 == bindir ]]; then find_bindir; exit 0; fi
 [[ $# -eq 2 ]] || usage
 CMD=$1
 if [[ ! -d "$(dirname "$2")" ]]; then
-    [[ $CMD == start ]] || { [[ $CMD == stop ]] && exit 0; die "no cluster at $2"; }
+    [[ $CMD == start ]] || { [[ $CMD == stop || $CMD == crash ]] && exit 0; die "no cluster at $2"; }
     mkdir -p "$(dirname "$2")"
 fi
 DATADIR="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
@@ -157,6 +168,7 @@ flock 9
 case "$CMD" in
     start) start ;;
     stop) stop ;;
+    crash) crash ;;
     url) [[ -f "$RUN/port" ]] || die "no cluster at $DATADIR"; url ;;
     *) usage ;;
 esac

@@ -8,7 +8,11 @@
 use std::error::Error as _;
 use std::time::{Duration, Instant};
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use deadpool_postgres::{
+    Connect, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime,
+};
+use futures::future::BoxFuture;
+use tokio::task::JoinHandle;
 use tokio_postgres::{Client, NoTls};
 use tracing::{info, warn};
 
@@ -40,14 +44,17 @@ pub enum BootstrapError {
 }
 
 /// The pool every request uses. Connections are made lazily, so building
-/// it never fails because PostgreSQL is down.
+/// it never fails because PostgreSQL is down. Call it on the runtime that
+/// outlives the HTTP workers (the main one): connections live there.
 pub fn pool(config: &Config) -> Pool {
     let mut pg = config.database_url.clone();
     pg.connect_timeout(config.db_timeout());
     // Fast recycling: a connection PostgreSQL closed is noticed and replaced.
-    let manager = Manager::from_config(
+    let manager = Manager::from_connect(
         pg,
-        NoTls,
+        ConnectOn {
+            runtime: tokio::runtime::Handle::current(),
+        },
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },
@@ -61,6 +68,42 @@ pub fn pool(config: &Config) -> Pool {
         .recycle_timeout(timeout)
         .build()
         .expect("a pool with a runtime always builds")
+}
+
+/// Opens pool connections on `runtime`, and drives them there.
+///
+/// actix runs each HTTP worker on a runtime of its own, and at shutdown the
+/// idle workers stop first. The pool is shared by all workers, so a
+/// connection opened (and driven) by one that stopped would die with it and
+/// fail a request still in flight on another ("connection closed").
+struct ConnectOn {
+    runtime: tokio::runtime::Handle,
+}
+
+impl Connect for ConnectOn {
+    fn connect(
+        &self,
+        pg: &tokio_postgres::Config,
+    ) -> BoxFuture<'_, Result<(Client, JoinHandle<()>), tokio_postgres::Error>> {
+        let pg = pg.clone();
+        let opened = self.runtime.spawn(async move {
+            let (client, connection) = pg.connect(NoTls).await?;
+            let driver = tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    warn!("pooled connection ended: {}", error_detail(&e));
+                }
+            });
+            Ok((client, driver))
+        });
+        Box::pin(async move {
+            match opened.await {
+                Ok(opened) => opened,
+                // The main runtime is going away (exit): the pool's create
+                // timeout answers the request.
+                Err(_) => std::future::pending().await,
+            }
+        })
+    }
 }
 
 /// Connects, retrying for up to `patience` while PostgreSQL is not

@@ -7,12 +7,17 @@
 //! back by itself, with backoff, when PostgreSQL goes away; meanwhile
 //! waiters simply reach their timeout. After every (re)connect everyone is
 //! woken once, since pushes made while nobody listened were not heard.
+//!
+//! On SIGTERM/SIGINT/SIGQUIT every waiter stops waiting for good, so the
+//! server's graceful shutdown (10 s) is not held up, and then cut short, by
+//! long-polls waiting for a 30 s timeout: they answer what they have.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
 use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_postgres::{AsyncMessage, NoTls};
 use tracing::{debug, info, warn};
@@ -41,14 +46,22 @@ pub enum Wake {
 #[derive(Clone)]
 pub struct PushWakeups {
     sender: broadcast::Sender<Wake>,
+    /// Becomes true once, when the server is asked to stop.
+    stopping: watch::Sender<bool>,
 }
 
 impl PushWakeups {
-    /// Starts the listener task on the current runtime.
+    /// Starts the listener task, and the one that ends every wait on a
+    /// stop signal, on the current runtime.
     pub fn start(config: &Config) -> PushWakeups {
         let (sender, _) = broadcast::channel(CAPACITY);
         tokio::spawn(listen_forever(listener_config(config), sender.clone()));
-        PushWakeups { sender }
+        let wakeups = PushWakeups {
+            sender,
+            stopping: watch::Sender::new(false),
+        };
+        tokio::spawn(stop_waiting_on_signal(wakeups.clone()));
+        wakeups
     }
 
     /// Subscribe BEFORE looking for messages: a push committed after the
@@ -56,32 +69,68 @@ impl PushWakeups {
     pub fn subscribe(&self) -> Waiter {
         Waiter {
             receiver: self.sender.subscribe(),
+            stopping: self.stopping.subscribe(),
         }
     }
+
+    /// Ends every wait, now and later.
+    pub fn stop_waiting(&self) {
+        self.stopping.send_replace(true);
+    }
+}
+
+/// actix handles the signals themselves (SIGTERM: graceful; SIGINT and
+/// SIGQUIT: at once); this only makes waiting pops answer meanwhile.
+async fn stop_waiting_on_signal(wakeups: PushWakeups) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut quit)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::quit()),
+    ) else {
+        warn!("cannot watch for stop signals: long-polls will hold up a shutdown");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+        _ = quit.recv() => {}
+    }
+    info!("stopping: waiting pops answer now");
+    wakeups.stop_waiting();
 }
 
 /// One request's subscription.
 pub struct Waiter {
     receiver: broadcast::Receiver<Wake>,
+    stopping: watch::Receiver<bool>,
 }
 
 impl Waiter {
     /// Waits for a push to `queue` (to any queue when `None`) or until
-    /// `until`. True when woken by a push worth a new look.
+    /// `until`, or until the server stops. True when woken by a push worth
+    /// a new look.
     pub async fn wait_for(&mut self, queue: Option<&str>, until: Instant) -> bool {
-        tokio::time::timeout_at(until, self.next_relevant(queue))
-            .await
-            .unwrap_or(false)
+        let Waiter { receiver, stopping } = self;
+        tokio::select! {
+            woken = tokio::time::timeout_at(until, next_relevant(receiver, queue)) => woken.unwrap_or(false),
+            _ = stopping.wait_for(|stop| *stop) => false,
+        }
     }
 
-    async fn next_relevant(&mut self, queue: Option<&str>) -> bool {
-        loop {
-            match self.receiver.recv().await {
-                Ok(Wake::Queue(pushed)) if queue.is_some_and(|q| q != &*pushed) => continue,
-                Ok(_) | Err(RecvError::Lagged(_)) => return true,
-                // The listener task is gone (shutdown): only the deadline is left.
-                Err(RecvError::Closed) => std::future::pending::<()>().await,
-            }
+    /// The server is stopping: do not wait any more.
+    pub fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+}
+
+async fn next_relevant(receiver: &mut broadcast::Receiver<Wake>, queue: Option<&str>) -> bool {
+    loop {
+        match receiver.recv().await {
+            Ok(Wake::Queue(pushed)) if queue.is_some_and(|q| q != &*pushed) => continue,
+            Ok(_) | Err(RecvError::Lagged(_)) => return true,
+            // The listener task is gone (shutdown): only the deadline is left.
+            Err(RecvError::Closed) => std::future::pending::<()>().await,
         }
     }
 }
@@ -162,6 +211,7 @@ mod tests {
     fn wakeups() -> PushWakeups {
         PushWakeups {
             sender: broadcast::channel(4).0,
+            stopping: watch::Sender::new(false),
         }
     }
 
@@ -196,6 +246,21 @@ mod tests {
         w.sender.send(Wake::Queue("orders".into())).unwrap();
         // ... the request looks for messages here, finds none, then waits:
         assert!(waiter.wait_for(Some("orders"), soon()).await);
+    }
+
+    #[tokio::test]
+    async fn stopping_ends_every_wait_now_and_later() {
+        let w = wakeups();
+        let mut waiter = w.subscribe();
+        let far = Instant::now() + Duration::from_secs(60);
+        let waiting = tokio::spawn(async move { waiter.wait_for(Some("orders"), far).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        w.stop_waiting();
+        let woken = tokio::time::timeout(Duration::from_secs(1), waiting).await;
+        assert!(!woken.expect("the wait ended").unwrap());
+        let mut later = w.subscribe();
+        assert!(later.is_stopping());
+        assert!(!later.wait_for(None, far).await);
     }
 
     #[tokio::test]

@@ -14,6 +14,7 @@ mod inspect;
 mod long_poll;
 mod operations;
 mod produce_consume;
+mod resilience;
 mod resources;
 mod routes;
 mod transaction;

@@ -5,7 +5,7 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -71,8 +71,11 @@ pub fn temp_path(prefix: &str) -> PathBuf {
 pub fn gateway_command(env: &[(&str, &str)]) -> (Command, u16) {
     let port = free_port();
     let mut cmd = Command::new(gateway_bin());
-    cmd.env("DATABASE_URL", database_url())
-        .env("PGCURSOR_BIND", format!("127.0.0.1:{port}"))
+    // A test with its own database (a PrivateCluster) needs no DATABASE_URL.
+    if !env.iter().any(|(key, _)| *key == "DATABASE_URL") {
+        cmd.env("DATABASE_URL", database_url());
+    }
+    cmd.env("PGCURSOR_BIND", format!("127.0.0.1:{port}"))
         .env_remove("PGCURSOR_TOKENS");
     for (key, value) in env {
         cmd.env(key, value);
@@ -86,6 +89,8 @@ pub struct Gateway {
     pub base: String,
     child: Child,
     log: PathBuf,
+    /// What it was started with, its port pinned, so `restart` can repeat it.
+    env: Vec<(String, String)>,
 }
 
 impl Gateway {
@@ -95,23 +100,68 @@ impl Gateway {
 
     /// Spawns the gateway and waits until `/health` answers 200.
     pub async fn start_with(env: &[(&str, &str)]) -> Gateway {
-        let (mut cmd, port) = gateway_command(env);
+        let port = free_port();
+        // The port first: `env` entries still override everything.
+        let bind = ("PGCURSOR_BIND".to_string(), format!("127.0.0.1:{port}"));
+        let env: Vec<(String, String)> = std::iter::once(bind)
+            .chain(env.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+            .collect();
         let log = temp_path("pgcursor-gateway-log");
-        let stderr = std::fs::File::create(&log).expect("create gateway log");
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("spawn {}: {e} (run `make build`)", gateway_bin().display())
-            });
         let mut gateway = Gateway {
             base: format!("http://127.0.0.1:{port}"),
-            child,
+            child: Gateway::spawn(&env, &log),
             log,
+            env,
         };
         gateway.wait_healthy().await;
         gateway
+    }
+
+    fn spawn(env: &[(String, String)], log: &Path) -> Child {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let (mut cmd, _) = gateway_command(&env);
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("open gateway log");
+        cmd.stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e} (run `make build`)", gateway_bin().display()))
+    }
+
+    /// The process id (to send it a signal).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL: a crash, no chance to clean up.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again, same port and settings (after `kill` or an exit),
+    /// and waits until it is healthy.
+    pub async fn restart(&mut self) {
+        self.kill();
+        self.child = Gateway::spawn(&self.env, &self.log);
+        self.wait_healthy().await;
+    }
+
+    /// Waits up to `within` for the process to exit by itself.
+    pub async fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// `base` + `path`.
@@ -189,6 +239,13 @@ impl PrivateCluster {
     pub fn start_again(&self) {
         let url = self.pg("start");
         assert_eq!(url, self.url, "the cluster came back on another port");
+    }
+
+    /// `pg_ctl restart -m immediate`: every backend dies at once, nothing is
+    /// flushed or checkpointed, and the start replays the WAL (crash recovery).
+    pub fn restart_immediate(&self) {
+        self.pg("crash");
+        self.start_again();
     }
 
     /// Runs `scripts/pg.sh <action> <dir>/pg`; returns its last stdout line.

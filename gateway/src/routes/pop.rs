@@ -159,8 +159,8 @@ fn claimed(answer: &Value) -> bool {
 }
 
 /// Looks once; with `wait`, looks again on every relevant push (and every
-/// RECHECK) until something is claimed or the deadline passes, holding no
-/// pooled connection in between.
+/// RECHECK) until something is claimed, the deadline passes or the server
+/// stops, holding no pooled connection in between.
 async fn pop_or_wait(state: &AppState, pop: &PopRequest) -> Result<Value, ApiError> {
     let deadline = pop.wait.map(|wait| Instant::now() + wait); // from arrival
     let mut waiter = state.wakeups.subscribe(); // before the look: no lost wake-up
@@ -168,9 +168,12 @@ async fn pop_or_wait(state: &AppState, pop: &PopRequest) -> Result<Value, ApiErr
     let Some(deadline) = deadline else {
         return Ok(answer);
     };
-    while !claimed(&answer) && Instant::now() < deadline {
+    while !claimed(&answer) && Instant::now() < deadline && !waiter.is_stopping() {
         let until = deadline.min(Instant::now() + RECHECK);
         waiter.wait_for(pop.queue(), until).await;
+        if waiter.is_stopping() {
+            break; // the server is shutting down: answer what we have
+        }
         match look_again(state, pop, deadline).await? {
             Some(again) => answer = again,
             None if Instant::now() >= deadline => break,

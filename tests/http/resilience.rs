@@ -1,0 +1,267 @@
+//! The gateway when PostgreSQL goes away: every database route answers 503
+//! within `PGCURSOR_DB_TIMEOUT_MS`, `/health` says so, and the gateway comes
+//! back by itself. And on SIGTERM: in-flight requests (a long-poll too) get
+//! a complete answer, then the process exits 0.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use pgcursor_tests::{client, Gateway, PrivateCluster};
+use serde_json::{json, Value};
+
+use crate::broker::{fresh_queue, get, messages, post, send};
+
+/// The database timeout the outage tests give the gateway.
+const DB_TIMEOUT: Duration = Duration::from_millis(1000);
+/// What an answer may take beyond it on a loaded 2-core machine.
+const SLACK: Duration = Duration::from_millis(1500);
+
+async fn outage_gateway(cluster: &PrivateCluster) -> Gateway {
+    let ms = DB_TIMEOUT.as_millis().to_string();
+    Gateway::start_with(&[
+        ("DATABASE_URL", cluster.url()),
+        ("PGCURSOR_DB_TIMEOUT_MS", &ms),
+    ])
+    .await
+}
+
+/// Sends and times it.
+async fn timed(request: reqwest::RequestBuilder) -> (u16, Value, Duration) {
+    let started = Instant::now();
+    let (status, body) = send(request).await;
+    (status, body, started.elapsed())
+}
+
+fn push_body(queue: &str, txid: &str) -> Value {
+    json!({"items": [{"queue": queue, "partition": "p", "transactionId": txid, "payload": {"n": txid}}]})
+}
+
+/// Pushes until it is answered 200, for at most `within`; how long that
+/// took and how many 503s came first.
+async fn push_until_ok(
+    gw: &Gateway,
+    queue: &str,
+    txid: &str,
+    within: Duration,
+) -> (Duration, usize) {
+    let started = Instant::now();
+    let mut refused = 0;
+    loop {
+        let (status, body) = post(gw, "/api/v1/push", &push_body(queue, txid)).await;
+        if status == 200 {
+            assert_eq!(body[0]["status"], "queued", "{body}");
+            return (started.elapsed(), refused);
+        }
+        refused += 1;
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            started.elapsed() < within,
+            "push still 503 after {within:?}: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn every_database_route_answers_503_quickly_while_postgres_is_down_then_recovers() {
+    let cluster = PrivateCluster::start();
+    let gw = outage_gateway(&cluster).await;
+    let queue = fresh_queue("outage");
+    assert_eq!(
+        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
+            .await
+            .0,
+        200
+    );
+    push_until_ok(&gw, &queue, "before-1", Duration::ZERO).await;
+    push_until_ok(&gw, &queue, "before-2", Duration::ZERO).await;
+    let (status, popped) = get(&gw, &format!("/api/v1/pop/queue/{queue}?batch=1")).await;
+    assert_eq!(status, 200, "{popped}");
+    let delivered = &messages(&popped)[0];
+    let ack = json!({"transactionId": delivered["transactionId"], "partitionId": delivered["partitionId"],
+                     "leaseId": popped["leaseId"], "status": "completed"});
+
+    cluster.stop();
+    let pop = format!("/api/v1/pop/queue/{queue}?batch=10");
+    // A long-poll that starts while the database is down cannot even look:
+    // it is a 503 at once, not a 200 after its timeout (the client retries).
+    let long_poll = format!("/api/v1/pop/queue/{queue}?wait=true&timeout=2000");
+    let http = client();
+    let requests = [
+        (
+            "push",
+            http.post(gw.url("/api/v1/push"))
+                .json(&push_body(&queue, "down")),
+        ),
+        ("pop", http.get(gw.url(&pop))),
+        ("long-poll pop", http.get(gw.url(&long_poll))),
+        ("ack", http.post(gw.url("/api/v1/ack")).json(&ack)),
+        (
+            "ack/batch",
+            http.post(gw.url("/api/v1/ack/batch"))
+                .json(&json!({"acknowledgments": [ack]})),
+        ),
+        (
+            "transaction",
+            http.post(gw.url("/api/v1/transaction"))
+                .json(&json!({"operations": [
+            {"type": "push", "items": [{"queue": queue, "payload": 1}]}]})),
+        ),
+        (
+            "configure",
+            http.post(gw.url("/api/v1/configure"))
+                .json(&json!({"queue": queue})),
+        ),
+        ("health", http.get(gw.url("/health"))),
+    ];
+    for (what, request) in requests {
+        let (status, body, took) = timed(request).await;
+        println!(
+            "{what} while PostgreSQL is down: {status} in {} ms: {body}",
+            took.as_millis()
+        );
+        assert_eq!(status, 503, "{what}: {body}");
+        assert!(
+            body["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{what}: {body}"
+        );
+        assert!(took < DB_TIMEOUT + SLACK, "{what} took {took:?}");
+        if what == "health" {
+            assert_eq!(body["status"], "unhealthy", "{body}");
+        }
+    }
+
+    cluster.start_again();
+    let (took, _) = push_until_ok(&gw, &queue, "after", Duration::from_secs(15)).await;
+    println!(
+        "push answered 200 {} ms after PostgreSQL was back",
+        took.as_millis()
+    );
+    let (status, body) = get(&gw, "/health").await;
+    assert_eq!(
+        (status, &body["status"]),
+        (200, &json!("healthy")),
+        "{body}"
+    );
+    // Nothing written while it was down: the second message is next, then "after".
+    let (status, body) = post(&gw, "/api/v1/ack", &ack).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body[0]["success"], true, "{body}");
+    let (status, popped) = get(&gw, &pop).await;
+    assert_eq!(status, 200, "{popped}");
+    let txids: Vec<&Value> = messages(&popped)
+        .iter()
+        .map(|m| &m["transactionId"])
+        .collect();
+    assert_eq!(txids, [&json!("before-2"), &json!("after")], "{popped}");
+}
+
+#[tokio::test]
+async fn the_gateway_recovers_from_a_postgres_crash_by_itself() {
+    let cluster = PrivateCluster::start();
+    let gw = outage_gateway(&cluster).await;
+    let queue = fresh_queue("crash");
+    push_until_ok(&gw, &queue, "before", Duration::ZERO).await;
+    // Every pooled connection dies with its backend; none is noticed before use.
+    cluster.restart_immediate();
+    let (took, refused) = push_until_ok(&gw, &queue, "after", Duration::from_secs(15)).await;
+    println!(
+        "push answered 200 {} ms after the crash recovery, after {refused} 503s",
+        took.as_millis()
+    );
+    let (status, popped) = get(&gw, &format!("/api/v1/pop/queue/{queue}?batch=10")).await;
+    assert_eq!(status, 200, "{popped}");
+    assert_eq!(messages(&popped).len(), 2, "{popped}");
+}
+
+fn sigterm(gw: &Gateway) {
+    let status = Command::new("kill")
+        .args(["-TERM", &gw.pid().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn sigterm_answers_in_flight_long_polls_then_exits_0() {
+    let mut gw = Gateway::start().await;
+    let queue = fresh_queue("sigterm");
+    assert_eq!(
+        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
+            .await
+            .0,
+        200
+    );
+    // Far longer than the gateway's 10 s shutdown grace: the wait must end
+    // because of the shutdown, not because of its timeout.
+    let url = gw.url(&format!(
+        "/api/v1/pop/queue/{queue}?wait=true&timeout=30000"
+    ));
+    let waiting = tokio::spawn(timed(client().get(url)));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!waiting.is_finished(), "the pop did not wait");
+
+    let signalled = Instant::now();
+    sigterm(&gw);
+    let (status, body, _) = waiting.await.unwrap();
+    let answered = signalled.elapsed();
+    assert_eq!(
+        (status, body),
+        (200, json!({"success": true, "messages": []}))
+    );
+    let exit = gw.wait_exit(Duration::from_secs(5)).await;
+    println!(
+        "SIGTERM: the long-poll was answered after {} ms, the process exited ({exit:?}) after {} ms",
+        answered.as_millis(),
+        signalled.elapsed().as_millis()
+    );
+    assert!(answered < Duration::from_secs(3), "{answered:?}");
+    let exit = exit.expect("the gateway did not exit within 5 s of SIGTERM");
+    assert!(exit.success(), "{exit:?}:\n{}", gw.stderr());
+}
+
+#[tokio::test]
+async fn sigterm_lets_a_request_in_progress_finish() {
+    // Its own cluster: the push in progress is found in pg_stat_activity.
+    let cluster = PrivateCluster::start();
+    let mut gw = Gateway::start_with(&[("DATABASE_URL", cluster.url())]).await;
+    let queue = fresh_queue("sigterm-push");
+    let items: Vec<Value> = (0..5000)
+        .map(|i| json!({"queue": queue, "partition": format!("p{}", i % 8), "payload": {"i": i, "pad": "x".repeat(200)}}))
+        .collect();
+    let url = gw.url("/api/v1/push");
+    let pushing = tokio::spawn(timed(client().post(url).json(&json!({"items": items}))));
+    wait_for_query(&cluster, "SELECT pgcursor.push").await;
+    sigterm(&gw);
+    let (status, body, _) = pushing.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body.as_array().map(Vec::len), Some(5000));
+    let exit = gw.wait_exit(Duration::from_secs(10)).await;
+    let exit = exit.expect("the gateway did not exit within 10 s of SIGTERM");
+    assert!(exit.success(), "{exit:?}:\n{}", gw.stderr());
+}
+
+/// Until a query starting with `prefix` is running on the cluster.
+async fn wait_for_query(cluster: &PrivateCluster, prefix: &str) {
+    let (db, connection) = tokio_postgres::connect(cluster.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pattern = format!("{prefix}%");
+    loop {
+        let running: i64 = db
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1",
+                &[&pattern],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if running > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no {prefix:?} started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
