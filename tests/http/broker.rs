@@ -25,6 +25,12 @@ pub async fn get(gw: &Gateway, path: &str) -> (u16, Value) {
     send(client().get(gw.url(path))).await
 }
 
+/// Creates `queue` with its default options, asserting the 200.
+pub async fn configure_queue(gw: &Gateway, queue: &str) {
+    let (status, body) = post(gw, "/api/v1/configure", &json!({ "queue": queue })).await;
+    assert_eq!(status, 200, "configure {queue}: {body}");
+}
+
 pub async fn post(gw: &Gateway, path: &str, body: &Value) -> (u16, Value) {
     send(client().post(gw.url(path)).json(body)).await
 }

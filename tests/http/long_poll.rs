@@ -7,7 +7,7 @@ use futures::future::join_all;
 use pgcursor_tests::{client, Gateway, PrivateCluster};
 use serde_json::{json, Value};
 
-use crate::broker::{fresh_queue, get, messages, offsets, post, push_n, send};
+use crate::broker::{configure_queue, fresh_queue, get, messages, offsets, post, push_n, send};
 
 /// Starts `GET path` now; the answer and how long it took.
 fn start_pop(gw: &Gateway, path: String) -> tokio::task::JoinHandle<(u16, Value, Duration)> {
@@ -42,12 +42,7 @@ async fn wake_latency(gw: &Gateway, queue: &str, pop_path: String) -> (Value, Du
 async fn a_push_wakes_a_waiting_pop_at_once() {
     let gw = Gateway::start().await;
     let queue = fresh_queue("wake");
-    assert_eq!(
-        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
-            .await
-            .0,
-        200
-    );
+    configure_queue(&gw, &queue).await;
     let path = format!("/api/v1/pop/queue/{queue}?wait=true&timeout=10000");
     let (answer, latency) = wake_latency(&gw, &queue, path).await;
     println!("push -> waiting pop answered in {} ms", latency.as_millis());
@@ -71,12 +66,7 @@ async fn a_push_wakes_a_namespace_pop() {
 async fn a_waiting_pop_answers_empty_at_its_timeout() {
     let gw = Gateway::start().await;
     let (queue, other) = (fresh_queue("idle"), fresh_queue("other"));
-    assert_eq!(
-        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
-            .await
-            .0,
-        200
-    );
+    configure_queue(&gw, &queue).await;
     let waiting = start_pop(
         &gw,
         format!("/api/v1/pop/queue/{queue}?wait=true&timeout=1200"),
@@ -98,12 +88,7 @@ async fn a_waiting_pop_answers_empty_at_its_timeout() {
 async fn a_thousand_long_polls_do_not_exhaust_a_pool_of_four() {
     let gw = Gateway::start_with(&[("PGCURSOR_POOL_SIZE", "4")]).await;
     let queue = fresh_queue("crowd");
-    assert_eq!(
-        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
-            .await
-            .0,
-        200
-    );
+    configure_queue(&gw, &queue).await;
     let started = Instant::now();
     let pops: Vec<_> = (0..1000)
         .map(|_| {
@@ -152,12 +137,7 @@ async fn long_polls_outlive_a_database_outage_and_wake_again_after_it() {
     ])
     .await;
     let queue = fresh_queue("outage");
-    assert_eq!(
-        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
-            .await
-            .0,
-        200
-    );
+    configure_queue(&gw, &queue).await;
 
     let waiting = start_pop(
         &gw,
@@ -216,12 +196,7 @@ async fn wait_for_listener(cluster: &PrivateCluster) {
 async fn waiting_pops_of_one_group_share_pushes_without_double_delivery() {
     let gw = Gateway::start().await;
     let queue = fresh_queue("share");
-    assert_eq!(
-        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
-            .await
-            .0,
-        200
-    );
+    configure_queue(&gw, &queue).await;
     let pops: Vec<_> = (0..5)
         .map(|_| {
             start_pop(

@@ -9,7 +9,8 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::broker::{
-    ack_all, fresh_queue, get, keys, messages, offsets, pop, post, push_n, send, stored_messages,
+    ack_all, configure_queue, fresh_queue, get, keys, messages, offsets, pop, post, push_n, send,
+    stored_messages,
 };
 
 const HEADER_FIELDS: [&str; 8] = [
@@ -505,12 +506,7 @@ async fn configure_answers_every_effective_option_and_ignores_unknown_ones() {
 async fn configure_type_errors_name_the_option_and_change_nothing() {
     let gw = Gateway::start().await;
     let queue = fresh_queue("conferr");
-    assert_eq!(
-        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
-            .await
-            .0,
-        200
-    );
+    configure_queue(&gw, &queue).await;
     let cases = [
         (
             json!({"queue": queue, "options": {"leaseTime": "60"}}),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use pgcursor_tests::{client, Gateway, PrivateCluster};
 use serde_json::{json, Value};
 
-use crate::broker::{fresh_queue, get, messages, post, send};
+use crate::broker::{configure_queue, fresh_queue, get, messages, post, send};
 
 /// The database timeout the outage tests give the gateway.
 const DB_TIMEOUT: Duration = Duration::from_millis(1000);
@@ -67,12 +67,7 @@ async fn every_database_route_answers_503_quickly_while_postgres_is_down_then_re
     let cluster = PrivateCluster::start();
     let gw = outage_gateway(&cluster).await;
     let queue = fresh_queue("outage");
-    assert_eq!(
-        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
-            .await
-            .0,
-        200
-    );
+    configure_queue(&gw, &queue).await;
     push_until_ok(&gw, &queue, "before-1", Duration::ZERO).await;
     push_until_ok(&gw, &queue, "before-2", Duration::ZERO).await;
     let (status, popped) = get(&gw, &format!("/api/v1/pop/queue/{queue}?batch=1")).await;
@@ -186,12 +181,7 @@ fn sigterm(gw: &Gateway) {
 async fn sigterm_answers_in_flight_long_polls_then_exits_0() {
     let mut gw = Gateway::start().await;
     let queue = fresh_queue("sigterm");
-    assert_eq!(
-        post(&gw, "/api/v1/configure", &json!({"queue": queue}))
-            .await
-            .0,
-        200
-    );
+    configure_queue(&gw, &queue).await;
     // Far longer than the gateway's 10 s shutdown grace: the wait must end
     // because of the shutdown, not because of its timeout.
     let url = gw.url(&format!(
