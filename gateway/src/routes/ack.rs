@@ -316,12 +316,15 @@ fn merge(count: usize, outcomes: Vec<(Vec<&AckItem>, Result<Value, GroupFailure>
     answers
 }
 
+/// `noop` is false: the call's outcome is unknown (a connection lost after
+/// PostgreSQL committed means the ack did land), so nothing is claimed
+/// either way; the inspection routes tell.
 fn fail_group(answers: &mut [Value], group: &[&AckItem], detail: &str) {
     for item in group {
         answers[item.index] = json!({
             "index": item.index, "transactionId": item.transaction_id, "success": false,
             "error": format!("database error: {detail}"), "leaseReleased": false,
-            "dlq": false, "noop": true,
+            "dlq": false, "noop": false,
         });
     }
 }
@@ -500,5 +503,6 @@ mod tests {
         assert_eq!(merged[1]["error"], "database error: boom");
         assert_eq!(merged[1]["transactionId"], "b");
         assert_eq!(merged[1]["success"], false);
+        assert_eq!(merged[1]["noop"], false, "a failed call's outcome is unknown");
     }
 }
