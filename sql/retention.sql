@@ -66,6 +66,16 @@ BEGIN
     END IF;
 END $$;
 
+-- Per partition of a queue with retentionSeconds > 0: what is older than
+-- this goes (the queue's retention, or the explicit cutoff). Shared by the
+-- message and dead-letter purges, which follow the same retention.
+CREATE OR REPLACE FUNCTION pgcursor.retention_cutoffs(cutoff timestamptz)
+RETURNS TABLE (id uuid, before timestamptz) LANGUAGE sql STABLE AS $$
+    SELECT p.id, coalesce(cutoff, now() - q.retention_seconds * interval '1 second')
+      FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
+     WHERE q.retention_seconds > 0
+$$;
+
 -- purge_messages: in queues with retentionSeconds > 0, deletes messages
 -- older than that (or, given a cutoff, created before it), pending or not,
 -- then moves cursors off what went. The transaction index is not touched:
@@ -77,9 +87,7 @@ DECLARE
 BEGIN
     -- Per partition, so each delete is a range scan of (partition_id, created_at).
     DELETE FROM pgcursor.messages m
-     USING (SELECT p.id, coalesce(cutoff, now() - q.retention_seconds * interval '1 second') AS before
-              FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
-             WHERE q.retention_seconds > 0) r
+     USING pgcursor.retention_cutoffs(cutoff) r
      WHERE m.partition_id = r.id AND m.created_at < r.before;
     GET DIAGNOSTICS purged = ROW_COUNT;
     PERFORM pgcursor.move_cursors_past_deleted();
@@ -117,9 +125,7 @@ DECLARE
     purged bigint;
 BEGIN
     DELETE FROM pgcursor.dead_letters d
-     USING (SELECT p.id, coalesce(cutoff, now() - q.retention_seconds * interval '1 second') AS before
-              FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
-             WHERE q.retention_seconds > 0) r
+     USING pgcursor.retention_cutoffs(cutoff) r
      WHERE d.partition_id = r.id AND d.failed_at < r.before;
     GET DIAGNOSTICS purged = ROW_COUNT;
     RETURN purged;
