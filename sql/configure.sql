@@ -123,13 +123,20 @@ BEGIN
                               'task', q.task, 'options', pgcursor.queue_options(q));
 END $$;
 
--- delete_queue: removes the queue and, by cascade, its partitions, messages,
--- transaction index, cursors and dead letters.
+-- delete_queue: removes the queue, its partitions, messages and transaction
+-- index, and by cascade its cursors and dead letters. (messages and
+-- transaction_index carry no foreign key: it would cost every push a lookup
+-- per row.) The partitions are locked first so that no push still writing to
+-- them can commit rows after they are deleted.
 CREATE OR REPLACE FUNCTION pgcursor.delete_queue(qname text)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     gone boolean;
+    ids uuid[];
 BEGIN
+    ids := ARRAY(SELECT id FROM pgcursor.partitions WHERE queue = qname ORDER BY id FOR UPDATE);
+    DELETE FROM pgcursor.messages WHERE partition_id = ANY (ids);
+    DELETE FROM pgcursor.transaction_index WHERE partition_id = ANY (ids);
     DELETE FROM pgcursor.queues WHERE name = qname;
     gone := FOUND;
     RETURN jsonb_build_object('deleted', gone, 'queue', qname);

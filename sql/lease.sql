@@ -19,6 +19,8 @@ BEGIN
         RAISE EXCEPTION 'leaseId is required and must be a UUID string' USING ERRCODE = '22023';
     END IF;
     lease := lease_text::uuid;
+    -- A scan of the cursors (no index on lease_id: it would stop every pop
+    -- and ack from updating cursor rows in place; see migrations/V2).
     WITH extended AS (
         UPDATE pgcursor.cursors c
         SET lease_expires_at = greatest(c.lease_expires_at,

@@ -71,6 +71,8 @@ END $$;
 
 -- requiredLeases: every listed lease must be live on at least one cursor row
 -- when the bundle starts (checked before the acks, which may release them).
+-- One scan of the cursors per listed lease (lease_id is not indexed, see
+-- migrations/V2).
 CREATE OR REPLACE FUNCTION pgcursor.required_leases_live(req jsonb)
 RETURNS boolean LANGUAGE sql STABLE AS $$
     SELECT NOT EXISTS (

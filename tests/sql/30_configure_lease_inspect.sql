@@ -2,7 +2,7 @@
 BEGIN;
 -- one snapshot for the whole file: overview() deltas ignore concurrent test files
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(55);
+SELECT plan(57);
 
 CREATE FUNCTION pg_temp.pid(q text, part text DEFAULT 'Default') RETURNS uuid LANGUAGE sql AS $$
     SELECT id FROM pgcursor.partitions WHERE queue = q AND name = part
@@ -64,6 +64,12 @@ RESET TimeZone;
 SELECT FROM pgcursor.push('{"items":[{"queue":"t30del","payload":1}]}');
 SELECT is(pgcursor.delete_queue('t30del'), '{"deleted":true,"queue":"t30del"}', 'delete an existing queue');
 SELECT is((SELECT count(*)::int FROM pgcursor.partitions WHERE queue = 't30del'), 0, 'its partitions went with it');
+SELECT is((SELECT count(*)::int FROM pgcursor.messages m
+           WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p WHERE p.id = m.partition_id)), 0,
+          'and its messages');
+SELECT is((SELECT count(*)::int FROM pgcursor.transaction_index x
+           WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p WHERE p.id = x.partition_id)), 0,
+          'and its transaction index');
 SELECT is(pgcursor.delete_queue('t30del'), '{"deleted":false,"queue":"t30del"}', 'delete an unknown queue');
 
 -- extend_lease
