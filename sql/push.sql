@@ -4,6 +4,12 @@
 --   SELECT pgcursor.push('{"items":[{"queue":"orders","payload":{"id":1}},
 --                                   {"queue":"orders","partition":"eu","payload":"x","transactionId":"t-2"}]}');
 
+-- Signatures of earlier releases, replaced below (the files are re-applied
+-- at every start, so this also tidies databases bootstrapped before).
+DROP FUNCTION IF EXISTS pgcursor.push_items(jsonb);
+DROP FUNCTION IF EXISTS pgcursor.ensure_partitions(jsonb);
+DROP FUNCTION IF EXISTS pgcursor.push_write(jsonb, jsonb);
+
 -- A time-ordered UUID (version 7): 48-bit Unix milliseconds, then random bits.
 CREATE OR REPLACE FUNCTION pgcursor.uuidv7()
 RETURNS uuid LANGUAGE sql VOLATILE AS $$
@@ -37,14 +43,11 @@ RETURNS text LANGUAGE sql STABLE AS $$  -- STABLE like format(), so it inlines
     END
 $$;
 
--- The request's items, validated (22023 naming the first bad field) and
--- normalised: partition defaulted, transactionId filled in once (so every
--- later statement sees the same generated id), index attached.
-CREATE OR REPLACE FUNCTION pgcursor.push_items(req jsonb)
-RETURNS jsonb LANGUAGE plpgsql VOLATILE AS $$
+-- Raises 22023 naming the first bad field of the request, if any.
+CREATE OR REPLACE FUNCTION pgcursor.check_push_items(req jsonb)
+RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     err text;
-    items jsonb;
 BEGIN
     IF jsonb_typeof(req -> 'items') IS DISTINCT FROM 'array' THEN
         RAISE EXCEPTION 'items is required and must be an array' USING ERRCODE = '22023';
@@ -57,63 +60,66 @@ BEGIN
     IF err IS NOT NULL THEN
         RAISE EXCEPTION '%', err USING ERRCODE = '22023';
     END IF;
-    SELECT coalesce(jsonb_agg(jsonb_build_object(
-               'index', a.n - 1,
-               'queue', a.item ->> 'queue',
-               'partition', coalesce(a.item ->> 'partition', 'Default'),
-               'transactionId', coalesce(a.item ->> 'transactionId', pgcursor.uuidv7()::text),
-               'payload', a.item -> 'payload',
-               'traceId', a.item ->> 'traceId') ORDER BY a.n), '[]'::jsonb)
-    INTO items
-    FROM jsonb_array_elements(req -> 'items') WITH ORDINALITY AS a(item, n);
-    RETURN items;
 END $$;
 
--- Creates, race-safely, the queues (defaults) and partitions the items name.
--- Keys are inserted in sorted order so concurrent pushes cannot deadlock.
-CREATE OR REPLACE FUNCTION pgcursor.ensure_partitions(items jsonb)
+-- Creates, race-safely, the queues (defaults) and partitions named by the
+-- pairs (queues[i], names[i]); nothing to do (the usual case) costs one probe
+-- per pair. Keys are inserted in sorted order so concurrent pushes cannot deadlock.
+CREATE OR REPLACE FUNCTION pgcursor.ensure_partitions(queues text[], names text[])
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM unnest(queues, names) u(q, n)
+                   WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p
+                                     WHERE p.queue = u.q AND p.name = u.n)) THEN
+        RETURN;
+    END IF;
     INSERT INTO pgcursor.queues (name)
-    SELECT DISTINCT x ->> 'queue' FROM jsonb_array_elements(items) x
-    WHERE NOT EXISTS (SELECT 1 FROM pgcursor.queues q WHERE q.name = x ->> 'queue')
+    SELECT DISTINCT q FROM unnest(queues) q
+    WHERE NOT EXISTS (SELECT 1 FROM pgcursor.queues x WHERE x.name = q)
     ORDER BY 1
     ON CONFLICT DO NOTHING;
 
     INSERT INTO pgcursor.partitions (id, queue, name)
-    SELECT gen_random_uuid(), d.q, d.p
-    FROM (SELECT DISTINCT x ->> 'queue' AS q, x ->> 'partition' AS p
-          FROM jsonb_array_elements(items) x) d
-    WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p WHERE p.queue = d.q AND p.name = d.p)
-    ORDER BY d.q, d.p
+    SELECT gen_random_uuid(), u.q, u.n FROM unnest(queues, names) u(q, n)
+    WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p WHERE p.queue = u.q AND p.name = u.n)
+    ORDER BY u.q, u.n
     ON CONFLICT DO NOTHING;
 END $$;
 
--- Writes the normalised items into partitions the caller has locked; heads
--- maps each partition id to its head as read under that lock. A
+-- Writes the items into the partitions the caller has locked: partition i
+-- is (queues[i], names[i]) with id ids[i] and head heads[i] as read under
+-- that lock. A missing transactionId is generated here, once. A
 -- transactionId already indexed, or repeated earlier in the request for the
--- same partition, is a duplicate; the others get head+1, head+2, ... in
--- request order, with one head bump per partition. (Window functions only,
--- no self-joins: batches of 1000 items stay linear.)
-CREATE OR REPLACE FUNCTION pgcursor.push_write(items jsonb, heads jsonb)
+-- same partition, is a duplicate (generated ids are new by construction and
+-- skip the index probe); the others get head+1, head+2, ... in request
+-- order, with one head bump per partition. (Window functions only, no
+-- self-joins: batches of 1000 items stay linear.)
+CREATE OR REPLACE FUNCTION pgcursor.push_write(
+    items jsonb, queues text[], names text[], ids uuid[], heads bigint[])
 RETURNS jsonb LANGUAGE plpgsql AS $$  -- plpgsql, not sql, only so the plan is cached
 DECLARE
     result jsonb;
 BEGIN
-    WITH it AS (
-        SELECT i.index, i.queue, i.partition, i."transactionId" AS txid, i.payload,
-               i."traceId" AS trace_id, p.id AS pid
-        FROM jsonb_to_recordset(items) AS i(index int, queue text, partition text,
-                                            "transactionId" text, payload jsonb, "traceId" uuid)
-        JOIN pgcursor.partitions p ON p.queue = i.queue AND p.name = i.partition
+    WITH it AS MATERIALIZED (  -- materialised: each generated id is drawn once
+        SELECT (a.n - 1)::int AS index, a.item ->> 'queue' AS queue,
+               coalesce(a.item ->> 'partition', 'Default') AS partition,
+               a.item ->> 'transactionId' AS given,
+               coalesce(a.item ->> 'transactionId', pgcursor.uuidv7()::text) AS txid,
+               a.item -> 'payload' AS payload, (a.item ->> 'traceId')::uuid AS trace_id
+        FROM jsonb_array_elements(items) WITH ORDINALITY AS a(item, n)
+    ), located AS (
+        SELECT it.*, l.id AS pid, l.head
+        FROM it JOIN unnest(queues, names, ids, heads) AS l(q, n, id, head)
+                  ON l.q = it.queue AND l.n = it.partition
     ), classified AS (
-        SELECT it.*, t.msg_offset AS existing,
-               it.index = min(it.index) OVER (PARTITION BY it.pid, it.txid) AS first_seen
-        FROM it
-        -- One primary-key probe per item. (A plain join, planned while the
+        SELECT c.*, t.msg_offset AS existing,
+               c.given IS NULL OR c.index = min(c.index) OVER (PARTITION BY c.pid, c.given) AS first_seen
+        FROM located c
+        -- One primary-key probe per given id. (A plain join, planned while the
         -- table was small, scans the partition's whole index once per item.)
         LEFT JOIN LATERAL (SELECT x.msg_offset FROM pgcursor.transaction_index x
-                           WHERE x.partition_id = it.pid AND x.transaction_id = it.txid
+                           WHERE c.given IS NOT NULL
+                             AND x.partition_id = c.pid AND x.transaction_id = c.given
                            LIMIT 1) t ON true
     ), ranked AS (  -- k: how many new messages this partition has up to this item
         SELECT c.*, c.existing IS NULL AND c.first_seen AS fresh,
@@ -121,8 +127,7 @@ BEGIN
                    OVER (PARTITION BY c.pid ORDER BY c.index) AS k
         FROM classified c
     ), placed AS (  -- a repeat within the request takes its first occurrence's k
-        SELECT r.*, coalesce(r.existing, (heads ->> r.pid::text)::bigint
-                                         + min(r.k) OVER (PARTITION BY r.pid, r.txid)) AS off
+        SELECT r.*, coalesce(r.existing, r.head + min(r.k) OVER (PARTITION BY r.pid, r.txid)) AS off
         FROM ranked r
     ), bumped AS (
         UPDATE pgcursor.partitions p SET head = p.head + f.n
@@ -150,25 +155,30 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor.push(req jsonb)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
-    items jsonb := pgcursor.push_items(req);
-    heads jsonb;
+    queues text[];
+    names  text[];
+    ids    uuid[];
+    heads  bigint[];
     result jsonb;
 BEGIN
-    PERFORM pgcursor.ensure_partitions(items);
+    PERFORM pgcursor.check_push_items(req);
+    SELECT array_agg(d.q ORDER BY d.q, d.n), array_agg(d.n ORDER BY d.q, d.n) INTO queues, names
+    FROM (SELECT DISTINCT x ->> 'queue' AS q, coalesce(x ->> 'partition', 'Default') AS n
+          FROM jsonb_array_elements(req -> 'items') x) d;
+    PERFORM pgcursor.ensure_partitions(queues, names);
     -- Lock the touched partitions (in id order: no deadlocks) before looking
     -- at the transaction index, so the next statement sees every push that
     -- committed ahead of us and offsets stay dense. NO KEY UPDATE serialises
     -- pushes without blocking foreign-key checks (cursor and dead-letter inserts).
-    SELECT jsonb_object_agg(l.id, l.head) INTO heads
-    FROM (SELECT p.id, p.head
+    SELECT array_agg(l.queue), array_agg(l.name), array_agg(l.id), array_agg(l.head)
+    INTO queues, names, ids, heads
+    FROM (SELECT p.queue, p.name, p.id, p.head
           FROM pgcursor.partitions p
-          JOIN (SELECT DISTINCT x ->> 'queue' AS q, x ->> 'partition' AS n
-                FROM jsonb_array_elements(items) x) d ON p.queue = d.q AND p.name = d.n
+          JOIN unnest(queues, names) u(q, n) ON p.queue = u.q AND p.name = u.n
           ORDER BY p.id
           FOR NO KEY UPDATE OF p) l;
-    result := pgcursor.push_write(items, heads);
-    -- Wake long-polling pops (one notification per queue; duplicates fold).
-    PERFORM pg_notify('pgcursor_push', q)
-    FROM (SELECT DISTINCT x ->> 'queue' AS q FROM jsonb_array_elements(items) x) d;
+    result := pgcursor.push_write(req -> 'items', queues, names, ids, heads);
+    -- Wake long-polling pops (one notification per queue).
+    PERFORM pg_notify('pgcursor_push', q) FROM (SELECT DISTINCT unnest(queues) AS q) d;
     RETURN result;
 END $$;
