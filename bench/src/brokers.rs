@@ -1,6 +1,12 @@
 //! The systems compared end to end, each as push / pop / ack:
 //! pgcursor through SQL, pgcursor over HTTP, and pgmq through SQL
 //! (`send_batch` → `read` → `archive` or `delete`).
+//!
+//! A pgcursor consumer acks a delivery by its last message: an ack commits
+//! the cursor, so acking offset N completes the whole batch (the seed's
+//! "ack the last message of the batch"). pgmq has no cursor and archives or
+//! deletes every id. `pgcursor-sql-every-item` acks each message instead,
+//! for comparison (not in the default set).
 
 use deadpool_postgres::Pool;
 use serde::Serialize;
@@ -12,6 +18,7 @@ use crate::Result;
 #[serde(rename_all = "kebab-case")]
 pub enum System {
     PgcursorSql,
+    PgcursorSqlEveryItem,
     PgcursorHttp,
     PgmqArchive,
     PgmqDelete,
@@ -28,6 +35,7 @@ impl System {
     pub fn name(self) -> &'static str {
         match self {
             System::PgcursorSql => "pgcursor (SQL)",
+            System::PgcursorSqlEveryItem => "pgcursor (SQL, ack every item)",
             System::PgcursorHttp => "pgcursor (HTTP)",
             System::PgmqArchive => "pgmq read→archive",
             System::PgmqDelete => "pgmq read→delete",
@@ -41,6 +49,7 @@ pub enum Broker {
     PgcursorSql {
         pool: Pool,
         queue: String,
+        ack_every_item: bool,
     },
     PgcursorHttp {
         http: reqwest::Client,
@@ -86,7 +95,10 @@ impl Broker {
         gateway: Option<&str>,
         queue: String,
     ) -> Result<Broker> {
-        if matches!(system, System::PgcursorSql | System::PgcursorHttp) {
+        if matches!(
+            system,
+            System::PgcursorSql | System::PgcursorSqlEveryItem | System::PgcursorHttp
+        ) {
             // Consumers may look before the first push: the queue must exist.
             pool.get()
                 .await?
@@ -97,9 +109,10 @@ impl Broker {
                 .await?;
         }
         Ok(match system {
-            System::PgcursorSql => Broker::PgcursorSql {
+            System::PgcursorSql | System::PgcursorSqlEveryItem => Broker::PgcursorSql {
                 pool: pool.clone(),
                 queue,
+                ack_every_item: system == System::PgcursorSqlEveryItem,
             },
             System::PgcursorHttp => Broker::PgcursorHttp {
                 http: reqwest::Client::new(),
@@ -125,7 +138,7 @@ impl Broker {
     /// One batch into one partition (pgmq has no partitions: its one queue).
     pub async fn push(&self, partition: usize, payloads: &[Value]) -> Result<()> {
         match self {
-            Broker::PgcursorSql { pool, queue } => {
+            Broker::PgcursorSql { pool, queue, .. } => {
                 let request = push_request(queue, partition, payloads);
                 let client = pool.get().await?;
                 let statement = client
@@ -160,7 +173,7 @@ impl Broker {
     /// Up to `batch` messages, payloads included; `None` when nothing is ready.
     pub async fn pop(&self, batch: usize) -> Result<Option<Delivery>> {
         match self {
-            Broker::PgcursorSql { pool, queue } => {
+            Broker::PgcursorSql { pool, queue, .. } => {
                 let request = json!({"queue": queue, "batch": batch});
                 let client = pool.get().await?;
                 let statement = client
@@ -199,14 +212,18 @@ impl Broker {
     pub async fn ack(&self, delivery: &Delivery) -> Result<()> {
         match (self, delivery) {
             (
-                Broker::PgcursorSql { pool, .. },
+                Broker::PgcursorSql {
+                    pool,
+                    ack_every_item,
+                    ..
+                },
                 Delivery::Pgcursor {
                     partition_id,
                     lease_id,
                     transaction_ids,
                 },
             ) => {
-                let items: Vec<Value> = transaction_ids
+                let items: Vec<Value> = acked(transaction_ids, *ack_every_item)
                     .iter()
                     .enumerate()
                     .map(|(index, t)| json!({"index": index, "transactionId": t, "status": "completed", "error": null}))
@@ -227,7 +244,7 @@ impl Broker {
                     transaction_ids,
                 },
             ) => {
-                let items: Vec<Value> = transaction_ids
+                let items: Vec<Value> = acked(transaction_ids, false)
                     .iter()
                     .map(|t| json!({"transactionId": t, "partitionId": partition_id, "leaseId": lease_id, "status": "completed"}))
                     .collect();
@@ -260,6 +277,14 @@ impl Broker {
             }
             _ => Err("a delivery acked on another system".into()),
         }
+    }
+}
+
+/// The transactionIds a pgcursor ack names: the delivery's last, or all.
+fn acked(transaction_ids: &[String], every_item: bool) -> &[String] {
+    match every_item {
+        true => transaction_ids,
+        false => &transaction_ids[transaction_ids.len().saturating_sub(1)..],
     }
 }
 

@@ -25,7 +25,7 @@ use crate::brokers::{Broker, System};
 use crate::cluster::Cluster;
 use crate::cpu::Probe;
 use crate::gateway::Gateway;
-use crate::scenario::{ack_cost, ack_throughput, end_to_end};
+use crate::scenario::{ack_cost, ack_throughput, end_to_end, step_cost};
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 pub type Result<T> = std::result::Result<T, Error>;
@@ -66,7 +66,7 @@ pub struct Args {
     /// Messages seeded per partition for (a); workers start over with a new group
     #[arg(long, default_value_t = 5000)]
     pub ack_seed: u64,
-    /// Timed calls per batch size for (c)
+    /// Timed calls per batch size for (c), and cycles per system for (f)
     #[arg(long, default_value_t = 300)]
     pub cost_iterations: usize,
     /// ≈20 s development run: short windows, no extra batch sizes, writes to <out>/quick
@@ -87,8 +87,9 @@ pub struct Args {
     /// Measure the compared systems in turns, this many times each (with --profile: 1)
     #[arg(long, default_value_t = 2)]
     pub rounds: u32,
-    /// Only these scenarios (a = ack throughput, b = end to end, c = ack cost)
-    #[arg(long, value_delimiter = ',', default_value = "a,b,c")]
+    /// Only these scenarios (a = ack throughput, b = end to end, c = ack cost,
+    /// f = cost per step against the floor)
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,f")]
     pub only: Vec<String>,
     /// SQL files run after the gateway's bootstrap, to measure a proposed
     /// change to a function without editing sql/ (e.g. --apply /tmp/fix.sql)
@@ -220,6 +221,9 @@ async fn run(args: &Args) -> Result<()> {
     }
     if args.runs("c") {
         bench.ack_cost(&admin, &mut report).await?;
+    }
+    if args.runs("f") {
+        bench.step_cost(&admin, &mut report).await?;
     }
     report.finish(started.elapsed());
     drop(bench);
@@ -373,6 +377,25 @@ impl Bench<'_> {
         self.profiler.reset().await?;
         report.ack_cost(ack_cost::run(client, &batches, self.args.cost_iterations).await?);
         self.profiler.collect("c: ack cost", report).await
+    }
+
+    /// (f) on one connection of its own.
+    async fn step_cost(
+        &self,
+        client: &tokio_postgres::Client,
+        report: &mut report::Report,
+    ) -> Result<()> {
+        say("(f) cost per step, one connection: pgcursor, pgmq and the floor");
+        self.profiler.reset().await?;
+        let costs = step_cost::run(
+            client,
+            self.args.batch,
+            &self.payload,
+            self.args.cost_iterations,
+        )
+        .await?;
+        report.step_cost(costs);
+        self.profiler.collect("f: cost per step", report).await
     }
 }
 

@@ -54,7 +54,7 @@ impl<'a> Profiler<'a> {
                         rows, shared_blks_hit, shared_blks_read
                    FROM pg_stat_statements
                   WHERE query NOT LIKE '%pg_stat_statements%'
-                  ORDER BY total_exec_time DESC LIMIT 10",
+                  ORDER BY total_exec_time DESC LIMIT 25",
                 &[],
             )
             .await?;

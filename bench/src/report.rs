@@ -13,6 +13,7 @@ use crate::profile::Statement;
 use crate::scenario::ack_cost::AckCost;
 use crate::scenario::ack_throughput::AckRun;
 use crate::scenario::end_to_end::E2eRun;
+use crate::scenario::step_cost::StepCost;
 use crate::{Args, Result};
 
 /// (d): the gateway's peak RSS must stay under this many kB.
@@ -63,6 +64,7 @@ pub struct Report {
     pub ack_throughput: Option<AckThroughput>,
     pub end_to_end: Vec<E2eRun>,
     pub ack_cost: Vec<AckCost>,
+    pub step_cost: Vec<StepCost>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub profile: Vec<Profiled>,
 }
@@ -86,6 +88,7 @@ impl Report {
             ack_throughput: None,
             end_to_end: Vec::new(),
             ack_cost: Vec::new(),
+            step_cost: Vec::new(),
             profile: Vec::new(),
         }
     }
@@ -106,6 +109,10 @@ impl Report {
 
     pub fn ack_cost(&mut self, costs: Vec<AckCost>) {
         self.ack_cost = costs;
+    }
+
+    pub fn step_cost(&mut self, costs: Vec<StepCost>) {
+        self.step_cost = costs;
     }
 
     pub fn profile(&mut self, run: &str, top_statements: Vec<Statement>) {
@@ -198,6 +205,30 @@ impl Report {
                 "<= 1.5",
                 ratio <= 1.5,
             ));
+        }
+        let cycle = |name: &str| {
+            self.step_cost
+                .iter()
+                .find(|c| c.system.starts_with(name))
+                .map(StepCost::cycle_p50_us)
+        };
+        for pgmq in [System::PgmqArchive, System::PgmqDelete] {
+            if let (Some(floor), Some(theirs), Some(ours)) =
+                (cycle("floor"), cycle(pgmq.name()), cycle("pgcursor"))
+            {
+                targets.push(info(
+                    "f",
+                    format!(
+                        "ceiling for (b) vs {}: its cycle / the floor's, one connection ({} / {} µs per batch; pgcursor's {} µs: {:.2}×)",
+                        pgmq.name(),
+                        theirs,
+                        floor,
+                        ours,
+                        theirs as f64 / ours.max(1) as f64
+                    ),
+                    theirs as f64 / floor.max(1) as f64,
+                ));
+            }
         }
         let batch = self.args.batch;
         let peak = |target_batch: bool| {
@@ -389,6 +420,34 @@ impl Report {
                     c.server.p99_us,
                     c.round_trip.p50_us,
                     c.round_trip.p99_us
+                );
+            }
+        }
+
+        if !self.step_cost.is_empty() {
+            let _ = writeln!(
+                md,
+                "\n## (f) Cost per step, one connection, batch {}: server time p50 / p99 µs\n",
+                a.batch
+            );
+            let _ = writeln!(md, "The floor is the work a pgcursor push, pop and ack cannot avoid, as plain SQL on copies of its tables; pgmq's cycle over the floor's bounds the ratio (b) could reach.\n");
+            let _ = writeln!(md, "| system | put a batch in | take it out | complete it | cycle (sum of p50) | µs per message |\n|---|---|---|---|---:|---:|");
+            for c in &self.step_cost {
+                let step = |i: usize| {
+                    format!(
+                        "{}: {} / {}",
+                        c.calls[i], c.server[i].p50_us, c.server[i].p99_us
+                    )
+                };
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} | {} | {:.1} |",
+                    c.system,
+                    step(0),
+                    step(1),
+                    step(2),
+                    c.cycle_p50_us(),
+                    c.cycle_p50_us() as f64 / a.batch as f64
                 );
             }
         }

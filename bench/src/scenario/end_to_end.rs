@@ -1,5 +1,5 @@
 //! (b) End to end: `producers` tasks push batches, `consumers` tasks pop a
-//! batch and ack all of it, on one system at a time. Measured: messages
+//! batch and complete all of it (see brokers.rs), on one system at a time. Measured: messages
 //! acked per second. Producers pause while more than `max_backlog` messages
 //! are pushed but not yet acked, so every system is measured in a steady
 //! state with a shallow queue rather than with an ever-growing one.

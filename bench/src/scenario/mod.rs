@@ -1,5 +1,7 @@
-//! One module per scenario: (a) ack throughput, (b) end to end, (c) ack cost.
+//! One module per scenario: (a) ack throughput, (b) end to end, (c) ack cost,
+//! (f) cost per step against a floor.
 
 pub mod ack_cost;
 pub mod ack_throughput;
 pub mod end_to_end;
+pub mod step_cost;
