@@ -9,13 +9,16 @@ use std::collections::HashMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures::stream::{self, StreamExt};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
+use tokio_postgres::types::Json;
 use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
-use crate::body::{field_path, parse_json};
+use crate::body::parse_json;
 use crate::error::ApiError;
+use crate::routes::call::RawJson;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/ack", web::post().to(ack_single))
@@ -77,8 +80,15 @@ async fn ack_batch(
 }
 
 async fn respond(state: &AppState, request: AckRequest) -> Result<HttpResponse, ApiError> {
-    let answers = run_groups(state, &request).await?;
-    Ok(HttpResponse::Ok().json(answers))
+    let mut outcomes = run_groups(state, &request).await?;
+    if let [(_, Ok(_))] = outcomes.as_slice() {
+        // One group answers for every item, in request order: its answer is
+        // the response, passed on unread.
+        if let Some((_, Ok(answer))) = outcomes.pop() {
+            return Ok(answer.respond());
+        }
+    }
+    Ok(HttpResponse::Ok().json(merge(request.items.len(), outcomes)))
 }
 
 /// The single route: the item's fields at top level, answered as a
@@ -122,12 +132,11 @@ pub fn parse_batch(body: &Value, max_items: usize) -> Result<AckRequest, ApiErro
     let items = list
         .iter()
         .enumerate()
-        .map(|(index, item)| {
-            let at = format!("acknowledgments[{index}]");
-            let fields = item
-                .as_object()
-                .ok_or_else(|| ApiError::BadRequest(format!("{at} must be an object")))?;
-            parse_item(fields, index, Some(&at))
+        .map(|(index, item)| match item.as_object() {
+            Some(fields) => parse_item(fields, index, Some(index)),
+            None => Err(ApiError::BadRequest(format!(
+                "acknowledgments[{index}] must be an object"
+            ))),
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(AckRequest {
@@ -140,24 +149,26 @@ fn consumer_group(object: &Map<String, Value>) -> Result<Option<String>, ApiErro
     optional_string(object, "consumerGroup", None)
 }
 
+/// One item; `at` is its place in `acknowledgments` (None: the single
+/// route), used only to name a bad field.
 fn parse_item(
     fields: &Map<String, Value>,
     index: usize,
-    at: Option<&str>,
+    at: Option<usize>,
 ) -> Result<AckItem, ApiError> {
     let transaction_id = match fields.get("transactionId") {
         Some(Value::String(s)) => s.clone(),
         _ => {
             return Err(ApiError::BadRequest(format!(
                 "{} must be a string",
-                field_path(at, "transactionId")
+                item_field(at, "transactionId")
             )))
         }
     };
     let partition_id = optional_uuid(fields, "partitionId", at)?.ok_or_else(|| {
         ApiError::BadRequest(format!(
             "{} must be a UUID string",
-            field_path(at, "partitionId")
+            item_field(at, "partitionId")
         ))
     })?;
     Ok(AckItem {
@@ -170,18 +181,27 @@ fn parse_item(
     })
 }
 
+/// A field's name in error messages: `acknowledgments[3].leaseId`, or just
+/// `leaseId` on the single route. Built only when there is an error.
+fn item_field(at: Option<usize>, field: &str) -> String {
+    match at {
+        Some(i) => format!("acknowledgments[{i}].{field}"),
+        None => field.to_string(),
+    }
+}
+
 /// A string field that may be absent or null.
 fn optional_string(
     fields: &Map<String, Value>,
     name: &str,
-    at: Option<&str>,
+    at: Option<usize>,
 ) -> Result<Option<String>, ApiError> {
     match fields.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(_) => Err(ApiError::BadRequest(format!(
             "{} must be a string",
-            field_path(at, name)
+            item_field(at, name)
         ))),
     }
 }
@@ -190,16 +210,16 @@ fn optional_string(
 fn optional_uuid(
     fields: &Map<String, Value>,
     name: &str,
-    at: Option<&str>,
+    at: Option<usize>,
 ) -> Result<Option<Uuid>, ApiError> {
     match optional_string(fields, name, at) {
         Ok(None) => Ok(None),
         Ok(Some(s)) => Uuid::parse_str(&s).map(Some).map_err(|_| {
-            ApiError::BadRequest(format!("{} must be a UUID string", field_path(at, name)))
+            ApiError::BadRequest(format!("{} must be a UUID string", item_field(at, name)))
         }),
         Err(_) => Err(ApiError::BadRequest(format!(
             "{} must be a UUID string",
-            field_path(at, name)
+            item_field(at, name)
         ))),
     }
 }
@@ -222,20 +242,42 @@ pub fn group_items(items: &[AckItem]) -> Vec<Vec<&AckItem>> {
 }
 
 /// The `ack_group` argument for one group.
-pub fn group_request(consumer_group: Option<&str>, group: &[&AckItem]) -> Value {
-    let items: Vec<Value> = group
-        .iter()
-        .map(|i| {
-            json!({"index": i.index, "transactionId": i.transaction_id,
-                   "status": i.status, "error": i.error})
-        })
-        .collect();
-    json!({
-        "partitionId": group[0].partition_id,
-        "leaseId": group[0].lease_id,
-        "consumerGroup": consumer_group,
-        "items": items,
-    })
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupRequest<'a> {
+    partition_id: Uuid,
+    lease_id: Option<Uuid>,
+    consumer_group: Option<&'a str>,
+    items: Vec<GroupItem<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GroupItem<'a> {
+    index: usize,
+    transaction_id: &'a str,
+    status: &'static str,
+    error: Option<&'a str>,
+}
+
+pub fn group_request<'a>(
+    consumer_group: Option<&'a str>,
+    group: &[&'a AckItem],
+) -> GroupRequest<'a> {
+    GroupRequest {
+        partition_id: group[0].partition_id,
+        lease_id: group[0].lease_id,
+        consumer_group,
+        items: group
+            .iter()
+            .map(|i| GroupItem {
+                index: i.index,
+                transaction_id: &i.transaction_id,
+                status: i.status,
+                error: i.error.as_deref(),
+            })
+            .collect(),
+    }
 }
 
 /// Why one group's call did not answer.
@@ -247,7 +289,10 @@ enum GroupFailure {
     Database(String),
 }
 
-async fn call_ack_group(state: &AppState, request: Value) -> Result<Value, GroupFailure> {
+async fn call_ack_group(
+    state: &AppState,
+    request: GroupRequest<'_>,
+) -> Result<RawJson, GroupFailure> {
     let client = state
         .pool
         .get()
@@ -258,18 +303,25 @@ async fn call_ack_group(state: &AppState, request: Value) -> Result<Value, Group
         .await
         .map_err(|e| GroupFailure::Database(crate::db::error_detail(&e)))?;
     let row = client
-        .query_one(&statement, &[&request])
+        .query_one(&statement, &[&Json(&request)])
         .await
         .map_err(|e| GroupFailure::Database(crate::db::error_detail(&e)))?;
-    Ok(row.get(0))
+    row.try_get(0)
+        .map_err(|e| GroupFailure::Database(crate::db::error_detail(&e)))
 }
 
+/// Each group with the outcome of its call.
+type Outcomes<'a> = Vec<(Vec<&'a AckItem>, Result<RawJson, GroupFailure>)>;
+
 /// Runs every group (at most pool-size at once, so one huge batch cannot
-/// take every connection) and merges the answers into request order.
-async fn run_groups(state: &AppState, request: &AckRequest) -> Result<Vec<Value>, ApiError> {
+/// take every connection). 503 only when no group got a connection.
+async fn run_groups<'a>(
+    state: &AppState,
+    request: &'a AckRequest,
+) -> Result<Outcomes<'a>, ApiError> {
     let groups = group_items(&request.items);
     let limit = state.config.pool_size.max(1);
-    let outcomes: Vec<(Vec<&AckItem>, Result<Value, GroupFailure>)> = stream::iter(groups)
+    let outcomes: Outcomes = stream::iter(groups)
         .map(|group| async {
             let outcome = call_ack_group(
                 state,
@@ -293,21 +345,26 @@ async fn run_groups(state: &AppState, request: &AckRequest) -> Result<Vec<Value>
             "database unavailable: {detail}"
         )));
     }
-    Ok(merge(request.items.len(), outcomes))
+    Ok(outcomes)
 }
 
 /// Places each group's per-item answers at their request index; a failed
 /// group answers `database error: <detail>` for its own items only.
-fn merge(count: usize, outcomes: Vec<(Vec<&AckItem>, Result<Value, GroupFailure>)>) -> Vec<Value> {
+fn merge(count: usize, outcomes: Outcomes) -> Vec<Value> {
     let mut answers = vec![Value::Null; count];
     for (group, outcome) in outcomes {
-        match outcome {
-            Ok(Value::Array(results)) if results.len() == group.len() => {
+        let parsed = outcome.map(|raw| (serde_json::from_str::<Vec<Value>>(&raw.0), raw));
+        match parsed {
+            Ok((Ok(results), _)) if results.len() == group.len() => {
                 for (item, result) in group.iter().zip(results) {
                     answers[item.index] = result;
                 }
             }
-            Ok(other) => fail_group(&mut answers, &group, &format!("unexpected answer {other}")),
+            Ok((_, raw)) => fail_group(
+                &mut answers,
+                &group,
+                &format!("unexpected answer {}", raw.0),
+            ),
             Err(GroupFailure::NoConnection(d) | GroupFailure::Database(d)) => {
                 fail_group(&mut answers, &group, &d)
             }
@@ -489,7 +546,7 @@ mod tests {
         ]});
         let request = parse_batch(&body, 10).unwrap();
         let groups = group_items(&request.items);
-        let ok = json!([{"index": 0, "success": true}, {"index": 2, "success": true}]);
+        let ok = RawJson(r#"[{"index": 0, "success": true}, {"index": 2, "success": true}]"#.into());
         let outcomes = vec![
             (
                 groups[1].clone(),

@@ -26,5 +26,5 @@ async fn configure_queue(
         &[&request],
     )
     .await?;
-    Ok(HttpResponse::Ok().json(answer))
+    Ok(answer.respond())
 }

@@ -44,7 +44,7 @@ async fn list(
         &[&request],
     )
     .await?;
-    Ok(HttpResponse::Ok().json(answer))
+    Ok(answer.respond())
 }
 
 async fn requeue(
@@ -61,7 +61,7 @@ async fn requeue(
         &[&id],
     )
     .await?;
-    Ok(HttpResponse::Ok().json(answer))
+    Ok(answer.respond())
 }
 
 /// The known parameters as a JSON object of strings; others are ignored.

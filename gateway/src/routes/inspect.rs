@@ -31,7 +31,7 @@ async fn cursors(
     state.auth.require(&req, Level::ReadOnly)?;
     let partition_id = parse_partition_id(&partition_id)?;
     let answer = call_json(&state.pool, "SELECT pgcursor.cursors($1)", &[&partition_id]).await?;
-    Ok(HttpResponse::Ok().json(answer))
+    Ok(answer.respond())
 }
 
 async fn message(
@@ -49,7 +49,7 @@ async fn message(
     }
     let answer = call_json(
         &state.pool,
-        // SQL NULL (unknown message) as JSON null: call_json reads a value.
+        // SQL NULL (unknown message) as JSON null: call_json reads a json value.
         "SELECT coalesce(pgcursor.message($1, $2), 'null')",
         &[&partition_id, &transaction_id],
     )
@@ -59,7 +59,7 @@ async fn message(
             "message not found: {transaction_id} in partition {partition_id}"
         )));
     }
-    Ok(HttpResponse::Ok().json(answer))
+    Ok(answer.respond())
 }
 
 fn parse_partition_id(raw: &str) -> Result<Uuid, ApiError> {

@@ -28,7 +28,7 @@ async fn extend(
         &[&request],
     )
     .await?;
-    Ok(HttpResponse::Ok().json(answer))
+    Ok(answer.respond())
 }
 
 /// The body (empty = `{}`) with the path's leaseId, which the SQL checks.

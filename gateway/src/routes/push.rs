@@ -23,7 +23,7 @@ async fn push(
     let request = object_body(&body)?;
     check_item_count(&request, state.config.max_push_items)?;
     let answer = call_json(&state.pool, "SELECT pgcursor.push($1::jsonb)", &[&request]).await?;
-    Ok(HttpResponse::Ok().json(answer))
+    Ok(answer.respond())
 }
 
 /// One push is one transaction: cap it so no request holds a partition lock

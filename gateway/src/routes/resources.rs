@@ -28,7 +28,7 @@ async fn list_queues(
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
     let answer = call_json(&state.pool, "SELECT pgcursor.queues_overview()", &[]).await?;
-    Ok(HttpResponse::Ok().json(answer))
+    Ok(answer.respond())
 }
 
 /// Unknown queue: the SQL raises P0002, a 404.
@@ -40,7 +40,7 @@ async fn queue_detail(
     state.auth.require(&req, Level::ReadOnly)?;
     let queue = queue.into_inner();
     let answer = call_json(&state.pool, "SELECT pgcursor.queue_detail($1)", &[&queue]).await?;
-    Ok(HttpResponse::Ok().json(answer))
+    Ok(answer.respond())
 }
 
 /// Idempotent: an unknown queue answers `{"deleted": false}` with a 200.
@@ -52,11 +52,11 @@ async fn delete_queue(
     state.auth.require(&req, Level::Admin)?;
     let queue = queue.into_inner();
     let answer = call_json(&state.pool, "SELECT pgcursor.delete_queue($1)", &[&queue]).await?;
-    Ok(HttpResponse::Ok().json(answer))
+    Ok(answer.respond())
 }
 
 async fn overview(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
     let answer = call_json(&state.pool, "SELECT pgcursor.overview()", &[]).await?;
-    Ok(HttpResponse::Ok().json(answer))
+    Ok(answer.respond())
 }

@@ -33,7 +33,7 @@ async fn transaction(
         &[&request],
     )
     .await?;
-    Ok(HttpResponse::Ok().json(answer))
+    Ok(answer.respond())
 }
 
 /// 413 when the bundle holds more ack operations, or more push items in
