@@ -80,8 +80,9 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- N: the lowest offset whose effective status is a nack (NULL when none).
--- (The deciders below are PL/pgSQL so their plans are cached per session;
--- as SQL functions they were planned anew on every ack.)
+-- (Here, a helper whose body has a FROM clause is PL/pgSQL: its plan is then
+-- cached per session. A SQL function that cannot be inlined is parsed and
+-- planned anew in every transaction that calls it.)
 CREATE OR REPLACE FUNCTION pgcursor.lowest_nack(items jsonb, cursor_at bigint)
 RETURNS bigint LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -123,22 +124,25 @@ $$;
 -- The dead-letter reason: a nack reason given on the poison message itself,
 -- else the first nack reason in request order, else the default.
 CREATE OR REPLACE FUNCTION pgcursor.dead_letter_reason(items jsonb, nack_at bigint)
-RETURNS text LANGUAGE sql IMMUTABLE AS $$
-    SELECT coalesce(
+RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN coalesce(
         (SELECT x.error FROM jsonb_to_recordset(items) AS x(ord bigint, "offset" bigint, status text, error text)
           WHERE x."offset" = nack_at AND x.status <> 'completed' AND x.error IS NOT NULL
           ORDER BY x.ord LIMIT 1),
         (SELECT x.error FROM jsonb_to_recordset(items) AS x(ord bigint, status text, error text)
           WHERE x.status <> 'completed' AND x.error IS NOT NULL
           ORDER BY x.ord LIMIT 1),
-        'Retries exhausted')
+        'Retries exhausted');
+END
 $$;
 
 -- Snapshot the poison message into the dead-letter table, so it survives
 -- message retention.
 CREATE OR REPLACE FUNCTION pgcursor.dead_letter(
     partition_id uuid, consumer_group text, msg_offset bigint, reason text, retry_count integer)
-RETURNS void LANGUAGE sql AS $$
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
     INSERT INTO pgcursor.dead_letters
            (partition_id, consumer_group, msg_offset, transaction_id, payload, error, retry_count, created_at)
     SELECT dead_letter.partition_id, dead_letter.consumer_group, dead_letter.msg_offset,
@@ -148,7 +152,8 @@ RETURNS void LANGUAGE sql AS $$
              ON m.partition_id = dead_letter.partition_id AND m.msg_offset = dead_letter.msg_offset
       LEFT JOIN LATERAL (SELECT ti.transaction_id FROM pgcursor.transaction_index ti
                           WHERE ti.partition_id = dead_letter.partition_id
-                            AND ti.msg_offset = dead_letter.msg_offset LIMIT 1) t ON m.transaction_id IS NULL
+                            AND ti.msg_offset = dead_letter.msg_offset LIMIT 1) t ON m.transaction_id IS NULL;
+END
 $$;
 
 -- One per-item answer (§4).
@@ -162,12 +167,14 @@ $$;
 
 -- Every item refused with the same error (unknown partition, refused lease).
 CREATE OR REPLACE FUNCTION pgcursor.refuse_all(items jsonb, error text, lease_released boolean)
-RETURNS jsonb LANGUAGE sql STABLE AS $$
-    SELECT coalesce(jsonb_agg(pgcursor.ack_result(
-               jsonb_build_object('index', coalesce(i.item -> 'index', to_jsonb(i.ord - 1)),
-                                  'transactionId', i.item -> 'transactionId'),
-               false, error, lease_released, false, true) ORDER BY i.ord), '[]'::jsonb)
-      FROM jsonb_array_elements(items) WITH ORDINALITY AS i(item, ord)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT coalesce(jsonb_agg(pgcursor.ack_result(
+                       jsonb_build_object('index', coalesce(i.item -> 'index', to_jsonb(i.ord - 1)),
+                                          'transactionId', i.item -> 'transactionId'),
+                       false, refuse_all.error, lease_released, false, true) ORDER BY i.ord), '[]'::jsonb)
+              FROM jsonb_array_elements(items) WITH ORDINALITY AS i(item, ord));
+END
 $$;
 
 -- §4–§6 per item, once the outcome is known: nack_at = N (NULL when none),
@@ -175,8 +182,9 @@ $$;
 CREATE OR REPLACE FUNCTION pgcursor.ack_results(
     items jsonb, cursor_before bigint, nack_at bigint, nack_status text,
     lease_released boolean, dead_lettered boolean)
-RETURNS jsonb LANGUAGE sql STABLE AS $$
-    SELECT coalesce(jsonb_agg(
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT coalesce(jsonb_agg(
         CASE
         WHEN x."offset" IS NULL THEN
             pgcursor.ack_result(x.item, false, 'transaction not found', lease_released, false, true)
@@ -193,7 +201,8 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
         END ORDER BY x.ord), '[]'::jsonb)
       FROM jsonb_array_elements(items) AS e(item),
            LATERAL (SELECT (e.item ->> 'ord')::bigint AS ord, (e.item ->> 'offset')::bigint AS "offset",
-                           e.item ->> 'status' AS status, e.item AS item) AS x
+                           e.item ->> 'status' AS status, e.item AS item) AS x);
+END
 $$;
 
 -- The cursor row of (partition, group), locked; created at cursor 0 when the
@@ -224,10 +233,12 @@ $$;
 -- (Not on a completed batch end: its consumer pops again by itself, and each
 -- NOTIFY serialises commits cluster-wide, which costs throughput.)
 CREATE OR REPLACE FUNCTION pgcursor.wake_waiters(partition_id uuid, queue text, cursor_at bigint)
-RETURNS void LANGUAGE sql AS $$
-    SELECT pg_notify('pgcursor_push', queue)
-      FROM pgcursor.partitions p
-     WHERE p.id = wake_waiters.partition_id AND p.head > cursor_at
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('pgcursor_push', wake_waiters.queue)
+       FROM pgcursor.partitions p
+      WHERE p.id = wake_waiters.partition_id AND p.head > cursor_at;
+END
 $$;
 
 -- Is lease_id the live lease of this cursor row?

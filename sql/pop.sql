@@ -62,9 +62,14 @@ RETURNS timestamptz LANGUAGE plpgsql STABLE AS $$
 DECLARE
     since text := pgcursor.optional_text(req, 'subscriptionFrom');
 BEGIN
-    RETURN since::timestamptz;
-EXCEPTION WHEN data_exception THEN
-    RAISE EXCEPTION 'subscriptionFrom must be an ISO timestamp' USING ERRCODE = '22023';
+    IF since IS NULL THEN
+        RETURN NULL;
+    END IF;
+    BEGIN  -- an EXCEPTION block costs a subtransaction: only when there is a value
+        RETURN since::timestamptz;
+    EXCEPTION WHEN data_exception THEN
+        RAISE EXCEPTION 'subscriptionFrom must be an ISO timestamp' USING ERRCODE = '22023';
+    END;
 END $$;
 
 -- The partitions a pop may draw from: those of `queue` (only `partition` if
