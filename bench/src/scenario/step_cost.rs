@@ -11,8 +11,9 @@
 //!   index; write a lease into one cursor row and select the batch's rows;
 //!   move that cursor row.
 //!
-//! pgmq's cycle over the floor's is the best ratio (b) could show if
-//! pgcursor's functions cost nothing beyond those statements.
+//! pgcursor's cycle over the floor's is what its functions add; pgmq's
+//! cycle over the floor's is what pgcursor could gain, per connection, if
+//! they added nothing.
 
 use serde::Serialize;
 use serde_json::{json, Value};
