@@ -81,14 +81,12 @@ async fn ack_batch(
 
 async fn respond(state: &AppState, request: AckRequest) -> Result<HttpResponse, ApiError> {
     let mut outcomes = run_groups(state, &request).await?;
-    if let [(_, Ok(_))] = outcomes.as_slice() {
+    match outcomes.as_mut_slice() {
         // One group answers for every item, in request order: its answer is
         // the response, passed on unread.
-        if let Some((_, Ok(answer))) = outcomes.pop() {
-            return Ok(answer.respond());
-        }
+        [(_, Ok(answer))] => Ok(std::mem::take(answer).respond()),
+        _ => Ok(HttpResponse::Ok().json(merge(request.items.len(), outcomes))),
     }
-    Ok(HttpResponse::Ok().json(merge(request.items.len(), outcomes)))
 }
 
 /// The single route: the item's fields at top level, answered as a

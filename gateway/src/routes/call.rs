@@ -2,7 +2,7 @@
 //! SQL function on a pooled connection, answer its jsonb as it is.
 
 use actix_web::HttpResponse;
-use deadpool_postgres::{Client, Pool};
+use deadpool_postgres::Pool;
 use serde_json::Value;
 use tokio_postgres::types::{FromSql, ToSql, Type};
 
@@ -23,7 +23,7 @@ pub fn object_body(bytes: &[u8]) -> Result<Value, ApiError> {
 /// A json/jsonb value kept as the text PostgreSQL sent. Answers are passed
 /// on byte for byte: parsing a pop of 100 messages into a tree only to print
 /// it again was most of the gateway's work (allocation alone, a third).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RawJson(pub String);
 
 impl RawJson {
@@ -68,15 +68,6 @@ pub async fn call_json(
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<RawJson, ApiError> {
     let client = pool.get().await?;
-    call_json_on(&client, sql, params).await
-}
-
-/// `call_json` on a connection the caller already holds.
-pub async fn call_json_on(
-    client: &Client,
-    sql: &str,
-    params: &[&(dyn ToSql + Sync)],
-) -> Result<RawJson, ApiError> {
     let statement = client.prepare_cached(sql).await?;
     let row = client.query_one(&statement, params).await?;
     Ok(row.try_get(0)?)
