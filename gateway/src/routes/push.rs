@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, object_body};
+use crate::routes::call::{body_text, call_json, object_body};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/push", web::post().to(push));
@@ -20,15 +20,8 @@ async fn push(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
-    let request = object_body(&body)?;
-    check_item_count(&request, state.config.max_push_items)?;
-    // The body goes to PostgreSQL as the text it came as, not re-serialised
-    // from the tree, and the tree is not kept across the database call (with
-    // 1,000-item pushes it dominated the gateway's memory). It parsed, so it
-    // is UTF-8.
-    drop(request);
-    let text = std::str::from_utf8(&body)
-        .map_err(|e| ApiError::BadRequest(format!("request body is not valid UTF-8: {e}")))?;
+    check_item_count(&object_body(&body)?, state.config.max_push_items)?;
+    let text = body_text(&body)?;
     let answer = call_json(&state.pool, "SELECT pgcursor.push($1::text::jsonb)", &[&text]).await?;
     Ok(answer.respond())
 }

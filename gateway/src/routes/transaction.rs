@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, object_body};
+use crate::routes::call::{body_text, call_json, object_body};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/transaction", web::post().to(transaction));
@@ -21,16 +21,16 @@ async fn transaction(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
-    let request = object_body(&body)?;
     check_size(
-        &request,
+        &object_body(&body)?,
         state.config.max_ack_items,
         state.config.max_push_items,
     )?;
+    let text = body_text(&body)?;
     let answer = call_json(
         &state.pool,
-        "SELECT pgcursor.transaction($1::jsonb)",
-        &[&request],
+        "SELECT pgcursor.transaction($1::text::jsonb)",
+        &[&text],
     )
     .await?;
     Ok(answer.respond())
