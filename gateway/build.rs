@@ -1,5 +1,7 @@
 //! Embeds every `sql/*.sql` file, sorted by name, as `SQL_FILES` so the
-//! binary carries its stored functions (see src/db.rs).
+//! binary carries its stored functions (see src/db.rs). Each name starts
+//! with a two-digit number: the order is explicit, never an accident of
+//! the alphabet.
 
 use std::path::{Path, PathBuf};
 use std::{env, fs};
@@ -14,6 +16,13 @@ fn main() {
         .unwrap_or_default(); // no sql/ yet: nothing to embed
     files.retain(|p| p.extension().is_some_and(|e| e == "sql") && p.is_file());
     files.sort();
+    for path in &files {
+        let name = path.file_name().unwrap().to_string_lossy();
+        let numbered = name.len() > 3
+            && name.as_bytes()[..2].iter().all(u8::is_ascii_digit)
+            && name.as_bytes()[2] == b'_';
+        assert!(numbered, "sql/{name}: file names start with NN_ (their load order)");
+    }
 
     let mut out = String::from("pub const SQL_FILES: &[(&str, &str)] = &[\n");
     for path in &files {

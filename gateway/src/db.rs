@@ -1,8 +1,8 @@
 //! The connection pool and the schema bootstrap.
 //!
 //! Bootstrap = refinery's migrations (tables, indexes), then every `sql/*.sql`
-//! file (the stored functions, CREATE OR REPLACE) in file-name order, in one
-//! transaction. Both steps are serialised by an advisory lock so several
+//! file (the stored functions) in the order their number prefixes give
+//! (sql/00_namespace.sql explains it), in one transaction. Both steps are serialised by an advisory lock so several
 //! gateways starting together against one database are safe.
 
 use std::error::Error as _;

@@ -1,10 +1,10 @@
 //! The housekeeping clock: every `PGCURSOR_HOUSEKEEPING_SECONDS`, one
 //! `pgcursor.housekeeping()` call (transaction index purge, message,
 //! completed-message and dead-letter retention; the rules are in
-//! sql/retention.sql). Several gateways may share a database: a run first
-//! takes an advisory lock and skips when another holds it. The lock is
-//! transaction-scoped, so a run that fails or loses its connection can never
-//! leave it held on a pooled connection. Errors are logged, never fatal.
+//! sql/80_retention.sql). Several gateways may share a database: the
+//! function takes a transaction-scoped advisory lock itself and answers
+//! `skipped` when another run holds it (sql/90_housekeeping.sql). Errors
+//! are logged, never fatal.
 
 use std::time::Duration;
 
@@ -12,10 +12,6 @@ use deadpool_postgres::Pool;
 use serde_json::Value;
 use tokio::time::{interval_at, Instant, MissedTickBehavior};
 use tracing::{debug, info, warn};
-
-/// Advisory lock key of a housekeeping run ("pgcu_hk1" in ASCII). psql users
-/// can hold it (`SELECT pg_advisory_lock(...)`) to pause every gateway's runs.
-pub const HOUSEKEEPING_LOCK: i64 = 0x7067_6375_5f68_6b31;
 
 /// Starts the clock on the current runtime. The first run comes one
 /// interval after startup, not at once: restarts do not stampede.
@@ -34,32 +30,19 @@ pub fn spawn(pool: Pool, every: Duration) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// One run: `Some(counts)` when it ran, `None` when another run holds the lock.
+/// One run: `Some(counts)` when it ran, `None` when another run (another
+/// gateway's, or a psql session's) holds the lock.
 pub async fn run_once(pool: &Pool) -> Result<Option<Value>, String> {
-    let mut client = pool
+    let client = pool
         .get()
         .await
         .map_err(|e| crate::db::pool_error_detail(&e))?;
-    let db = |e: tokio_postgres::Error| crate::db::error_detail(&e);
-    let tx = client.transaction().await.map_err(db)?;
-    let locked: bool = tx
-        .query_one(
-            "SELECT pg_try_advisory_xact_lock($1)",
-            &[&HOUSEKEEPING_LOCK],
-        )
-        .await
-        .map_err(db)?
-        .get(0);
-    if !locked {
-        return Ok(None); // the transaction rolls back when dropped
-    }
-    let counts: Value = tx
+    let counts: Value = client
         .query_one("SELECT pgcursor.housekeeping()", &[])
         .await
-        .map_err(db)?
+        .map_err(|e| crate::db::error_detail(&e))?
         .get(0);
-    tx.commit().await.map_err(db)?;
-    Ok(Some(counts))
+    Ok((counts["skipped"] != true).then_some(counts))
 }
 
 /// Logs what a run removed: info when anything went, debug otherwise.

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::broker::{fresh_queue, post};
 
-/// gateway/src/housekeeping.rs `HOUSEKEEPING_LOCK` (documented in docs/http-api.md).
+/// `pgcursor_internal.housekeeping_lock()` (sql/90_housekeeping.sql, documented in docs/sql-api.md).
 const HOUSEKEEPING_LOCK: i64 = 0x7067_6375_5f68_6b31;
 
 /// A queue whose transaction index keeps rows for one second, with one message.

@@ -93,14 +93,9 @@ SELECT is((SELECT head FROM pgcursor.partitions WHERE queue = 't10' AND name = '
 
 -- concurrency: two sessions push to one partition at once (through dblink,
 -- committed, cleaned up below); offsets stay dense and each id lands once.
-CREATE EXTENSION IF NOT EXISTS dblink;
-CREATE FUNCTION pg_temp.connstr() RETURNS text LANGUAGE sql AS $$
-    SELECT format('dbname=%s user=%s port=%s host=%s', current_database(), current_user, current_setting('port'),
-                  coalesce(nullif(split_part(current_setting('unix_socket_directories'), ',', 1), ''), 'localhost'))
-$$;
+\ir lib/dblink.sql
 DO $$ BEGIN
-    PERFORM dblink_connect('t10a', pg_temp.connstr());
-    PERFORM dblink_connect('t10b', pg_temp.connstr());
+    PERFORM pg_temp.open_sessions('t10a', 't10b');
     PERFORM * FROM dblink('t10a', $q$SELECT pgcursor.delete_queue('t10_concurrent')$q$) AS t(x jsonb);
 END $$;
 -- each session: 20 transactions of 50 items; items 0..24 of every batch share ids across sessions
@@ -127,8 +122,7 @@ SELECT is((SELECT jsonb_build_array(count(*), count(DISTINCT msg_offset), max(ms
 SELECT is((SELECT head FROM pgcursor.partitions WHERE queue = 't10_concurrent'), 1500::bigint, 'head matches');
 DO $$ BEGIN
     PERFORM * FROM dblink('t10a', $q$SELECT pgcursor.delete_queue('t10_concurrent')$q$) AS t(x jsonb);
-    PERFORM dblink_disconnect('t10a');
-    PERFORM dblink_disconnect('t10b');
+    PERFORM pg_temp.close_sessions('t10a', 't10b');
 END $$;
 
 SELECT * FROM finish();

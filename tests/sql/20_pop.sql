@@ -160,13 +160,9 @@ RESET TimeZone;
 
 -- 8 concurrent pops of one group never share a partition (committed through
 -- dblink: 4 partitions x 10 messages; each pop holds its locks for 0.3 s)
-CREATE EXTENSION IF NOT EXISTS dblink;
-CREATE FUNCTION pg_temp.connstr() RETURNS text LANGUAGE sql AS $$
-    SELECT format('dbname=%s user=%s port=%s host=%s', current_database(), current_user, current_setting('port'),
-                  coalesce(nullif(split_part(current_setting('unix_socket_directories'), ',', 1), ''), 'localhost'))
-$$;
+\ir lib/dblink.sql
 DO $$ BEGIN
-    FOR i IN 1..8 LOOP PERFORM dblink_connect('t20c' || i, pg_temp.connstr()); END LOOP;
+    PERFORM pg_temp.open_sessions(VARIADIC ARRAY(SELECT 't20c' || i FROM generate_series(1, 8) i));
     PERFORM * FROM dblink('t20c1', $q$SELECT pgcursor.delete_queue('t20_concurrent'),
         pgcursor.push(jsonb_build_object('items', (SELECT jsonb_agg(jsonb_build_object('queue', 't20_concurrent',
             'partition', 'p' || (k % 4), 'payload', k)) FROM generate_series(0, 39) k)))$q$) AS t(a jsonb, b jsonb);
@@ -184,7 +180,7 @@ SELECT is((SELECT count(DISTINCT r ->> 'partitionId')::int FROM cc WHERE r ->> '
 DO $$ BEGIN
     FOR i IN 1..8 LOOP PERFORM * FROM dblink_get_result('t20c' || i) AS t(r jsonb, s text); END LOOP;
     PERFORM * FROM dblink('t20c1', $q$SELECT pgcursor.delete_queue('t20_concurrent')$q$) AS t(x jsonb);
-    FOR i IN 1..8 LOOP PERFORM dblink_disconnect('t20c' || i); END LOOP;
+    PERFORM pg_temp.close_sessions(VARIADIC ARRAY(SELECT 't20c' || i FROM generate_series(1, 8) i));
 END $$;
 
 SELECT * FROM finish();

@@ -2,7 +2,7 @@
 BEGIN;
 -- one snapshot for the whole file: overview() deltas ignore concurrent test files
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(57);
+SELECT plan(58);
 
 CREATE FUNCTION pg_temp.pid(q text, part text DEFAULT 'Default') RETURNS uuid LANGUAGE sql AS $$
     SELECT id FROM pgcursor.partitions WHERE queue = q AND name = part
@@ -55,9 +55,9 @@ SELECT is((SELECT retry_limit FROM pgcursor.queues WHERE name = 't30'), 0, 'a re
 
 -- rfc3339_utc: answers' timestamps, in UTC whatever the session TimeZone
 SET LOCAL TimeZone = 'America/New_York';
-SELECT is(pgcursor.rfc3339_utc('2025-01-31 10:30:00.5+01'), '2025-01-31T09:30:00.500000Z', 'rendered in UTC');
-SELECT is(pgcursor.rfc3339_utc('2025-07-01 23:59:59.999999-07'), '2025-07-02T06:59:59.999999Z', 'crosses midnight');
-SELECT is(pgcursor.rfc3339_utc(NULL), NULL, 'null stays null');
+SELECT is(pgcursor_internal.rfc3339_utc('2025-01-31 10:30:00.5+01'), '2025-01-31T09:30:00.500000Z', 'rendered in UTC');
+SELECT is(pgcursor_internal.rfc3339_utc('2025-07-01 23:59:59.999999-07'), '2025-07-02T06:59:59.999999Z', 'crosses midnight');
+SELECT is(pgcursor_internal.rfc3339_utc(NULL), NULL, 'null stays null');
 RESET TimeZone;
 
 -- delete_queue
@@ -82,12 +82,12 @@ SELECT (pgcursor.pop('{"queue":"t30","batch":4,"partitions":2}') ->> 'leaseId'):
 SELECT is((SELECT count(*)::int FROM pgcursor.cursors WHERE lease_id = lease), 2, 'a lease over two partitions') FROM l;
 SELECT is(pgcursor.extend_lease(jsonb_build_object('leaseId', lease, 'seconds', 1000)),
           jsonb_build_object('leaseId', lease, 'success', true,
-                             'newExpiresAt', pgcursor.rfc3339_utc(now() + interval '1000 s'),
+                             'newExpiresAt', pgcursor_internal.rfc3339_utc(now() + interval '1000 s'),
                              'renewed', 2, 'error', NULL), 'extend both rows to now + seconds') FROM l;
 SELECT is((SELECT max(lease_expires_at) FROM pgcursor.cursors WHERE lease_id = lease), now() + interval '1000 s',
           'rows extended') FROM l;
 SELECT is(pgcursor.extend_lease(jsonb_build_object('leaseId', lease, 'seconds', 5)) -> 'newExpiresAt',
-          to_jsonb(pgcursor.rfc3339_utc(now() + interval '1000 s')), 'never shortens a lease') FROM l;
+          to_jsonb(pgcursor_internal.rfc3339_utc(now() + interval '1000 s')), 'never shortens a lease') FROM l;
 UPDATE pgcursor.cursors SET lease_expires_at = now() + interval '1 s' WHERE lease_id = (SELECT lease FROM l);
 SELECT is((pgcursor.extend_lease(jsonb_build_object('leaseId', lease)) ->> 'newExpiresAt')::timestamptz,
           now() + interval '60 s', 'default: the queue''s leaseTime') FROM l;
@@ -119,7 +119,7 @@ SELECT is((SELECT x FROM jsonb_array_elements(r) x WHERE x ->> 'consumerGroup' =
           'counters, budget and lag of a leased group') FROM cs;
 SELECT is((SELECT x -> 'lease' FROM jsonb_array_elements(r) x WHERE x ->> 'consumerGroup' = 'live'),
           jsonb_build_object('leaseId', (pg_temp.cur('t30', 'Default', 'live')).lease_id,
-                             'expiresAt', pgcursor.rfc3339_utc(now() + interval '60 s'), 'batchStart', 1, 'batchEnd', 2),
+                             'expiresAt', pgcursor_internal.rfc3339_utc(now() + interval '60 s'), 'batchStart', 1, 'batchEnd', 2),
           'the live lease') FROM cs;
 SELECT is((SELECT x - 'lastAckAt' FROM jsonb_array_elements(r) x WHERE x ->> 'consumerGroup' = 'done'),
           '{"consumerGroup":"done","cursor":3,"head":3,"lag":0,"lease":null,"retryCount":0,"retryLimit":0,
@@ -143,8 +143,13 @@ SELECT is(pgcursor.message(pg_temp.pid('t30'), 'm2') -> 'groups',
             {"consumerGroup":"live","state":"leased"}]', 'states: pending (expired lease), completed, leased');
 SELECT is(pgcursor.message(pg_temp.pid('t30'), 'm3') -> 'groups' -> 2 ->> 'state', 'pending',
           'outside the leased batch: pending');
-SELECT is(pgcursor.message(pg_temp.pid('t30'), 'nope'), NULL, 'unknown transactionId: null');
-SELECT is(pgcursor.message(pg_temp.pid('t30', 'b'), 'm1'), NULL, 'another partition''s transactionId: null');
+SELECT throws_ok(format('SELECT pgcursor.message(%L, %L)', pg_temp.pid('t30'), 'nope'),
+                 'P0002', format('message not found: nope in partition %s', pg_temp.pid('t30')),
+                 'unknown transactionId: P0002, like every other lookup');
+SELECT throws_ok(format('SELECT pgcursor.message(%L, %L)', pg_temp.pid('t30', 'b'), 'm1'),
+                 'P0002', NULL, 'another partition''s transactionId: P0002');
+SELECT throws_ok(format('SELECT pgcursor.message(%L, %L)', gen_random_uuid(), 'm1'),
+                 'P0002', NULL, 'an unknown partition: P0002');
 DELETE FROM pgcursor.transaction_index WHERE partition_id = pg_temp.pid('t30') AND transaction_id = 'm3';
 SELECT is(pgcursor.message(pg_temp.pid('t30'), 'm3') ->> 'offset', '3', 'found in the partition after an index purge');
 
@@ -166,7 +171,7 @@ SELECT is((SELECT jsonb_agg(jsonb_build_array(g ->> 'consumerGroup', g -> 'curso
           '[["__QUEUE_MODE__",0,3,false],["done",3,0,false],["live",0,3,true]]', 'queue_detail cursors') FROM qd;
 SET LOCAL TimeZone = 'Pacific/Auckland';
 SELECT is((SELECT x ->> 'createdAt' FROM jsonb_array_elements(pgcursor.queues_overview() -> 'queues') x
-           WHERE x ->> 'queue' = 't30'), (SELECT pgcursor.rfc3339_utc(created_at) FROM pgcursor.queues WHERE name = 't30'),
+           WHERE x ->> 'queue' = 't30'), (SELECT pgcursor_internal.rfc3339_utc(created_at) FROM pgcursor.queues WHERE name = 't30'),
           'queues_overview: createdAt in UTC');
 SELECT matches(pgcursor.queue_detail('t30') #>> '{partitions,0,createdAt}', 'Z$', 'queue_detail: partition createdAt in UTC');
 RESET TimeZone;

@@ -57,9 +57,9 @@ SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('completed:19', 're
 SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=none counter=0', 'retry at 11 wins: nothing completed below it, so the cursor stays 9 (10 is a silent gap above no completed offset); counter untouched');
 
 -- A psql caller with malformed input gets an error, not a wrong answer.
-SELECT throws_ok($$SELECT pgcursor.ack_group('{"partitionId": "not-a-uuid", "items": []}')$$,
+SELECT throws_ok($$SELECT pgcursor.ack_group('{"partitionId": "not-a-uuid", "items": [{"transactionId": "t1"}]}')$$,
                  '22023', 'partitionId must be a UUID string', 'malformed partitionId: 22023 naming the field');
-SELECT throws_ok($$SELECT pgcursor.ack_group('{"partitionId": "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061", "leaseId": 5, "items": []}')$$,
+SELECT throws_ok($$SELECT pgcursor.ack_group('{"partitionId": "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061", "leaseId": 5, "items": [{"transactionId": "t1"}]}')$$,
                  '22023', 'leaseId must be a UUID string', 'malformed leaseId: 22023 naming the field');
 SELECT throws_ok($$SELECT pgcursor.ack_group('{"partitionId": "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061"}')$$,
                  '22023', 'items must be an array', 'missing items: 22023');

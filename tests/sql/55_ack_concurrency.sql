@@ -2,25 +2,25 @@
 -- group) serialise, and calls for other partitions never wait on it. Two
 -- dblink sessions work on committed data (cleaned up at the end).
 BEGIN;
-SELECT plan(6);
-CREATE EXTENSION IF NOT EXISTS dblink;
-CREATE FUNCTION pg_temp.connstr() RETURNS text LANGUAGE sql AS $$
-    SELECT format('dbname=%s user=%s port=%s host=%s', current_database(), current_user, current_setting('port'),
-                  coalesce(nullif(split_part(current_setting('unix_socket_directories'), ',', 1), ''), 'localhost'))
-$$;
+SELECT plan(9);
+\ir lib/dblink.sql
 CREATE FUNCTION pg_temp.ack_sql(queue text, tx text) RETURNS text LANGUAGE sql AS $$
     SELECT format($q$SELECT pgcursor.ack_group(jsonb_build_object(
                'partitionId', (SELECT id FROM pgcursor.partitions WHERE queue = %L),
                'consumerGroup', 'g',
                'items', jsonb_build_array(jsonb_build_object('transactionId', %L))))::text$q$, queue, tx)
 $$;
+-- The committed cursor of group 'g' on the queue's one partition.
+CREATE FUNCTION pg_temp.committed_cursor(queue text) RETURNS bigint LANGUAGE sql AS $$
+    SELECT c.cursor FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
+     WHERE p.queue = committed_cursor.queue AND c.consumer_group = 'g'
+$$;
 CREATE FUNCTION pg_temp.drop_queues() RETURNS void LANGUAGE sql AS $$
     SELECT FROM dblink('t55a', $q$SELECT pgcursor.delete_queue(q) FROM unnest(ARRAY['t55_one', 't55_two']) q$q$) AS t(x jsonb)
 $$;
 
 DO $$ BEGIN
-    PERFORM dblink_connect('t55a', pg_temp.connstr());
-    PERFORM dblink_connect('t55b', pg_temp.connstr());
+    PERFORM pg_temp.open_sessions('t55a', 't55b');
     PERFORM pg_temp.drop_queues();
     PERFORM * FROM dblink('t55a', $q$SELECT pgcursor.push('{"items": [
         {"queue": "t55_one", "payload": 1, "transactionId": "a1"}, {"queue": "t55_one", "payload": 2, "transactionId": "a2"},
@@ -35,17 +35,19 @@ SELECT is((SELECT x FROM dblink('t55a', pg_temp.ack_sql('t55_one', 'a1')) AS t(x
 SELECT is(dblink_exec('t55b', $q$SET lock_timeout = '300ms'$q$), 'SET', 'session B waits at most 300 ms for a lock');
 SELECT is((SELECT x FROM dblink('t55b', pg_temp.ack_sql('t55_two', 'b1')) AS t(x text))::jsonb -> 0 ->> 'success',
           'true', 'an ack on another partition never waits on session A');
+SELECT is(pg_temp.committed_cursor('t55_two'), 1::bigint, 'B''s ack on partition two committed: its cursor is 1');
 SELECT throws_like(format($q$SELECT * FROM dblink('t55b', %L) AS t(x text)$q$, pg_temp.ack_sql('t55_one', 'a2')),
                    '%lock timeout%', 'an ack of the same (partition, group) waits for session A');
+SELECT is(pg_temp.committed_cursor('t55_one'), NULL, 'meanwhile partition one has no committed cursor row: A''s is uncommitted');
 -- Once A commits, B's call goes through and sees A's cursor.
 SELECT dblink_exec('t55a', 'COMMIT');
 SELECT is((SELECT x FROM dblink('t55b', pg_temp.ack_sql('t55_one', 'a2')) AS t(x text))::jsonb -> 0 ->> 'success',
           'true', 'after A commits, B acks a2 on top of A''s cursor');
+SELECT is(pg_temp.committed_cursor('t55_one'), 2::bigint, 'partition one''s cursor is 2: both acks landed, in order');
 
 DO $$ BEGIN
     PERFORM pg_temp.drop_queues();
-    PERFORM dblink_disconnect('t55a');
-    PERFORM dblink_disconnect('t55b');
+    PERFORM pg_temp.close_sessions('t55a', 't55b');
 END $$;
 SELECT * FROM finish();
 ROLLBACK;

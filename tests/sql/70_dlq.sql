@@ -51,9 +51,9 @@ SELECT is(((:'r'::jsonb) -> 'messages' -> 0) - 'id' - 'partitionId' - 'createdAt
             "data":{"o":1},"errorMessage":"why-1","retryCount":0}', 'values: data is the payload snapshot');
 SELECT is((:'r'::jsonb) #>> '{messages,0,partitionId}',
           (SELECT id::text FROM pgcursor.partitions WHERE queue = 't70b'), 'partitionId');
-SELECT is((:'r'::jsonb) #>> '{messages,0,failedAt}', pgcursor.rfc3339_utc(now() - interval '3 hours'),
+SELECT is((:'r'::jsonb) #>> '{messages,0,failedAt}', pgcursor_internal.rfc3339_utc(now() - interval '3 hours'),
           'failedAt, RFC 3339 UTC');
-SELECT is((:'r'::jsonb) #>> '{messages,0,createdAt}', pgcursor.rfc3339_utc(now()), 'createdAt: the message''s');
+SELECT is((:'r'::jsonb) #>> '{messages,0,createdAt}', pgcursor_internal.rfc3339_utc(now()), 'createdAt: the message''s');
 
 -- Filters, each alone and combined; newest first, ties by queue, partition, group, offset.
 SELECT is(pg_temp.ids(pgcursor.dead_letters('{"queue":"t70a"}')),
@@ -64,7 +64,7 @@ SELECT is(pg_temp.ids(pgcursor.dead_letters('{"queue":"t70a","partition":"eu"}')
 SELECT is(pgcursor.dead_letters('{"queue":"t70a","partition":"Default","consumerGroup":"g2"}') ->> 'total', '1',
           'queue + partition + consumerGroup');
 SELECT is(pg_temp.ids(pgcursor.dead_letters(jsonb_build_object('queue', 't70a',
-          'from', pgcursor.rfc3339_utc(now() - interval '1 hour')))),
+          'from', pgcursor_internal.rfc3339_utc(now() - interval '1 hour')))),
           't70a/Default/g1/2 t70a/Default/g1/4 t70a/Default/g2/1', 'from (inclusive, on failedAt)');
 SELECT is(pg_temp.ids(pgcursor.dead_letters(jsonb_build_object('consumerGroup', 'g1',
           'from', now() - interval '150 minutes', 'to', now() - interval '2 hours'))),

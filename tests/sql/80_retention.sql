@@ -2,7 +2,7 @@
 -- purge_completed_messages, purge_dead_letters, housekeeping. Explicit
 -- cutoffs and aged rows: no sleeps.
 BEGIN;
-SELECT plan(36);
+SELECT plan(39);
 
 -- Queue q (options opts) with n messages <q>-1..<q>-n in partition Default,
 -- offset k created (n - k + 1) hours ago; returns the partition id.
@@ -117,13 +117,26 @@ SELECT pg_temp.aged('t80h', 2, '{"retentionSeconds":60,"transactionIndexRetentio
 UPDATE pgcursor.transaction_index SET created_at = now() - interval '1 hour' WHERE partition_id = :'h';
 SELECT pgcursor.housekeeping() AS hk \gset
 SELECT is((SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(:'hk'::jsonb) k),
-          '["completedMessages","deadLetters","messages","transactionIndex"]', 'housekeeping answers four counts');
+          '["completedMessages","deadLetters","messages","skipped","transactionIndex"]', 'housekeeping answers four counts and that it ran');
 SELECT ok(((:'hk'::jsonb) ->> 'messages')::int >= 2 AND ((:'hk'::jsonb) ->> 'transactionIndex')::int >= 2,
           'and ran the message and index purges');
 SELECT is(ARRAY[pg_temp.offsets(:'h'), (SELECT count(*)::text FROM pgcursor.transaction_index WHERE partition_id = :'h')],
           '{"",0}', 't80h emptied');
 SELECT is(pgcursor.housekeeping(now() - interval '10 years'),
-          '{"completedMessages":0,"messages":0,"deadLetters":0,"transactionIndex":0}', 'an old cutoff removes nothing');
+          '{"skipped":false,"completedMessages":0,"messages":0,"deadLetters":0,"transactionIndex":0}', 'an old cutoff removes nothing');
+
+-- One run at a time: this transaction's runs above hold the housekeeping
+-- lock until it ends, so a run from another session (a gateway's clock, a
+-- psql user) does nothing and says so; this session's own runs go on.
+\ir lib/dblink.sql
+SELECT pg_temp.open_sessions('t80lock');
+SELECT is((SELECT x FROM dblink('t80lock', 'SELECT pgcursor.housekeeping()') AS t(x jsonb)),
+          '{"skipped":true,"reason":"another housekeeping run holds the lock"}',
+          'a run in another session while one holds the lock is skipped, and says so');
+SELECT is((SELECT x FROM dblink('t80lock', 'SELECT pg_try_advisory_lock(pgcursor_internal.housekeeping_lock())') AS t(x boolean)),
+          false, 'the lock is pgcursor_internal.housekeeping_lock(), held by this transaction');
+SELECT is((pgcursor.housekeeping() ->> 'skipped')::boolean, false, 'this session''s next run runs');
+SELECT pg_temp.close_sessions('t80lock');
 
 SELECT * FROM finish();
 ROLLBACK;

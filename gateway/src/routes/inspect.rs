@@ -2,7 +2,7 @@
 //! GET /api/v1/partitions/{partitionId}/cursors through `pgcursor.cursors`
 //! (unknown partition: P0002, a 404) and
 //! GET /api/v1/messages/{partitionId}/{transactionId} through
-//! `pgcursor.message` (null: a 404).
+//! `pgcursor.message` (unknown message: P0002, a 404).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use uuid::Uuid;
@@ -49,16 +49,10 @@ async fn message(
     }
     let answer = call_json(
         &state.pool,
-        // SQL NULL (unknown message) as JSON null: call_json reads a json value.
-        "SELECT coalesce(pgcursor.message($1, $2), 'null')",
+        "SELECT pgcursor.message($1, $2)",
         &[&partition_id, &transaction_id],
     )
     .await?;
-    if answer.is_null() {
-        return Err(ApiError::NotFound(format!(
-            "message not found: {transaction_id} in partition {partition_id}"
-        )));
-    }
     Ok(answer.respond())
 }
 

@@ -4,39 +4,14 @@
 --   SELECT pgcursor.dead_letters('{"queue":"orders","consumerGroup":"billing","limit":"20"}');
 --   SELECT pgcursor.requeue_dead_letter('0190...'::uuid);
 
--- A non-negative integer argument (JSON number or digit string); absent or null = dflt.
-CREATE OR REPLACE FUNCTION pgcursor.non_negative_int_arg(req jsonb, key text, dflt integer)
-RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    IF req -> key IS NULL OR req -> key = 'null' THEN
-        RETURN dflt;
-    ELSIF req -> key = '0' OR req -> key = '"0"' THEN
-        RETURN 0;
-    END IF;
-    RETURN pgcursor.positive_int_arg(req, key, dflt);
-EXCEPTION WHEN invalid_parameter_value THEN
-    RAISE EXCEPTION '% must be a non-negative integer', key USING ERRCODE = '22023';
-END $$;
-
--- A timestamp argument (ISO 8601 string); absent, null or empty = NULL.
-CREATE OR REPLACE FUNCTION pgcursor.timestamp_arg(req jsonb, key text)
-RETURNS timestamptz LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v text := nullif(pgcursor.optional_text(req, key), '');
-BEGIN
-    RETURN v::timestamptz;
-EXCEPTION WHEN data_exception THEN
-    RAISE EXCEPTION '% must be an ISO timestamp', key USING ERRCODE = '22023';
-END $$;
-
 -- One dead letter as the listing shows it; data is the payload snapshot.
-CREATE OR REPLACE FUNCTION pgcursor.dead_letter_json(d pgcursor.dead_letters, p pgcursor.partitions)
+CREATE OR REPLACE FUNCTION pgcursor_internal.dead_letter_json(d pgcursor.dead_letters, p pgcursor.partitions)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
         'id', d.id, 'queue', p.queue, 'partition', p.name, 'partitionId', p.id,
         'offset', d.msg_offset, 'transactionId', d.transaction_id, 'consumerGroup', d.consumer_group,
         'data', d.payload, 'errorMessage', d.error, 'retryCount', d.retry_count,
-        'createdAt', pgcursor.rfc3339_utc(d.created_at), 'failedAt', pgcursor.rfc3339_utc(d.failed_at))
+        'createdAt', pgcursor_internal.rfc3339_utc(d.created_at), 'failedAt', pgcursor_internal.rfc3339_utc(d.failed_at))
 $$;
 
 -- dead_letters: {queue?, consumerGroup?, partition? (name), from?, to? (on
@@ -46,13 +21,13 @@ $$;
 CREATE OR REPLACE FUNCTION pgcursor.dead_letters(req jsonb)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    qname text := nullif(pgcursor.optional_text(req, 'queue'), '');
-    grp   text := nullif(pgcursor.optional_text(req, 'consumerGroup'), '');
-    part  text := nullif(pgcursor.optional_text(req, 'partition'), '');
-    since timestamptz := pgcursor.timestamp_arg(req, 'from');
-    upto  timestamptz := pgcursor.timestamp_arg(req, 'to');
-    lim   integer := least(pgcursor.positive_int_arg(req, 'limit', 100), 1000);
-    skip  integer := pgcursor.non_negative_int_arg(req, 'offset', 0);
+    qname text := nullif(pgcursor_internal.optional_text(req, 'queue'), '');
+    grp   text := nullif(pgcursor_internal.optional_text(req, 'consumerGroup'), '');
+    part  text := nullif(pgcursor_internal.optional_text(req, 'partition'), '');
+    since timestamptz := pgcursor_internal.timestamp_arg(req, 'from');
+    upto  timestamptz := pgcursor_internal.timestamp_arg(req, 'to');
+    lim   integer := least(pgcursor_internal.positive_int_arg(req, 'limit', 100), 1000);
+    skip  integer := pgcursor_internal.non_negative_int_arg(req, 'offset', 0);
     answer jsonb;
 BEGIN
     WITH matching AS (
@@ -66,7 +41,7 @@ BEGIN
            AND (since IS NULL OR d.failed_at >= since) AND (upto IS NULL OR d.failed_at <= upto)
     )
     SELECT jsonb_build_object(
-               'messages', coalesce((SELECT jsonb_agg(pgcursor.dead_letter_json(m.d, m.p) ORDER BY m.pos)
+               'messages', coalesce((SELECT jsonb_agg(pgcursor_internal.dead_letter_json(m.d, m.p) ORDER BY m.pos)
                                        FROM matching m WHERE m.pos > skip AND m.pos <= skip::bigint + lim), '[]'),
                'total', (SELECT count(*) FROM matching))
       INTO answer;

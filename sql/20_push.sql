@@ -4,26 +4,8 @@
 --   SELECT pgcursor.push('{"items":[{"queue":"orders","payload":{"id":1}},
 --                                   {"queue":"orders","partition":"eu","payload":"x","transactionId":"t-2"}]}');
 
--- Signatures of earlier releases, replaced below (the files are re-applied
--- at every start, so this also tidies databases bootstrapped before).
-DROP FUNCTION IF EXISTS pgcursor.push_items(jsonb);
-DROP FUNCTION IF EXISTS pgcursor.ensure_partitions(jsonb);
-DROP FUNCTION IF EXISTS pgcursor.push_write(jsonb, jsonb);
-
--- A time-ordered UUID (version 7): 48-bit Unix milliseconds, then random bits.
-CREATE OR REPLACE FUNCTION pgcursor.uuidv7()
-RETURNS uuid LANGUAGE sql VOLATILE AS $$
-    SELECT encode(
-        set_bit(set_bit(
-            overlay(uuid_send(gen_random_uuid())
-                    PLACING substring(int8send((extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
-                    FROM 1 FOR 6),
-            52, 1), 53, 1),
-        'hex')::uuid
-$$;
-
 -- What is wrong with one push item (i = its index), or null when it is valid.
-CREATE OR REPLACE FUNCTION pgcursor.push_item_error(item jsonb, i bigint)
+CREATE OR REPLACE FUNCTION pgcursor_internal.push_item_error(item jsonb, i bigint)
 RETURNS text LANGUAGE sql STABLE AS $$  -- STABLE like format(), so it inlines
     SELECT CASE
         WHEN jsonb_typeof(item) IS DISTINCT FROM 'object' THEN
@@ -38,13 +20,13 @@ RETURNS text LANGUAGE sql STABLE AS $$  -- STABLE like format(), so it inlines
         WHEN coalesce(jsonb_typeof(item -> 'transactionId'), 'null') NOT IN ('null', 'string')
              OR item ->> 'transactionId' = '' THEN
             format('items[%s].transactionId must be a non-empty string', i)
-        WHEN NOT pgcursor.is_uuid_value(item -> 'traceId', true) THEN
+        WHEN NOT pgcursor_internal.is_uuid_value(item -> 'traceId', true) THEN
             format('items[%s].traceId must be a UUID string', i)
     END
 $$;
 
 -- Raises 22023 naming the first bad field of the request, if any.
-CREATE OR REPLACE FUNCTION pgcursor.check_push_items(req jsonb)
+CREATE OR REPLACE FUNCTION pgcursor_internal.check_push_items(req jsonb)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     err text;
@@ -53,7 +35,7 @@ BEGIN
         RAISE EXCEPTION 'items is required and must be an array' USING ERRCODE = '22023';
     END IF;
     SELECT v.e INTO err
-    FROM (SELECT a.n, pgcursor.push_item_error(a.item, a.n - 1) AS e
+    FROM (SELECT a.n, pgcursor_internal.push_item_error(a.item, a.n - 1) AS e
           FROM jsonb_array_elements(req -> 'items') WITH ORDINALITY AS a(item, n)) v
     WHERE v.e IS NOT NULL
     ORDER BY v.n LIMIT 1;
@@ -65,7 +47,7 @@ END $$;
 -- Creates, race-safely, the queues (defaults) and partitions named by the
 -- pairs (queues[i], names[i]); nothing to do (the usual case) costs one probe
 -- per pair. Keys are inserted in sorted order so concurrent pushes cannot deadlock.
-CREATE OR REPLACE FUNCTION pgcursor.ensure_partitions(queues text[], names text[])
+CREATE OR REPLACE FUNCTION pgcursor_internal.ensure_partitions(queues text[], names text[])
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM unnest(queues, names) u(q, n)
@@ -94,7 +76,7 @@ END $$;
 -- skip the index probe); the others get head+1, head+2, ... in request
 -- order, with one head bump per partition. (Window functions only, no
 -- self-joins: batches of 1000 items stay linear.)
-CREATE OR REPLACE FUNCTION pgcursor.push_write(
+CREATE OR REPLACE FUNCTION pgcursor_internal.push_write(
     items jsonb, queues text[], names text[], ids uuid[], heads bigint[])
 RETURNS jsonb LANGUAGE plpgsql AS $$  -- plpgsql, not sql, only so the plan is cached
 DECLARE
@@ -104,7 +86,7 @@ BEGIN
         SELECT (a.n - 1)::int AS index, a.item ->> 'queue' AS queue,
                coalesce(a.item ->> 'partition', 'Default') AS partition,
                a.item ->> 'transactionId' AS given,
-               coalesce(a.item ->> 'transactionId', pgcursor.uuidv7()::text) AS txid,
+               coalesce(a.item ->> 'transactionId', pgcursor_internal.uuidv7()::text) AS txid,
                a.item -> 'payload' AS payload, (a.item ->> 'traceId')::uuid AS trace_id
         FROM jsonb_array_elements(items) WITH ORDINALITY AS a(item, n)
     ), located AS (
@@ -161,11 +143,11 @@ DECLARE
     heads  bigint[];
     result jsonb;
 BEGIN
-    PERFORM pgcursor.check_push_items(req);
+    PERFORM pgcursor_internal.check_push_items(req);
     SELECT array_agg(d.q ORDER BY d.q, d.n), array_agg(d.n ORDER BY d.q, d.n) INTO queues, names
     FROM (SELECT DISTINCT x ->> 'queue' AS q, coalesce(x ->> 'partition', 'Default') AS n
           FROM jsonb_array_elements(req -> 'items') x) d;
-    PERFORM pgcursor.ensure_partitions(queues, names);
+    PERFORM pgcursor_internal.ensure_partitions(queues, names);
     -- Lock the touched partitions (in id order: no deadlocks) before looking
     -- at the transaction index, so the next statement sees every push that
     -- committed ahead of us and offsets stay dense. NO KEY UPDATE serialises
@@ -177,7 +159,7 @@ BEGIN
           JOIN unnest(queues, names) u(q, n) ON p.queue = u.q AND p.name = u.n
           ORDER BY p.id
           FOR NO KEY UPDATE OF p) l;
-    result := pgcursor.push_write(req -> 'items', queues, names, ids, heads);
+    result := pgcursor_internal.push_write(req -> 'items', queues, names, ids, heads);
     -- Wake long-polling pops (one notification per queue).
     PERFORM pg_notify('pgcursor_push', q) FROM (SELECT DISTINCT unnest(queues) AS q) d;
     RETURN result;

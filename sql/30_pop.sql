@@ -7,48 +7,11 @@
 --   SELECT pgcursor.pop('{"namespace":"shop","partitions":4,"batch":100,"consumerGroup":"billing"}');
 --   SELECT pgcursor.pop('{"queue":"orders","consumerGroup":"audit","subscriptionMode":"new","autoAck":true}');
 
--- A positive integer argument (JSON number or digit string); absent or null = dflt.
-CREATE OR REPLACE FUNCTION pgcursor.positive_int_arg(req jsonb, key text, dflt integer)
-RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-    v jsonb := req -> key;
-    n numeric;
-BEGIN
-    IF v IS NULL OR v = 'null'::jsonb THEN
-        RETURN dflt;
-    END IF;
-    IF jsonb_typeof(v) = 'number' THEN
-        n := v::numeric;
-    ELSIF jsonb_typeof(v) = 'string' AND (v #>> '{}') ~ '^\s*[0-9]{1,10}\s*$' THEN
-        n := (v #>> '{}')::numeric;
-    END IF;
-    IF n IS NULL OR n <> trunc(n) OR n < 1 OR n > 2147483647 THEN
-        RAISE EXCEPTION '% must be a positive integer', key USING ERRCODE = '22023';
-    END IF;
-    RETURN n::integer;
-END $$;
-
--- A boolean argument (JSON boolean or "true"/"false"); absent or null = dflt.
-CREATE OR REPLACE FUNCTION pgcursor.bool_arg(req jsonb, key text, dflt boolean)
-RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-    v jsonb := req -> key;
-BEGIN
-    IF v IS NULL OR v = 'null'::jsonb THEN
-        RETURN dflt;
-    ELSIF jsonb_typeof(v) = 'boolean' THEN
-        RETURN v::boolean;
-    ELSIF v IN ('"true"'::jsonb, '"false"'::jsonb) THEN
-        RETURN (v #>> '{}')::boolean;
-    END IF;
-    RAISE EXCEPTION '% must be a boolean', key USING ERRCODE = '22023';
-END $$;
-
 -- subscriptionMode: 'all' (default) or 'new'.
-CREATE OR REPLACE FUNCTION pgcursor.subscription_mode(req jsonb)
+CREATE OR REPLACE FUNCTION pgcursor_internal.subscription_mode(req jsonb)
 RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
-    mode text := coalesce(pgcursor.optional_text(req, 'subscriptionMode'), 'all');
+    mode text := coalesce(pgcursor_internal.optional_text(req, 'subscriptionMode'), 'all');
 BEGIN
     IF mode NOT IN ('all', 'new') THEN
         RAISE EXCEPTION 'subscriptionMode must be "all" or "new"' USING ERRCODE = '22023';
@@ -57,10 +20,10 @@ BEGIN
 END $$;
 
 -- subscriptionFrom: an ISO timestamp (or anything timestamptz accepts, e.g. 'now'), or null.
-CREATE OR REPLACE FUNCTION pgcursor.subscription_from(req jsonb)
+CREATE OR REPLACE FUNCTION pgcursor_internal.subscription_from(req jsonb)
 RETURNS timestamptz LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    since text := pgcursor.optional_text(req, 'subscriptionFrom');
+    since text := pgcursor_internal.optional_text(req, 'subscriptionFrom');
 BEGIN
     IF since IS NULL THEN
         RETURN NULL;
@@ -74,13 +37,13 @@ END $$;
 
 -- The partitions a pop may draw from: those of `queue` (only `partition` if
 -- given), or of every queue matching `namespace` and/or `task`.
-CREATE OR REPLACE FUNCTION pgcursor.pop_selection(req jsonb)
+CREATE OR REPLACE FUNCTION pgcursor_internal.pop_selection(req jsonb)
 RETURNS uuid[] LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    qname text := pgcursor.optional_text(req, 'queue');
-    part  text := pgcursor.optional_text(req, 'partition');
-    ns    text := pgcursor.optional_text(req, 'namespace');
-    tk    text := pgcursor.optional_text(req, 'task');
+    qname text := pgcursor_internal.optional_text(req, 'queue');
+    part  text := pgcursor_internal.optional_text(req, 'partition');
+    ns    text := pgcursor_internal.optional_text(req, 'namespace');
+    tk    text := pgcursor_internal.optional_text(req, 'task');
 BEGIN
     IF qname IS NOT NULL THEN
         IF NOT EXISTS (SELECT 1 FROM pgcursor.queues WHERE name = qname) THEN
@@ -101,7 +64,7 @@ END $$;
 -- the queue subscribed before this partition was seen: it starts at 0. A new
 -- group starts at 0 (mode all), at the head (mode new), or just before the
 -- first message created at or after `since`.
-CREATE OR REPLACE FUNCTION pgcursor.start_cursor(
+CREATE OR REPLACE FUNCTION pgcursor_internal.start_cursor(
     p pgcursor.partitions, grp text, mode text, since timestamptz)
 RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT CASE
@@ -118,7 +81,7 @@ $$;
 -- Creates the group's missing cursor rows. When any selected partition lacks
 -- one, rows are made for every partition of the queues involved, so the
 -- group's subscription point is fixed for the whole queue at its first pop.
-CREATE OR REPLACE FUNCTION pgcursor.ensure_cursors(
+CREATE OR REPLACE FUNCTION pgcursor_internal.ensure_cursors(
     sel uuid[], grp text, mode text, since timestamptz)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
@@ -128,7 +91,7 @@ BEGIN
         RETURN;
     END IF;
     INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
-    SELECT p.id, grp, pgcursor.start_cursor(p, grp, mode, since)
+    SELECT p.id, grp, pgcursor_internal.start_cursor(p, grp, mode, since)
     FROM pgcursor.partitions p
     WHERE p.queue IN (SELECT queue FROM pgcursor.partitions WHERE id = ANY (sel))
       AND NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
@@ -143,7 +106,7 @@ END $$;
 -- SKIP LOCKED and the lease condition is re-checked on the locked version, so
 -- no two pops of one group ever hold one partition. With lease_id null
 -- (autoAck) the batch is completed on the spot instead of leased.
-CREATE OR REPLACE FUNCTION pgcursor.claim_batches(
+CREATE OR REPLACE FUNCTION pgcursor_internal.claim_batches(
     sel uuid[], grp text, batch integer, nparts integer, lease uuid)
 RETURNS TABLE (rank bigint, partition_id uuid, queue text, partition text,
                batch_start bigint, batch_end bigint, retry_count integer)
@@ -159,7 +122,7 @@ BEGIN
         JOIN pgcursor.queues q ON q.name = p.queue
         WHERE c.partition_id = ANY (sel) AND c.consumer_group = grp
           AND c.cursor < p.head
-          AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+          AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
         ORDER BY q.priority DESC, greatest(c.last_ack_at, c.lease_expires_at) NULLS FIRST, c.partition_id
         LIMIT nparts
         FOR UPDATE OF c SKIP LOCKED
@@ -194,20 +157,20 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor.pop(req jsonb)
 RETURNS jsonb LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
-    grp    text := coalesce(pgcursor.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__');
-    batch  integer := pgcursor.positive_int_arg(req, 'batch', 1);
-    nparts integer := pgcursor.positive_int_arg(req, 'partitions', 1);
-    auto   boolean := pgcursor.bool_arg(req, 'autoAck', false);
-    mode   text := pgcursor.subscription_mode(req);
-    since  timestamptz := pgcursor.subscription_from(req);
-    sel    uuid[] := pgcursor.pop_selection(req);
-    lease  uuid := CASE WHEN auto THEN NULL ELSE pgcursor.uuidv7() END;
+    grp    text := coalesce(pgcursor_internal.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__');
+    batch  integer := pgcursor_internal.positive_int_arg(req, 'batch', 1);
+    nparts integer := pgcursor_internal.positive_int_arg(req, 'partitions', 1);
+    auto   boolean := pgcursor_internal.bool_arg(req, 'autoAck', false);
+    mode   text := pgcursor_internal.subscription_mode(req);
+    since  timestamptz := pgcursor_internal.subscription_from(req);
+    sel    uuid[] := pgcursor_internal.pop_selection(req);
+    lease  uuid := CASE WHEN auto THEN NULL ELSE pgcursor_internal.uuidv7() END;
     claims jsonb;
     msgs   jsonb;
 BEGIN
-    PERFORM pgcursor.ensure_cursors(sel, grp, mode, since);
+    PERFORM pgcursor_internal.ensure_cursors(sel, grp, mode, since);
     SELECT jsonb_agg(to_jsonb(b) ORDER BY b.rank) INTO claims
-    FROM pgcursor.claim_batches(sel, grp, batch, nparts, lease) b;
+    FROM pgcursor_internal.claim_batches(sel, grp, batch, nparts, lease) b;
     IF claims IS NULL THEN
         RETURN '{"success": true, "messages": []}'::jsonb;
     END IF;
@@ -219,7 +182,7 @@ BEGIN
                'transactionId', m.transaction_id, 'partitionId', b.partition_id,
                'partition', b.partition, 'queue', b.queue, 'offset', m.msg_offset,
                'leaseId', lease, 'consumerGroup', grp, 'data', m.payload, 'payload', m.payload,
-               'createdAt', pgcursor.rfc3339_utc(m.created_at), 'traceId', m.trace_id,
+               'createdAt', pgcursor_internal.rfc3339_utc(m.created_at), 'traceId', m.trace_id,
                'retryCount', b.retry_count)
              ORDER BY b.rank, m.msg_offset), '[]'::jsonb) INTO msgs
     FROM jsonb_to_recordset(claims) AS b(rank bigint, partition_id uuid, queue text, partition text,

@@ -8,17 +8,17 @@
 --   SELECT pgcursor.overview();
 
 -- The live lease of a cursor row as {leaseId, expiresAt, batchStart, batchEnd}, or null.
-CREATE OR REPLACE FUNCTION pgcursor.live_lease(c pgcursor.cursors)
+CREATE OR REPLACE FUNCTION pgcursor_internal.live_lease_json(c pgcursor.cursors)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN c.lease_expires_at > now() THEN
-        jsonb_build_object('leaseId', c.lease_id, 'expiresAt', pgcursor.rfc3339_utc(c.lease_expires_at),
+    SELECT CASE WHEN pgcursor_internal.lease_is_live(c.lease_expires_at) THEN
+        jsonb_build_object('leaseId', c.lease_id, 'expiresAt', pgcursor_internal.rfc3339_utc(c.lease_expires_at),
                            'batchStart', c.batch_start, 'batchEnd', c.batch_end)
     END
 $$;
 
 -- Messages still pending in a partition for its slowest group (all of them
 -- when no group has a cursor there yet). Offsets, so retention gaps count.
-CREATE OR REPLACE FUNCTION pgcursor.partition_depth(p pgcursor.partitions)
+CREATE OR REPLACE FUNCTION pgcursor_internal.partition_depth(p pgcursor.partitions)
 RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT p.head - coalesce(min(c.cursor), 0)
     FROM pgcursor.cursors c WHERE c.partition_id = p.id
@@ -33,13 +33,13 @@ DECLARE
 BEGIN
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'consumerGroup', c.consumer_group, 'cursor', c.cursor, 'head', p.head,
-               'lag', p.head - c.cursor, 'lease', pgcursor.live_lease(c),
+               'lag', p.head - c.cursor, 'lease', pgcursor_internal.live_lease_json(c),
                'retryCount', c.retry_count, 'retryLimit', q.retry_limit,
                'retriesLeft', greatest(q.retry_limit - c.retry_count, 0),
                'completedTotal', c.completed_total,
                'implicitlyCompletedTotal', c.implicitly_completed_total,
                'deadLetteredTotal', c.dead_lettered_total, 'discardedTotal', c.discarded_total,
-               'lastAckAt', pgcursor.rfc3339_utc(c.last_ack_at)) ORDER BY c.consumer_group)
+               'lastAckAt', pgcursor_internal.rfc3339_utc(c.last_ack_at)) ORDER BY c.consumer_group)
              FILTER (WHERE c.partition_id IS NOT NULL), '[]'::jsonb)
     INTO answer
     FROM pgcursor.partitions p
@@ -54,17 +54,17 @@ BEGIN
 END $$;
 
 -- Where a group stands with the message at offset `off`.
-CREATE OR REPLACE FUNCTION pgcursor.message_state(c pgcursor.cursors, off bigint)
+CREATE OR REPLACE FUNCTION pgcursor_internal.message_state(c pgcursor.cursors, off bigint)
 RETURNS text LANGUAGE sql STABLE AS $$
     SELECT CASE
         WHEN off <= c.cursor THEN 'completed'
-        WHEN c.lease_expires_at > now() AND off BETWEEN c.batch_start AND c.batch_end THEN 'leased'
+        WHEN pgcursor_internal.lease_is_live(c.lease_expires_at) AND off BETWEEN c.batch_start AND c.batch_end THEN 'leased'
         ELSE 'pending'
     END
 $$;
 
 -- message: the message a transactionId names in a partition, and per group
--- whether it is completed, leased or pending; null when unknown. A message
+-- whether it is completed, leased or pending; unknown -> P0002. A message
 -- removed by retention but still indexed comes back with a null payload.
 CREATE OR REPLACE FUNCTION pgcursor.message(pid uuid, txid text)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
@@ -81,16 +81,16 @@ BEGIN
     END IF;
     SELECT * INTO p FROM pgcursor.partitions WHERE id = pid;
     IF off IS NULL OR p.id IS NULL THEN
-        RETURN NULL;
+        RAISE EXCEPTION 'message not found: % in partition %', txid, pid USING ERRCODE = 'P0002';
     END IF;
     SELECT * INTO m FROM pgcursor.messages x WHERE x.partition_id = pid AND x.msg_offset = off;
     RETURN jsonb_build_object(
         'transactionId', txid, 'offset', off, 'partitionId', p.id, 'partition', p.name,
-        'queue', p.queue, 'payload', m.payload, 'data', m.payload, 'createdAt', pgcursor.rfc3339_utc(m.created_at),
+        'queue', p.queue, 'payload', m.payload, 'data', m.payload, 'createdAt', pgcursor_internal.rfc3339_utc(m.created_at),
         'traceId', m.trace_id,
         'groups', (SELECT coalesce(jsonb_agg(jsonb_build_object(
                                        'consumerGroup', c.consumer_group,
-                                       'state', pgcursor.message_state(c, off))
+                                       'state', pgcursor_internal.message_state(c, off))
                                    ORDER BY c.consumer_group), '[]'::jsonb)
                    FROM pgcursor.cursors c WHERE c.partition_id = pid));
 END $$;
@@ -104,16 +104,16 @@ BEGIN
         SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'queue', q.name, 'namespace', q.namespace, 'task', q.task,
                    'partitions', (SELECT count(*) FROM pgcursor.partitions p WHERE p.queue = q.name),
-                   'depth', (SELECT coalesce(sum(pgcursor.partition_depth(p)), 0)
+                   'depth', (SELECT coalesce(sum(pgcursor_internal.partition_depth(p)), 0)
                              FROM pgcursor.partitions p WHERE p.queue = q.name),
-                   'consumerGroups', pgcursor.queue_groups(q.name),
-                   'options', pgcursor.queue_options(q), 'createdAt', pgcursor.rfc3339_utc(q.created_at))
+                   'consumerGroups', pgcursor_internal.queue_groups(q.name),
+                   'options', pgcursor_internal.queue_options(q), 'createdAt', pgcursor_internal.rfc3339_utc(q.created_at))
                  ORDER BY q.name), '[]'::jsonb)
         FROM pgcursor.queues q));
 END $$;
 
 -- The consumer groups that have a cursor on any partition of the queue, sorted.
-CREATE OR REPLACE FUNCTION pgcursor.queue_groups(qname text)
+CREATE OR REPLACE FUNCTION pgcursor_internal.queue_groups(qname text)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT coalesce(jsonb_agg(g ORDER BY g), '[]'::jsonb)
     FROM (SELECT DISTINCT c.consumer_group AS g
@@ -135,12 +135,12 @@ BEGIN
     END IF;
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'partitionId', p.id, 'partition', p.name, 'head', p.head,
-               'depth', pgcursor.partition_depth(p), 'createdAt', pgcursor.rfc3339_utc(p.created_at),
+               'depth', pgcursor_internal.partition_depth(p), 'createdAt', pgcursor_internal.rfc3339_utc(p.created_at),
                'consumerGroups', (
                    SELECT coalesce(jsonb_agg(jsonb_build_object(
                               'consumerGroup', c.consumer_group, 'cursor', c.cursor,
-                              'lag', p.head - c.cursor, 'leased', coalesce(c.lease_expires_at > now(), false),
-                              'retryCount', c.retry_count, 'lastAckAt', pgcursor.rfc3339_utc(c.last_ack_at))
+                              'lag', p.head - c.cursor, 'leased', pgcursor_internal.lease_is_live(c.lease_expires_at),
+                              'retryCount', c.retry_count, 'lastAckAt', pgcursor_internal.rfc3339_utc(c.last_ack_at))
                             ORDER BY c.consumer_group), '[]'::jsonb)
                    FROM pgcursor.cursors c WHERE c.partition_id = p.id))
              ORDER BY p.name), '[]'::jsonb)
@@ -148,9 +148,9 @@ BEGIN
     FROM pgcursor.partitions p WHERE p.queue = qname;
     RETURN jsonb_build_object(
         'queue', q.name, 'namespace', q.namespace, 'task', q.task,
-        'options', pgcursor.queue_options(q), 'createdAt', pgcursor.rfc3339_utc(q.created_at),
+        'options', pgcursor_internal.queue_options(q), 'createdAt', pgcursor_internal.rfc3339_utc(q.created_at),
         'depth', (SELECT coalesce(sum((x ->> 'depth')::bigint), 0) FROM jsonb_array_elements(parts) x),
-        'consumerGroups', pgcursor.queue_groups(qname), 'partitions', parts);
+        'consumerGroups', pgcursor_internal.queue_groups(qname), 'partitions', parts);
 END $$;
 
 -- overview: {queues, partitions, messages (stored), deadLetters} counts.

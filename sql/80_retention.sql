@@ -1,11 +1,9 @@
--- Retention: message retention, completed-message retention, dead-letter
--- retention, and housekeeping() which runs them all with the transaction
--- index purge (sql/housekeeping.sql). The gateway's clock calls
--- housekeeping() under an advisory lock; psql can call any of them with an
--- explicit cutoff.
+-- Retention: the purges of messages, completed messages, dead letters and
+-- the transaction index, each by its queue's rule or an explicit cutoff.
+-- housekeeping() (sql/90_housekeeping.sql) runs them all.
 --
---   SELECT pgcursor.housekeeping();                           -- per-queue rules, now
 --   SELECT pgcursor.purge_messages(now() - interval '1 day'); -- retention-on queues, older than a day
+--   SELECT pgcursor.purge_transaction_index();                -- per-queue transaction index retention
 --
 -- Deleting pending messages must never wedge a partition: a pop leases
 -- cursor+1.. by offset, so a cursor whose next offsets are all gone would be
@@ -15,7 +13,7 @@
 
 -- Where a cursor at `at` must stand so that its next offset exists: just
 -- below the first retained message above it, or the head when none is left.
-CREATE OR REPLACE FUNCTION pgcursor.retained_cursor(pid uuid, at bigint)
+CREATE OR REPLACE FUNCTION pgcursor_internal.retained_cursor(pid uuid, at bigint)
 RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT greatest(at, coalesce(
         (SELECT m.msg_offset - 1 FROM pgcursor.messages m
@@ -27,7 +25,7 @@ $$;
 -- past the deleted range. The skipped offsets count in no total; the retry
 -- counter belonged to a message that is gone, so it restarts at 0. A lease
 -- is left alone: its acks still resolve through the transaction index.
-CREATE OR REPLACE FUNCTION pgcursor.move_cursors_past_deleted()
+CREATE OR REPLACE FUNCTION pgcursor_internal.move_cursors_past_deleted()
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     moved bigint;
@@ -35,7 +33,7 @@ BEGIN
     UPDATE pgcursor.cursors c
        SET cursor = s.to_cursor, retry_count = 0
       FROM (SELECT c2.partition_id, c2.consumer_group,
-                   pgcursor.retained_cursor(c2.partition_id, c2.cursor) AS to_cursor
+                   pgcursor_internal.retained_cursor(c2.partition_id, c2.cursor) AS to_cursor
               FROM pgcursor.cursors c2
               JOIN pgcursor.partitions p ON p.id = c2.partition_id
               JOIN pgcursor.queues q ON q.name = p.queue
@@ -49,27 +47,35 @@ BEGIN
 END $$;
 
 -- A new cursor row starts past any range already deleted (see the header).
-CREATE OR REPLACE FUNCTION pgcursor.start_past_deleted()
+CREATE OR REPLACE FUNCTION pgcursor_internal.start_past_deleted()
 RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    NEW.cursor := pgcursor.retained_cursor(NEW.partition_id, NEW.cursor);
+    NEW.cursor := pgcursor_internal.retained_cursor(NEW.partition_id, NEW.cursor);
     RETURN NEW;
 END $$;
 
 -- Created once: re-creating it at every start would lock the cursors table.
+-- A database from before pgcursor_internal has it on pgcursor.start_past_deleted:
+-- moved over once, and the old function dropped.
 DO $$
 BEGIN
+    IF EXISTS (SELECT 1 FROM pg_trigger
+                WHERE tgrelid = 'pgcursor.cursors'::regclass AND tgname = 'cursors_start_past_deleted'
+                  AND tgfoid <> 'pgcursor_internal.start_past_deleted()'::regprocedure) THEN
+        DROP TRIGGER cursors_start_past_deleted ON pgcursor.cursors;
+        DROP FUNCTION pgcursor.start_past_deleted();
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_trigger
                     WHERE tgrelid = 'pgcursor.cursors'::regclass AND tgname = 'cursors_start_past_deleted') THEN
         CREATE TRIGGER cursors_start_past_deleted BEFORE INSERT ON pgcursor.cursors
-            FOR EACH ROW EXECUTE FUNCTION pgcursor.start_past_deleted();
+            FOR EACH ROW EXECUTE FUNCTION pgcursor_internal.start_past_deleted();
     END IF;
 END $$;
 
 -- Per partition of a queue with retentionSeconds > 0: what is older than
 -- this goes (the queue's retention, or the explicit cutoff). Shared by the
 -- message and dead-letter purges, which follow the same retention.
-CREATE OR REPLACE FUNCTION pgcursor.retention_cutoffs(cutoff timestamptz)
+CREATE OR REPLACE FUNCTION pgcursor_internal.retention_cutoffs(cutoff timestamptz)
 RETURNS TABLE (id uuid, before timestamptz) LANGUAGE sql STABLE AS $$
     SELECT p.id, coalesce(cutoff, now() - q.retention_seconds * interval '1 second')
       FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
@@ -87,10 +93,10 @@ DECLARE
 BEGIN
     -- Per partition, so each delete is a range scan of (partition_id, created_at).
     DELETE FROM pgcursor.messages m
-     USING pgcursor.retention_cutoffs(cutoff) r
+     USING pgcursor_internal.retention_cutoffs(cutoff) r
      WHERE m.partition_id = r.id AND m.created_at < r.before;
     GET DIAGNOSTICS purged = ROW_COUNT;
-    PERFORM pgcursor.move_cursors_past_deleted();
+    PERFORM pgcursor_internal.move_cursors_past_deleted();
     RETURN purged;
 END $$;
 
@@ -125,23 +131,31 @@ DECLARE
     purged bigint;
 BEGIN
     DELETE FROM pgcursor.dead_letters d
-     USING pgcursor.retention_cutoffs(cutoff) r
+     USING pgcursor_internal.retention_cutoffs(cutoff) r
      WHERE d.partition_id = r.id AND d.failed_at < r.before;
     GET DIAGNOSTICS purged = ROW_COUNT;
     RETURN purged;
 END $$;
 
--- housekeeping: every purge, one transaction; answers what each removed.
--- With a cutoff, each purge gets that cutoff (see each one for its rule).
-CREATE OR REPLACE FUNCTION pgcursor.housekeeping(cutoff timestamptz DEFAULT NULL)
-RETURNS jsonb LANGUAGE plpgsql AS $$
+-- purge_transaction_index: deletes transaction index rows created before cutoff or, with no cutoff,
+-- older than their queue's transactionIndexRetentionSeconds (0 = keep
+-- forever). Returns how many rows went. Once purged, a transactionId can be
+-- pushed again and is no longer ackable.
+CREATE OR REPLACE FUNCTION pgcursor.purge_transaction_index(cutoff timestamptz DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
-    completed bigint := pgcursor.purge_completed_messages(cutoff);
-    messages bigint := pgcursor.purge_messages(cutoff);
+    purged bigint;
 BEGIN
-    RETURN jsonb_build_object(
-        'completedMessages', completed,
-        'messages', messages,
-        'deadLetters', pgcursor.purge_dead_letters(cutoff),
-        'transactionIndex', pgcursor.purge_transaction_index(cutoff));
+    IF cutoff IS NOT NULL THEN
+        DELETE FROM pgcursor.transaction_index WHERE created_at < cutoff;
+    ELSE
+        -- Per partition, so each delete is a range scan of (partition_id, created_at).
+        DELETE FROM pgcursor.transaction_index t
+        USING (SELECT p.id, now() - q.transaction_index_retention_seconds * interval '1 second' AS before
+               FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
+               WHERE q.transaction_index_retention_seconds > 0) r
+        WHERE t.partition_id = r.id AND t.created_at < r.before;
+    END IF;
+    GET DIAGNOSTICS purged = ROW_COUNT;
+    RETURN purged;
 END $$;

@@ -9,13 +9,13 @@
 CREATE OR REPLACE FUNCTION pgcursor.extend_lease(req jsonb)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
-    lease_text text := pgcursor.optional_text(req, 'leaseId');
-    secs       integer := pgcursor.positive_int_arg(req, 'seconds', NULL);
+    lease_text text := pgcursor_internal.optional_text(req, 'leaseId');
+    secs       integer := pgcursor_internal.positive_int_arg(req, 'seconds', NULL);
     lease      uuid;
     renewed    integer;
     expires    timestamptz;
 BEGIN
-    IF NOT pgcursor.is_uuid_value(req -> 'leaseId', false) THEN
+    IF NOT pgcursor_internal.is_uuid_value(req -> 'leaseId', false) THEN
         RAISE EXCEPTION 'leaseId is required and must be a UUID string' USING ERRCODE = '22023';
     END IF;
     lease := lease_text::uuid;
@@ -26,12 +26,12 @@ BEGIN
         SET lease_expires_at = greatest(c.lease_expires_at,
                                         now() + coalesce(secs, q.lease_time) * interval '1 second')
         FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
-        WHERE c.lease_id = lease AND c.lease_expires_at > now() AND p.id = c.partition_id
+        WHERE c.lease_id = lease AND pgcursor_internal.lease_is_live(c.lease_expires_at) AND p.id = c.partition_id
         RETURNING c.lease_expires_at
     )
     SELECT count(*), max(lease_expires_at) INTO renewed, expires FROM extended;
     RETURN jsonb_build_object(
-        'leaseId', lease, 'success', renewed > 0, 'newExpiresAt', pgcursor.rfc3339_utc(expires),
+        'leaseId', lease, 'success', renewed > 0, 'newExpiresAt', pgcursor_internal.rfc3339_utc(expires),
         'renewed', renewed,
         'error', CASE WHEN renewed = 0 THEN 'invalid or expired lease' END);
 END $$;

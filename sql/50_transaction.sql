@@ -9,7 +9,7 @@
 
 -- What is wrong with operation i, or null when it is well formed. Push items
 -- are checked by push's own rule, their path prefixed with the operation's.
-CREATE OR REPLACE FUNCTION pgcursor.transaction_op_error(op jsonb, i bigint)
+CREATE OR REPLACE FUNCTION pgcursor_internal.transaction_op_error(op jsonb, i bigint)
 RETURNS text LANGUAGE sql STABLE AS $$
     SELECT CASE
         WHEN jsonb_typeof(op) IS DISTINCT FROM 'object' THEN
@@ -21,26 +21,19 @@ RETURNS text LANGUAGE sql STABLE AS $$
                 WHEN jsonb_typeof(op -> 'items') IS DISTINCT FROM 'array' THEN
                     format('operations[%s].items must be an array', i)
                 ELSE (SELECT format('operations[%s].%s', i, e) FROM (
-                          SELECT pgcursor.push_item_error(x.item, x.n - 1) AS e, x.n
+                          SELECT pgcursor_internal.push_item_error(x.item, x.n - 1) AS e, x.n
                             FROM jsonb_array_elements(op -> 'items') WITH ORDINALITY AS x(item, n)) v
                        WHERE v.e IS NOT NULL ORDER BY v.n LIMIT 1)
             END
-        WHEN jsonb_typeof(op -> 'transactionId') IS DISTINCT FROM 'string' THEN
-            format('operations[%s].transactionId must be a string', i)
-        WHEN NOT pgcursor.is_uuid_value(op -> 'partitionId', false) THEN
-            format('operations[%s].partitionId must be a UUID string', i)
-        WHEN NOT pgcursor.is_uuid_value(op -> 'leaseId', true) THEN
-            format('operations[%s].leaseId must be a UUID string', i)
-        WHEN coalesce(jsonb_typeof(op -> 'consumerGroup'), 'null') NOT IN ('null', 'string') THEN
-            format('operations[%s].consumerGroup must be a string', i)
-        WHEN coalesce(jsonb_typeof(op -> 'error'), 'null') NOT IN ('null', 'string') THEN
-            format('operations[%s].error must be a string', i)
+        -- An ack operation is one acknowledgement: ack_group's own rules (ack-contract §13).
+        ELSE coalesce(pgcursor_internal.ack_item_error(op, format('operations[%s]', i)),
+                      pgcursor_internal.ack_target_error(op, format('operations[%s].', i)))
     END
 $$;
 
 -- Checks the whole request before anything runs: a malformed one is a 22023
 -- naming the field (the gateway's 400) and writes nothing.
-CREATE OR REPLACE FUNCTION pgcursor.validate_transaction(req jsonb)
+CREATE OR REPLACE FUNCTION pgcursor_internal.validate_transaction(req jsonb)
 RETURNS void LANGUAGE plpgsql STABLE AS $$
 DECLARE
     err text;
@@ -56,11 +49,11 @@ BEGIN
     END IF;
     SELECT format('requiredLeases[%s] must be a UUID string', x.n - 1) INTO err
       FROM jsonb_array_elements(coalesce(nullif(req -> 'requiredLeases', 'null'), '[]')) WITH ORDINALITY AS x(v, n)
-     WHERE NOT pgcursor.is_uuid_value(x.v, false)
+     WHERE NOT pgcursor_internal.is_uuid_value(x.v, false)
      ORDER BY x.n LIMIT 1;
     IF err IS NULL THEN
         SELECT v.e INTO err
-          FROM (SELECT pgcursor.transaction_op_error(x.op, x.n - 1) AS e, x.n
+          FROM (SELECT pgcursor_internal.transaction_op_error(x.op, x.n - 1) AS e, x.n
                   FROM jsonb_array_elements(req -> 'operations') WITH ORDINALITY AS x(op, n)) v
          WHERE v.e IS NOT NULL ORDER BY v.n LIMIT 1;
     END IF;
@@ -73,17 +66,17 @@ END $$;
 -- when the bundle starts (checked before the acks, which may release them).
 -- One scan of the cursors per listed lease (lease_id is not indexed, see
 -- migrations/V2).
-CREATE OR REPLACE FUNCTION pgcursor.required_leases_live(req jsonb)
+CREATE OR REPLACE FUNCTION pgcursor_internal.required_leases_live(req jsonb)
 RETURNS boolean LANGUAGE sql STABLE AS $$
     SELECT NOT EXISTS (
         SELECT 1 FROM jsonb_array_elements_text(coalesce(nullif(req -> 'requiredLeases', 'null'), '[]')) AS l(id)
          WHERE NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
-                            WHERE c.lease_id = l.id::uuid AND c.lease_expires_at > now()))
+                            WHERE c.lease_id = l.id::uuid AND pgcursor_internal.lease_is_live(c.lease_expires_at)))
 $$;
 
 -- Ack operation i, through ack_group as a one-item group (identical
 -- semantics to POST /api/v1/ack): its item result, index = i.
-CREATE OR REPLACE FUNCTION pgcursor.transaction_ack(op jsonb, i integer)
+CREATE OR REPLACE FUNCTION pgcursor_internal.transaction_ack(op jsonb, i integer)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 BEGIN
     RETURN pgcursor.ack_group(jsonb_build_object(
@@ -96,7 +89,7 @@ END $$;
 
 -- Why an operation's answer refuses the bundle, or null when it succeeded:
 -- an ack item with success false, or a push item neither queued nor duplicate.
-CREATE OR REPLACE FUNCTION pgcursor.operation_failure(op_type text, result jsonb)
+CREATE OR REPLACE FUNCTION pgcursor_internal.operation_failure(op_type text, result jsonb)
 RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE op_type
         WHEN 'ack' THEN CASE WHEN (result ->> 'success')::boolean IS NOT TRUE
@@ -121,8 +114,8 @@ DECLARE
     failure text;
     failed_index integer;
 BEGIN
-    PERFORM pgcursor.validate_transaction(req);
-    IF NOT pgcursor.required_leases_live(req) THEN
+    PERFORM pgcursor_internal.validate_transaction(req);
+    IF NOT pgcursor_internal.required_leases_live(req) THEN
         RETURN jsonb_build_object('success', false, 'error', 'invalid or expired lease',
                                   'failedIndex', NULL, 'results', results);
     END IF;
@@ -130,10 +123,10 @@ BEGIN
     -- never seen outside) to unwind everything done so far, and still answers.
     BEGIN
         FOR op IN SELECT x FROM jsonb_array_elements(req -> 'operations') x LOOP
-            result := CASE op ->> 'type' WHEN 'ack' THEN pgcursor.transaction_ack(op, i)
+            result := CASE op ->> 'type' WHEN 'ack' THEN pgcursor_internal.transaction_ack(op, i)
                                          ELSE pgcursor.push(op) END;
             results := results || jsonb_build_array(result);
-            failure := pgcursor.operation_failure(op ->> 'type', result);
+            failure := pgcursor_internal.operation_failure(op ->> 'type', result);
             IF failure IS NOT NULL THEN
                 failed_index := i;
                 RAISE EXCEPTION USING ERRCODE = 'PC001';
@@ -145,5 +138,5 @@ BEGIN
         RETURN jsonb_build_object('success', false, 'error', failure, 'failedIndex', failed_index,
                                   'results', results);
     END;
-    RETURN jsonb_build_object('success', true, 'transactionId', pgcursor.uuidv7(), 'results', results);
+    RETURN jsonb_build_object('success', true, 'transactionId', pgcursor_internal.uuidv7(), 'results', results);
 END $$;

@@ -1,0 +1,131 @@
+-- Parsers for the fields of jsonb requests. Each answers the field's value
+-- (or a default when it is absent or null) and raises 22023 naming the field
+-- otherwise, the gateway's 400 rule, so psql callers get it too.
+
+-- Is v absent/null (when optional) or a UUID string?
+CREATE OR REPLACE FUNCTION pgcursor_internal.is_uuid_value(v jsonb, optional boolean)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN v IS NULL OR jsonb_typeof(v) = 'null' THEN optional
+        ELSE jsonb_typeof(v) = 'string'
+             AND (v #>> '{}') ~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
+    END
+$$;
+
+-- A string field that may be absent or null; otherwise it must be a string.
+CREATE OR REPLACE FUNCTION pgcursor_internal.optional_text(req jsonb, key text, label text DEFAULT NULL)
+RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF req -> key IS NULL OR req -> key = 'null'::jsonb THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(req -> key) <> 'string' THEN
+        RAISE EXCEPTION '% must be a string', coalesce(label, key) USING ERRCODE = '22023';
+    END IF;
+    RETURN req ->> key;
+END $$;
+
+-- A positive integer (JSON number or digit string); absent or null = dflt.
+CREATE OR REPLACE FUNCTION pgcursor_internal.positive_int_arg(req jsonb, key text, dflt integer)
+RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v jsonb := req -> key;
+    n numeric;
+BEGIN
+    IF v IS NULL OR v = 'null'::jsonb THEN
+        RETURN dflt;
+    END IF;
+    IF jsonb_typeof(v) = 'number' THEN
+        n := v::numeric;
+    ELSIF jsonb_typeof(v) = 'string' AND (v #>> '{}') ~ '^\s*[0-9]{1,10}\s*$' THEN
+        n := (v #>> '{}')::numeric;
+    END IF;
+    IF n IS NULL OR n <> trunc(n) OR n < 1 OR n > 2147483647 THEN
+        RAISE EXCEPTION '% must be a positive integer', key USING ERRCODE = '22023';
+    END IF;
+    RETURN n::integer;
+END $$;
+
+-- A non-negative integer (JSON number or digit string); absent or null = dflt.
+CREATE OR REPLACE FUNCTION pgcursor_internal.non_negative_int_arg(req jsonb, key text, dflt integer)
+RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF req -> key IS NULL OR req -> key = 'null' THEN
+        RETURN dflt;
+    ELSIF req -> key = '0' OR req -> key = '"0"' THEN
+        RETURN 0;
+    END IF;
+    RETURN pgcursor_internal.positive_int_arg(req, key, dflt);
+EXCEPTION WHEN invalid_parameter_value THEN
+    RAISE EXCEPTION '% must be a non-negative integer', key USING ERRCODE = '22023';
+END $$;
+
+-- A boolean (JSON boolean or "true"/"false"); absent or null = dflt.
+CREATE OR REPLACE FUNCTION pgcursor_internal.bool_arg(req jsonb, key text, dflt boolean)
+RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v jsonb := req -> key;
+BEGIN
+    IF v IS NULL OR v = 'null'::jsonb THEN
+        RETURN dflt;
+    ELSIF jsonb_typeof(v) = 'boolean' THEN
+        RETURN v::boolean;
+    ELSIF v IN ('"true"'::jsonb, '"false"'::jsonb) THEN
+        RETURN (v #>> '{}')::boolean;
+    END IF;
+    RAISE EXCEPTION '% must be a boolean', key USING ERRCODE = '22023';
+END $$;
+
+-- A timestamp (ISO 8601 string); absent, null or empty = NULL.
+CREATE OR REPLACE FUNCTION pgcursor_internal.timestamp_arg(req jsonb, key text)
+RETURNS timestamptz LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v text := nullif(pgcursor_internal.optional_text(req, key), '');
+BEGIN
+    RETURN v::timestamptz;
+EXCEPTION WHEN data_exception THEN
+    RAISE EXCEPTION '% must be an ISO timestamp', key USING ERRCODE = '22023';
+END $$;
+
+-- An integer queue option: absent or null keeps the current value; anything
+-- that is not an integer >= min_value (or out of int range) is a 22023.
+CREATE OR REPLACE FUNCTION pgcursor_internal.option_int(
+    opts jsonb, key text, current_value integer, min_value integer DEFAULT 0)
+RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v jsonb := opts -> key;
+    what text := CASE min_value WHEN 0 THEN 'a non-negative integer'
+                                WHEN 1 THEN 'a positive integer'
+                                ELSE 'an integer' END;
+    n numeric;
+BEGIN
+    IF v IS NULL OR v = 'null'::jsonb THEN
+        RETURN current_value;
+    END IF;
+    IF jsonb_typeof(v) = 'number' THEN
+        n := v::numeric;
+        IF n = trunc(n) AND n >= coalesce(min_value, -2147483648) AND n <= 2147483647 THEN
+            RETURN n::integer;
+        END IF;
+    END IF;
+    RAISE EXCEPTION 'options.% must be %', key, what USING ERRCODE = '22023';
+END $$;
+
+-- A nullable boolean queue option: absent keeps the current value, null
+-- clears it (null is meaningful: "unset", which counts as on for dead-lettering).
+CREATE OR REPLACE FUNCTION pgcursor_internal.option_bool(opts jsonb, key text, current_value boolean)
+RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v jsonb := opts -> key;
+BEGIN
+    IF v IS NULL THEN
+        RETURN current_value;
+    END IF;
+    IF v = 'null'::jsonb THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(v) <> 'boolean' THEN
+        RAISE EXCEPTION 'options.% must be a boolean or null', key USING ERRCODE = '22023';
+    END IF;
+    RETURN v::boolean;
+END $$;

@@ -1,0 +1,64 @@
+-- Queues: configure (create or update) and delete_queue. (A queue's options
+-- as answers show them: queue_options, sql/02_shared.sql.)
+--
+--   SELECT pgcursor.configure('{"queue":"orders","options":{"leaseTime":60,"retryLimit":5}}');
+--   SELECT pgcursor.delete_queue('orders');
+
+-- configure: {"queue","namespace"?,"task"?,"options"?} -> {"configured":true,...}.
+-- Creates the queue with the defaults, then applies the options given; options
+-- not given (and a namespace/task that is absent or null) keep their value.
+CREATE OR REPLACE FUNCTION pgcursor.configure(req jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    qname text := pgcursor_internal.optional_text(req, 'queue');
+    ns    text := pgcursor_internal.optional_text(req, 'namespace');
+    tk    text := pgcursor_internal.optional_text(req, 'task');
+    opts  jsonb := coalesce(nullif(req -> 'options', 'null'::jsonb), '{}'::jsonb);
+    q     pgcursor.queues;
+BEGIN
+    IF coalesce(qname, '') = '' THEN
+        RAISE EXCEPTION 'queue is required and must be a non-empty string' USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(opts) <> 'object' THEN
+        RAISE EXCEPTION 'options must be an object' USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO pgcursor.queues (name) VALUES (qname) ON CONFLICT DO NOTHING;
+    UPDATE pgcursor.queues SET
+        namespace = coalesce(ns, namespace),
+        task = coalesce(tk, task),
+        lease_time = pgcursor_internal.option_int(opts, 'leaseTime', lease_time, 1),
+        retry_limit = pgcursor_internal.option_int(opts, 'retryLimit', retry_limit),
+        dead_letter_queue = pgcursor_internal.option_bool(opts, 'deadLetterQueue', dead_letter_queue),
+        dlq_after_max_retries = pgcursor_internal.option_bool(opts, 'dlqAfterMaxRetries', dlq_after_max_retries),
+        transaction_index_retention_seconds =
+            pgcursor_internal.option_int(opts, 'transactionIndexRetentionSeconds', transaction_index_retention_seconds),
+        retention_seconds = pgcursor_internal.option_int(opts, 'retentionSeconds', retention_seconds),
+        completed_retention_seconds =
+            pgcursor_internal.option_int(opts, 'completedRetentionSeconds', completed_retention_seconds),
+        delayed_processing = pgcursor_internal.option_int(opts, 'delayedProcessing', delayed_processing),
+        max_size = pgcursor_internal.option_int(opts, 'maxSize', max_size),
+        priority = pgcursor_internal.option_int(opts, 'priority', priority, NULL)
+    WHERE name = qname
+    RETURNING * INTO q;
+    RETURN jsonb_build_object('configured', true, 'queue', q.name, 'namespace', q.namespace,
+                              'task', q.task, 'options', pgcursor_internal.queue_options(q));
+END $$;
+
+-- delete_queue: removes the queue, its partitions, messages and transaction
+-- index, and by cascade its cursors and dead letters. (messages and
+-- transaction_index carry no foreign key: it would cost every push a lookup
+-- per row.) The partitions are locked first so that no push still writing to
+-- them can commit rows after they are deleted.
+CREATE OR REPLACE FUNCTION pgcursor.delete_queue(qname text)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    gone boolean;
+    ids uuid[];
+BEGIN
+    ids := ARRAY(SELECT id FROM pgcursor.partitions WHERE queue = qname ORDER BY id FOR UPDATE);
+    DELETE FROM pgcursor.messages WHERE partition_id = ANY (ids);
+    DELETE FROM pgcursor.transaction_index WHERE partition_id = ANY (ids);
+    DELETE FROM pgcursor.queues WHERE name = qname;
+    gone := FOUND;
+    RETURN jsonb_build_object('deleted', gone, 'queue', qname);
+END $$;

@@ -1,0 +1,393 @@
+-- The ack contract (docs/ack-contract.md) for one group of items sharing
+-- (partitionId, leaseId): one call, one transaction, one locked cursor row.
+--
+--   SELECT pgcursor.ack_group('{"partitionId":"0190...","consumerGroup":"billing","leaseId":"0190...",
+--                               "items":[{"index":0,"transactionId":"t1","status":"completed"}]}');
+--
+-- ack_group() only sequences named steps: check and resolve the items
+-- (resolve_ack_items), refuse what cannot be acked (refuse_all), decide the
+-- outcome (decide_ack, from lowest_nack, effective_status, completed_prefix),
+-- write it (write_ack) and answer per item (ack_results).
+
+-- §2: exact, case-sensitive; absent or null means completed; anything else
+-- (wrong case, unknown word, a number, an object) is an explicit failure.
+CREATE OR REPLACE FUNCTION pgcursor.normalise_status(status jsonb)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN status IS NULL OR jsonb_typeof(status) = 'null' THEN 'completed'
+        WHEN jsonb_typeof(status) = 'string'
+             AND status #>> '{}' IN ('completed', 'failed', 'retry', 'dlq') THEN status #>> '{}'
+        ELSE 'failed'
+    END
+$$;
+
+-- §4: precedence at one offset: dlq > failed > retry > completed.
+CREATE OR REPLACE FUNCTION pgcursor_internal.status_strength(status text)
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE status WHEN 'dlq' THEN 3 WHEN 'failed' THEN 2 WHEN 'retry' THEN 1 ELSE 0 END
+$$;
+
+-- One item of a group call, checked, normalised and resolved.
+CREATE TYPE pgcursor_internal.ack_item AS (
+    ord            integer,  -- position in this call's items, from 1
+    index          integer,  -- echoed: the item's place in the request (§10)
+    transaction_id text,
+    status         text,     -- normalised (§2)
+    error          text,     -- the nack reason; an empty string is none (§9)
+    msg_offset     bigint    -- through the transaction index; NULL: not found (§3)
+);
+
+-- What one group call decides, before anything is written.
+CREATE TYPE pgcursor_internal.ack_decision AS (
+    nack_at         bigint,   -- N, the lowest nacked offset (§5); NULL when none
+    nack_status     text,     -- the effective status at N (§4)
+    prefix          bigint,   -- P, the completed prefix (§6)
+    new_cursor      bigint,
+    new_retry_count integer,
+    lease_released  boolean,  -- the row holds no lease after the call (§10)
+    terminal        boolean,  -- N is dead-lettered or discarded (§7)
+    dead_lettered   boolean,
+    reason          text      -- the dead-letter reason (§9), when dead_lettered
+);
+
+-- §13: what is wrong with one acknowledgement's own fields, named under
+-- `path` (acknowledgments[3], operations[0]), or NULL. status is never wrong (§2).
+CREATE OR REPLACE FUNCTION pgcursor_internal.ack_item_error(item jsonb, path text)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN jsonb_typeof(item) IS DISTINCT FROM 'object' THEN path || ' must be an object'
+        WHEN jsonb_typeof(item -> 'transactionId') IS DISTINCT FROM 'string' THEN
+            path || '.transactionId must be a string'
+        WHEN coalesce(jsonb_typeof(item -> 'error'), 'null') NOT IN ('null', 'string') THEN
+            path || '.error must be a string'
+    END
+$$;
+
+-- §13: what is wrong with the fields naming the cursor (partitionId,
+-- leaseId, consumerGroup), each name after `prefix`, or NULL.
+CREATE OR REPLACE FUNCTION pgcursor_internal.ack_target_error(req jsonb, prefix text)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN NOT pgcursor_internal.is_uuid_value(req -> 'partitionId', false) THEN
+            prefix || 'partitionId must be a UUID string'
+        WHEN NOT pgcursor_internal.is_uuid_value(req -> 'leaseId', true) THEN
+            prefix || 'leaseId must be a UUID string'
+        WHEN coalesce(jsonb_typeof(req -> 'consumerGroup'), 'null') NOT IN ('null', 'string') THEN
+            prefix || 'consumerGroup must be a string'
+    END
+$$;
+
+-- §13 for a whole group request: raises 22023 with the gateway's message.
+CREATE OR REPLACE FUNCTION pgcursor_internal.check_ack_request(request jsonb)
+RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    problem text;
+BEGIN
+    IF jsonb_typeof(request) IS DISTINCT FROM 'object' THEN
+        problem := 'request must be a JSON object';
+    ELSIF jsonb_typeof(request -> 'items') IS DISTINCT FROM 'array' THEN
+        problem := 'items must be an array';
+    ELSIF jsonb_array_length(request -> 'items') = 0 THEN
+        problem := 'items must not be empty';
+    ELSE
+        problem := pgcursor_internal.ack_target_error(request, '');
+    END IF;
+    IF problem IS NOT NULL THEN
+        RAISE EXCEPTION '%', problem USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+
+-- The group's items in request order, each checked (§13: 22023 naming the
+-- first bad one), normalised (§2) and resolved through the transaction index
+-- (§3). An item's `index` defaults to its position.
+CREATE OR REPLACE FUNCTION pgcursor_internal.resolve_ack_items(partition_id uuid, items jsonb)
+RETURNS pgcursor_internal.ack_item[] LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    resolved pgcursor_internal.ack_item[];
+    problem text;
+BEGIN
+    SELECT array_agg(ROW(i.ord, i.index, i.item ->> 'transactionId',
+                         pgcursor.normalise_status(i.item -> 'status'),
+                         nullif(i.item ->> 'error', ''), t.msg_offset)::pgcursor_internal.ack_item
+                     ORDER BY i.ord),
+           (array_agg(i.problem ORDER BY i.ord) FILTER (WHERE i.problem IS NOT NULL))[1]
+      INTO resolved, problem
+      FROM (SELECT e.item, e.ord::integer AS ord, x.index,
+                   CASE WHEN x.index IS NULL THEN format('items[%s].index must be a non-negative integer', e.ord - 1)
+                        ELSE pgcursor_internal.ack_item_error(e.item, format('acknowledgments[%s]', x.index)) END
+                       AS problem
+              FROM jsonb_array_elements(items) WITH ORDINALITY AS e(item, ord),
+                   LATERAL (SELECT CASE
+                       WHEN e.item -> 'index' IS NULL OR e.item -> 'index' = 'null' THEN e.ord::integer - 1
+                       WHEN jsonb_typeof(e.item -> 'index') = 'number' AND (e.item ->> 'index') ~ '^[0-9]{1,9}$'
+                           THEN (e.item ->> 'index')::integer
+                       END AS index) x) i
+      -- LATERAL ... LIMIT 1 keeps this one primary-key probe per item even in
+      -- a cached generic plan (a join may pick the created_at index instead).
+      LEFT JOIN LATERAL (
+          SELECT x.msg_offset FROM pgcursor.transaction_index x
+           WHERE i.problem IS NULL
+             AND x.partition_id = resolve_ack_items.partition_id
+             AND x.transaction_id = i.item ->> 'transactionId'
+           LIMIT 1) t ON true;
+    IF problem IS NOT NULL THEN
+        RAISE EXCEPTION '%', problem USING ERRCODE = '22023';
+    END IF;
+    RETURN resolved;
+END
+$$;
+
+-- The items that still decide something: resolved and above the cursor (§3).
+CREATE OR REPLACE FUNCTION pgcursor_internal.live_ack_items(items pgcursor_internal.ack_item[], cursor_at bigint)
+RETURNS SETOF pgcursor_internal.ack_item LANGUAGE sql IMMUTABLE AS $$
+    SELECT * FROM unnest(items) WHERE msg_offset > cursor_at
+$$;
+
+-- §5: N, the lowest offset whose effective status is a nack (NULL when none).
+-- (Helpers with a FROM clause are PL/pgSQL: their plans are cached per
+-- session, where a SQL function that cannot be inlined is planned anew in
+-- every transaction.)
+CREATE OR REPLACE FUNCTION pgcursor_internal.lowest_nack(items pgcursor_internal.ack_item[], cursor_at bigint)
+RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN (SELECT min(msg_offset) FROM pgcursor_internal.live_ack_items(items, cursor_at)
+             WHERE status <> 'completed');
+END
+$$;
+
+-- §4: the effective (strongest) status at one offset.
+CREATE OR REPLACE FUNCTION pgcursor_internal.effective_status(
+    items pgcursor_internal.ack_item[], cursor_at bigint, at_offset bigint)
+RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN (SELECT status FROM pgcursor_internal.live_ack_items(items, cursor_at)
+             WHERE msg_offset = at_offset
+             ORDER BY pgcursor_internal.status_strength(status) DESC LIMIT 1);
+END
+$$;
+
+-- §6: P = max(cursor, highest completed offset below N, or overall when no nack).
+CREATE OR REPLACE FUNCTION pgcursor_internal.completed_prefix(
+    items pgcursor_internal.ack_item[], cursor_at bigint, nack_at bigint)
+RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN (SELECT greatest(cursor_at, max(msg_offset))
+              FROM pgcursor_internal.live_ack_items(items, cursor_at)
+             WHERE status = 'completed' AND (nack_at IS NULL OR msg_offset < nack_at));
+END
+$$;
+
+-- How many distinct offsets in (cursor_at, upto] the call names as completed:
+-- the rest of what the cursor passes over are silent gaps (§6).
+CREATE OR REPLACE FUNCTION pgcursor_internal.mentioned_completed(
+    items pgcursor_internal.ack_item[], cursor_at bigint, upto bigint)
+RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN (SELECT count(DISTINCT msg_offset)
+              FROM pgcursor_internal.live_ack_items(items, cursor_at)
+             WHERE status = 'completed' AND msg_offset <= upto);
+END
+$$;
+
+-- §9: a nack reason given on the poison message itself, else the first nack
+-- reason in request order, else the default.
+CREATE OR REPLACE FUNCTION pgcursor_internal.dead_letter_reason(items pgcursor_internal.ack_item[], nack_at bigint)
+RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN coalesce(
+        (SELECT error FROM unnest(items)
+          WHERE msg_offset = nack_at AND status <> 'completed' AND error IS NOT NULL
+          ORDER BY ord LIMIT 1),
+        (SELECT error FROM unnest(items)
+          WHERE status <> 'completed' AND error IS NOT NULL
+          ORDER BY ord LIMIT 1),
+        'Retries exhausted');
+END
+$$;
+
+-- §9: snapshot the poison message into the dead-letter table, so it
+-- survives message retention.
+CREATE OR REPLACE FUNCTION pgcursor_internal.dead_letter(
+    partition_id uuid, consumer_group text, msg_offset bigint, reason text, retry_count integer)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO pgcursor.dead_letters
+           (partition_id, consumer_group, msg_offset, transaction_id, payload, error, retry_count, created_at)
+    SELECT dead_letter.partition_id, dead_letter.consumer_group, dead_letter.msg_offset,
+           coalesce(m.transaction_id, t.transaction_id, ''), m.payload, reason, dead_letter.retry_count, m.created_at
+      FROM (SELECT 1) AS one
+      LEFT JOIN pgcursor.messages m
+             ON m.partition_id = dead_letter.partition_id AND m.msg_offset = dead_letter.msg_offset
+      LEFT JOIN LATERAL (SELECT ti.transaction_id FROM pgcursor.transaction_index ti
+                          WHERE ti.partition_id = dead_letter.partition_id
+                            AND ti.msg_offset = dead_letter.msg_offset LIMIT 1) t ON m.transaction_id IS NULL;
+END
+$$;
+
+-- One per-item answer (§10).
+CREATE OR REPLACE FUNCTION pgcursor_internal.ack_result(
+    item pgcursor_internal.ack_item, success boolean, error text, lease_released boolean,
+    dlq boolean, noop boolean)
+RETURNS jsonb LANGUAGE sql STABLE AS $$  -- STABLE like jsonb_build_object, so it inlines
+    SELECT jsonb_build_object('index', item.index, 'transactionId', item.transaction_id,
+                              'success', success, 'error', error, 'leaseReleased', lease_released,
+                              'dlq', dlq, 'noop', noop)
+$$;
+
+-- §3, §11: every item refused with the same error (unknown partition,
+-- refused lease); nothing moved.
+CREATE OR REPLACE FUNCTION pgcursor_internal.refuse_all(
+    items pgcursor_internal.ack_item[], error text, lease_released boolean)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT jsonb_agg(pgcursor_internal.ack_result(i, false, refuse_all.error, lease_released, false, true)
+                             ORDER BY i.ord)
+              FROM unnest(items) AS i);
+END
+$$;
+
+-- §7: the outcome of the resolved items against the locked cursor row.
+-- Decides only; write_ack applies it.
+CREATE OR REPLACE FUNCTION pgcursor_internal.decide_ack(
+    queue pgcursor.queues, cur pgcursor.cursors, items pgcursor_internal.ack_item[])
+RETURNS pgcursor_internal.ack_decision LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    d pgcursor_internal.ack_decision;
+    release boolean := true;
+BEGIN
+    d.nack_at := pgcursor_internal.lowest_nack(items, cur.cursor);
+    d.nack_status := pgcursor_internal.effective_status(items, cur.cursor, d.nack_at);
+    d.prefix := pgcursor_internal.completed_prefix(items, cur.cursor, d.nack_at);
+    d.new_cursor := d.prefix;
+    d.new_retry_count := cur.retry_count;
+    d.terminal := false;
+    d.dead_lettered := false;
+    IF d.nack_at IS NULL THEN
+        -- No nack: the lease goes (and the budget resets) only at the batch's end.
+        release := cur.batch_end IS NOT NULL AND d.prefix >= cur.batch_end;
+        IF release THEN
+            d.new_retry_count := 0;
+        END IF;
+    ELSIF d.nack_status = 'failed' AND cur.retry_count < queue.retry_limit THEN
+        d.new_retry_count := cur.retry_count + 1;  -- §8: once per call
+    ELSIF d.nack_status IN ('failed', 'dlq') THEN
+        d.terminal := true;
+        d.dead_lettered := d.nack_status = 'dlq' OR pgcursor_internal.dead_lettering_enabled(queue);
+        IF d.dead_lettered THEN
+            d.reason := pgcursor_internal.dead_letter_reason(items, d.nack_at);
+        END IF;
+        d.new_cursor := d.nack_at;
+        d.new_retry_count := 0;
+    END IF;
+    -- 'retry' at N keeps the defaults: cursor at P, lease released, counter untouched.
+    d.lease_released := release OR cur.lease_id IS NULL;
+    RETURN d;
+END
+$$;
+
+-- Applies a decision to the cursor row: cursor, counter, lease, the
+-- per-cursor totals, the dead letter; and wakes waiting pops after a nack.
+CREATE OR REPLACE FUNCTION pgcursor_internal.write_ack(
+    queue pgcursor.queues, cur pgcursor.cursors, items pgcursor_internal.ack_item[],
+    d pgcursor_internal.ack_decision)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    passed bigint := d.new_cursor - cur.cursor - d.terminal::integer;  -- offsets completed by this call
+BEGIN
+    IF d.dead_lettered THEN
+        PERFORM pgcursor_internal.dead_letter(cur.partition_id, cur.consumer_group, d.nack_at,
+                                              d.reason, cur.retry_count);
+    END IF;
+    UPDATE pgcursor.cursors c
+       SET cursor = d.new_cursor,
+           retry_count = d.new_retry_count,
+           lease_id = CASE WHEN d.lease_released THEN NULL ELSE c.lease_id END,
+           lease_expires_at = CASE WHEN d.lease_released THEN NULL ELSE c.lease_expires_at END,
+           batch_start = CASE WHEN d.lease_released THEN NULL ELSE c.batch_start END,
+           batch_end = CASE WHEN d.lease_released THEN NULL ELSE c.batch_end END,
+           completed_total = c.completed_total + passed,
+           implicitly_completed_total = c.implicitly_completed_total + passed
+               - pgcursor_internal.mentioned_completed(items, cur.cursor, d.prefix),
+           dead_lettered_total = c.dead_lettered_total + d.dead_lettered::integer,
+           discarded_total = c.discarded_total + (d.terminal AND NOT d.dead_lettered)::integer,
+           last_ack_at = now()
+     WHERE c.partition_id = cur.partition_id AND c.consumer_group = cur.consumer_group;
+    IF d.nack_at IS NOT NULL THEN
+        PERFORM pgcursor_internal.wake_waiters(cur.partition_id, queue.name, d.new_cursor);
+    END IF;
+END
+$$;
+
+-- §10–§11 per item, once the outcome is known.
+CREATE OR REPLACE FUNCTION pgcursor_internal.ack_results(
+    items pgcursor_internal.ack_item[], cursor_before bigint, d pgcursor_internal.ack_decision)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT jsonb_agg(
+        CASE
+        WHEN i.msg_offset IS NULL THEN
+            pgcursor_internal.ack_result(i, false, 'transaction not found', d.lease_released, false, true)
+        WHEN i.msg_offset <= cursor_before AND i.status = 'completed' THEN
+            pgcursor_internal.ack_result(i, true, NULL, d.lease_released, false, true)
+        WHEN i.msg_offset <= cursor_before THEN
+            pgcursor_internal.ack_result(i, false, 'already completed', d.lease_released, false, true)
+        WHEN d.nack_at IS NULL OR i.msg_offset < d.nack_at THEN
+            pgcursor_internal.ack_result(i, true, NULL, d.lease_released, false, false)
+        WHEN i.msg_offset = d.nack_at AND i.status = d.nack_status THEN
+            pgcursor_internal.ack_result(i, true, NULL, d.lease_released, d.dead_lettered, false)
+        ELSE
+            pgcursor_internal.ack_result(i, false, 'superseded by an earlier nack', d.lease_released, false, true)
+        END ORDER BY i.ord)
+      FROM unnest(items) AS i);
+END
+$$;
+
+-- A nack releases the lease and leaves messages pending past the cursor:
+-- wake long-polling pops the way a push does, so the tail redelivers at once.
+-- (Not on a completed batch end: its consumer pops again by itself, and each
+-- NOTIFY serialises commits cluster-wide, which costs throughput.)
+CREATE OR REPLACE FUNCTION pgcursor_internal.wake_waiters(partition_id uuid, queue text, cursor_at bigint)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('pgcursor_push', wake_waiters.queue)
+       FROM pgcursor.partitions p
+      WHERE p.id = wake_waiters.partition_id AND p.head > cursor_at;
+END
+$$;
+
+-- The one entry point: {partitionId, consumerGroup?, leaseId?, items:[{index?,
+-- transactionId, status?, error?}]} -> [{index, transactionId, success,
+-- error, leaseReleased, dlq, noop}]. A malformed request is a 22023 naming
+-- the field (§13) and changes nothing.
+CREATE OR REPLACE FUNCTION pgcursor.ack_group(request jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    partition_id uuid;
+    lease_id uuid;
+    consumer_group text;
+    items pgcursor_internal.ack_item[];
+    queue pgcursor.queues;
+    cur pgcursor.cursors;
+    d pgcursor_internal.ack_decision;
+BEGIN
+    PERFORM pgcursor_internal.check_ack_request(request);
+    partition_id := request ->> 'partitionId';
+    lease_id := request ->> 'leaseId';
+    consumer_group := coalesce(request ->> 'consumerGroup', '__QUEUE_MODE__');
+    items := pgcursor_internal.resolve_ack_items(partition_id, request -> 'items');
+    SELECT q.* INTO queue FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
+     WHERE p.id = partition_id;
+    IF NOT FOUND THEN
+        RETURN pgcursor_internal.refuse_all(items, 'partition not found', false);
+    END IF;
+    cur := pgcursor_internal.lock_cursor(partition_id, consumer_group);
+    IF lease_id IS NOT NULL
+       AND NOT (cur.lease_id = lease_id AND pgcursor_internal.lease_is_live(cur.lease_expires_at)) THEN
+        RETURN pgcursor_internal.refuse_all(items, 'invalid or expired lease', cur.lease_id IS NULL);
+    END IF;
+    d := pgcursor_internal.decide_ack(queue, cur, items);
+    PERFORM pgcursor_internal.write_ack(queue, cur, items, d);
+    RETURN pgcursor_internal.ack_results(items, cur.cursor, d);
+END
+$$;
