@@ -71,7 +71,7 @@ pub struct Args {
     /// ≈20 s development run: short windows, no extra batch sizes, writes to <out>/quick
     #[arg(long)]
     pub quick: bool,
-    /// Load pg_stat_statements (top statements of every run, in the report) and
+    /// Load pg_stat_statements (top statements of every run, in latest.md) and
     /// auto_explain (plans slower than 50 ms, in <out>/postgres.log)
     #[arg(long)]
     pub profile: bool,
