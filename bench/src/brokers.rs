@@ -3,8 +3,8 @@
 //! (`send_batch` → `read` → `archive` or `delete`).
 //!
 //! A pgcursor consumer acks a delivery by its last message: an ack commits
-//! the cursor, so acking offset N completes the whole batch (the seed's
-//! "ack the last message of the batch"). pgmq has no cursor and archives or
+//! the cursor, so acking offset N completes the whole batch
+//! (docs/ack-contract.md §1: acking the last message finishes the batch). pgmq has no cursor and archives or
 //! deletes every id. `pgcursor-sql-every-item` acks each message instead,
 //! for comparison (not in the default set).
 

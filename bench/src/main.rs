@@ -7,7 +7,6 @@ mod brokers;
 mod chart;
 mod cluster;
 mod cpu;
-mod gateway;
 mod load;
 mod machine;
 mod profile;
@@ -19,12 +18,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use pgcursor_tests::{Gateway, GatewayConfig};
 use serde::Serialize;
 
 use crate::brokers::{Broker, System};
 use crate::cluster::Cluster;
 use crate::cpu::Probe;
-use crate::gateway::Gateway;
 use crate::scenario::{ack_cost, ack_throughput, end_to_end, step_cost};
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -72,7 +71,7 @@ pub struct Args {
     /// ≈20 s development run: short windows, no extra batch sizes, writes to <out>/quick
     #[arg(long)]
     pub quick: bool,
-    /// Load pg_stat_statements (top statements of every run, in the report) and
+    /// Load pg_stat_statements (top statements of every run, in latest.md) and
     /// auto_explain (plans slower than 50 ms, in <out>/postgres.log)
     #[arg(long)]
     pub profile: bool,
@@ -189,12 +188,15 @@ async fn run(args: &Args) -> Result<()> {
     say("starting a throwaway PostgreSQL cluster");
     let cluster = Cluster::start(&workspace(), args.profile)?;
     say("starting the gateway (applies pgcursor's schema)");
-    let gateway = Gateway::start(
-        &workspace().join(&args.gateway),
-        &cluster.url,
-        args.pool_size,
-    )
-    .await?;
+    // RUST_LOG left out: the gateway logs at its default level, whatever
+    // the shell running the bench has set.
+    let gateway = GatewayConfig::new()
+        .bin(workspace().join(&args.gateway))
+        .database_url(&cluster.url)
+        .pool_size(args.pool_size)
+        .env_remove("RUST_LOG")
+        .try_start()
+        .await?;
     say("installing pgmq's embedded SQL into schema pgmq");
     install_pgmq(&cluster.url).await?;
     let admin = load::connect(&cluster.url).await?;

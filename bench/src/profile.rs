@@ -43,7 +43,7 @@ impl<'a> Profiler<'a> {
         Ok(())
     }
 
-    /// The run's ten most expensive statements, into the report.
+    /// The run's ten most expensive statements, into the report (latest.md).
     pub async fn collect(&self, run: &str, report: &mut Report) -> Result<()> {
         let Some(client) = self.client else {
             return Ok(());

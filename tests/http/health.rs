@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use pgcursor_tests::{client, Gateway, PrivateCluster};
+use pgcursor_tests::{client, database_url, gateway_bin, Gateway, GatewayConfig, PrivateCluster};
 use serde_json::{json, Value};
 
 async fn health(gw: &Gateway) -> (u16, Value) {
@@ -33,6 +33,38 @@ async fn healthy_with_a_database() {
     let (status, body) = health(&gw).await;
     assert_eq!(status, 200);
     assert_eq!(body, json!({"status": "healthy", "database": "connected"}));
+}
+
+/// The bench's way of starting a gateway (explicit binary, database and pool
+/// size, RUST_LOG removed) and its memory probe.
+#[tokio::test]
+async fn the_bench_harness_starts_a_gateway_and_reads_its_peak_rss() {
+    let gw = GatewayConfig::new()
+        .bin(gateway_bin())
+        .database_url(&database_url())
+        .pool_size(2)
+        .env_remove("RUST_LOG")
+        .try_start()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(health(&gw).await.0, 200);
+    let peak = gw.peak_rss_kb().expect("VmHWM in /proc/<pid>/status");
+    assert!(peak > 0);
+    if gw.reset_peak_rss() {
+        let after = gw.peak_rss_kb().expect("VmHWM after clear_refs");
+        assert!(after <= peak, "reset raised the peak: {peak} -> {after} kB");
+    }
+}
+
+#[tokio::test]
+async fn a_gateway_that_cannot_start_is_an_error_with_its_stderr() {
+    let err = GatewayConfig::new()
+        .env("PGCURSOR_POOL_SIZE", "zero")
+        .try_start()
+        .await
+        .err()
+        .expect("a bad setting stops the gateway");
+    assert!(err.contains("PGCURSOR_POOL_SIZE"), "{err}");
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
-//! Configure, push, pop and lease extension over HTTP (wire.md "Queues",
-//! "Push", "Pop", "Lease"), against the real gateway and PostgreSQL.
+//! Configure, push, pop and lease extension over HTTP (docs/http-api.md
+//! "Queues", "Pushing", "Popping", "Extending a lease"), against the real
+//! gateway and PostgreSQL.
 
 use std::collections::BTreeSet;
 

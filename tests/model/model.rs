@@ -1,14 +1,19 @@
 //! A pure-Rust reference model of one (partition, consumer group), written
-//! from `spec/ack-contract.md` (§1–§7) and `seed/ack-api.txt`, never from the
-//! SQL. It models exactly what `pgcursor.ack_group(jsonb)` and
-//! `pgcursor.pop(jsonb)` do to one cursor row and its dead letters.
+//! from docs/ack-contract.md (§1–§17), never from the SQL. It models exactly
+//! what `pgcursor.ack_group(jsonb)` and `pgcursor.pop(jsonb)` do to one cursor
+//! row and its dead letters.
 //!
-//! Readings of points the contract leaves open (each is listed in the report
-//! and marked `READING` below):
+//! `Model::ack` runs the steps of `ack_group` under the SQL's names, in the
+//! SQL's order: `refuse_all`, `resolve_ack_items`, `lowest_nack`,
+//! `effective_status`, `completed_prefix`, `decide_ack`, `write_ack`,
+//! `ack_results`.
 //!
-//! * R1 `leaseReleased` is read literally (§4 "the call ended with this
-//!   group's lease released", §1 "released means the lease columns are
-//!   cleared"): true iff, after the call, the cursor row holds no lease —
+//! Readings of points the contract leaves open; docs/ack-contract.md §17
+//! states them for users, and each is marked `READING` below:
+//!
+//! * R1 `leaseReleased` is read literally (§10: this group's cursor row holds
+//!   no lease after the call; §1: released means the lease columns are
+//!   empty): true iff, after the call, the cursor row holds no lease —
 //!   whether this call cleared it or it was already clear. So every nack
 //!   outcome and a no-nack call reaching the batch end report true, a
 //!   no-nack call that keeps a lease reports false, a refused call (invalid
@@ -17,28 +22,27 @@
 //!   found" reports false (there is no cursor row, so no lease of this group
 //!   that could have been released). A no-nack outcome releases (and resets
 //!   the counter) only when a leased batch exists and the cursor reached its
-//!   end; "A completed call that releases no lease leaves the retry counter
-//!   as it is".
+//!   end; a call that releases no lease keeps the counter (§7).
 //! * R2 `dlq:true` only on the items at `N` whose own instruction is in effect
-//!   (the strongest status at `N`), never on superseded items at `N`, which
-//!   are `noop` ("no dead-letter row on its account").
-//! * R3 `noop` is true exactly for the six situations of §5; every item that
-//!   is in effect after the call (a completed item in `(cursor, P]`, or a
-//!   strongest-status item at `N`) is `noop:false`, also when another item of
-//!   the same call would have moved the cursor as far on its own.
+//!   (the effective status at `N`, §4), never on superseded items at `N`,
+//!   which are `noop` (§10: no dead-letter row on their account).
+//! * R3 `noop` is true exactly for the six situations of §11; every item that
+//!   is in effect after the call (a completed item in `(cursor, P]`, or an
+//!   item at `N` with the effective status) is `noop:false`, also when
+//!   another item of the same call would have moved the cursor as far on its
+//!   own.
 //! * R4 An explicit `dlq` dead-letters even when dead-lettering is off for the
-//!   queue (both flags false): §3.5 says "as the dead-lettering case above,
-//!   whatever the counter" and the seed calls it an "immediate dead-letter";
-//!   the flags are only described for what `failed` does when the budget runs
-//!   out.
-//! * R5 Dead-letter reason: "an item at offset N" means a *nack* item at `N`
-//!   (the seed: "the one [of several nacks] whose transactionId matches"),
-//!   the first with a non-empty error in request order; "the group's nack
-//!   items" are all items of the call whose normalised status is a nack,
-//!   whatever happened to them (unresolved, already completed, superseded).
-//!   An empty string is no reason.
-//! * R6 Several items at `N` with the same (strongest) status are all in
-//!   effect (none is "weaker"): all `success:true`, all `dlq` if dead-lettered.
+//!   queue (both flags false): §7 has `dlq` dead-letter whatever the counter,
+//!   and the switch of §9 only decides what `failed` does when the budget is
+//!   spent.
+//! * R5 Dead-letter reason (§9): "a nack item at N" is the first nack item at
+//!   `N` in request order with a non-empty error; "the call's nack items" are
+//!   all items of the call whose normalised status is a nack, whatever
+//!   happened to them (not found, already completed, superseded). An empty
+//!   string is no reason.
+//! * R6 Several items at `N` with the same (effective) status are all in
+//!   effect (none is "weaker", §5): all `success:true`, all `dlq` if
+//!   dead-lettered.
 
 use serde_json::Value;
 use uuid::Uuid;
@@ -107,7 +111,7 @@ pub struct AckItem {
     pub error: Option<String>,
 }
 
-/// One element of `ack_group`'s answer (§4).
+/// One element of `ack_group`'s answer (§10).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ItemResult {
     pub index: i64,
@@ -177,7 +181,7 @@ impl Model {
             .map(|i| i as i64 + 1)
     }
 
-    /// wire.md Pop: nothing when the group's lease is live or nothing is
+    /// docs/http-api.md "Popping": nothing when the group's lease is live or nothing is
     /// pending; else lease `cursor+1 ..= min(cursor+batch, head)` under the
     /// new id. The retry counter is never touched.
     pub fn pop(&mut self, batch: i64, new_lease: Uuid) -> Option<Popped> {
@@ -195,7 +199,7 @@ impl Model {
         Some(Popped { start, end })
     }
 
-    /// §3 "A lease that expires changes nothing in the database by itself".
+    /// §8: a lease that expires changes nothing in the database by itself.
     pub fn expire(&mut self) {
         if let Some(l) = self.lease.as_mut() {
             l.expired = true;
@@ -206,162 +210,231 @@ impl Model {
         self.lease = None;
     }
 
-    /// One `ack_group` call (§3–§6).
+    /// One `ack_group` call (docs/ack-contract.md §3–§9), in the steps and
+    /// under the names of the SQL function, so a divergence names its step.
     pub fn ack(
         &mut self,
         partition_known: bool,
         lease_id: Option<Uuid>,
         items: &[AckItem],
     ) -> Vec<ItemResult> {
-        let mut out: Vec<ItemResult> = items
-            .iter()
-            .map(|it| ItemResult {
-                index: it.index,
-                transaction_id: it.transaction_id.clone(),
-                success: false,
-                error: None,
-                lease_released: false,
-                dlq: false,
-                noop: false,
-            })
-            .collect();
-        let refuse = |out: &mut Vec<ItemResult>, err: &str| {
-            for r in out.iter_mut() {
-                r.error = Some(err.to_string());
-                r.noop = true;
-            }
-        };
-
-        // §3.1
+        // §3 step 2: there is no cursor row, so no lease was released.
         if !partition_known {
-            refuse(&mut out, ERR_PARTITION);
-            return out;
+            return self.refuse_all(items, ERR_PARTITION, false);
         }
-        // §3.2: only when a leaseId is given; it must be the live lease.
+        // §3 step 3: only when a leaseId is given; it must be the live lease.
         if let Some(given) = lease_id {
             let live = self
                 .lease
                 .as_ref()
                 .is_some_and(|l| l.id == given && !l.expired);
             if !live {
-                refuse(&mut out, ERR_LEASE);
-                self.mark_released(&mut out);
-                return out;
+                // READING R1: released iff the row holds no lease at all.
+                let released = self.lease.is_none();
+                return self.refuse_all(items, ERR_LEASE, released);
             }
         }
+        let offsets = self.resolve_ack_items(items);
+        let before = self.cursor;
+        let decision = self.decide_ack(items, &offsets);
+        self.write_ack(&decision);
+        self.ack_results(items, &offsets, before, &decision)
+    }
 
-        // §3.3 and §3.4; what is left are (item index, offset) above the cursor.
-        let mut remaining: Vec<(usize, i64)> = Vec::new();
-        for (i, it) in items.iter().enumerate() {
-            match self.resolve(&it.transaction_id) {
-                None => {
-                    out[i].error = Some(ERR_NOT_FOUND.into());
-                    out[i].noop = true;
-                }
-                Some(off) if off <= self.cursor => {
-                    out[i].noop = true;
-                    if it.status.is_nack() {
-                        out[i].error = Some(ERR_ALREADY.into());
-                    } else {
-                        out[i].success = true;
-                    }
-                }
-                Some(off) => remaining.push((i, off)),
-            }
-        }
-
-        // §3.5
-        let n = remaining
+    /// §3 steps 2–3, §11: every item refused with `error`, nothing moves.
+    fn refuse_all(&self, items: &[AckItem], error: &str, lease_released: bool) -> Vec<ItemResult> {
+        items
             .iter()
+            .map(|it| ItemResult {
+                index: it.index,
+                transaction_id: it.transaction_id.clone(),
+                success: false,
+                error: Some(error.to_string()),
+                lease_released,
+                dlq: false,
+                noop: true,
+            })
+            .collect()
+    }
+
+    /// §2, §3 step 4: each item's offset through the transaction index (None:
+    /// not found), in request order. Statuses arrive normalised
+    /// (`normalise`), as `ack_group` normalises before resolving.
+    fn resolve_ack_items(&self, items: &[AckItem]) -> Vec<Option<i64>> {
+        items
+            .iter()
+            .map(|it| self.resolve(&it.transaction_id))
+            .collect()
+    }
+
+    /// The items that still decide something (§3 step 6): resolved and above
+    /// the cursor, as (item index, offset) in request order.
+    fn live_ack_items<'a>(
+        &'a self,
+        offsets: &'a [Option<i64>],
+    ) -> impl Iterator<Item = (usize, i64)> + 'a {
+        offsets
+            .iter()
+            .enumerate()
+            .filter_map(|(i, off)| off.map(|off| (i, off)))
+            .filter(|(_, off)| *off > self.cursor)
+    }
+
+    /// §5: N, the lowest live offset whose effective status is a nack.
+    fn lowest_nack(&self, items: &[AckItem], offsets: &[Option<i64>]) -> Option<i64> {
+        self.live_ack_items(offsets)
             .filter(|(i, _)| items[*i].status.is_nack())
-            .map(|(_, off)| *off)
-            .min();
-        let h = remaining
-            .iter()
+            .map(|(_, off)| off)
+            .min()
+    }
+
+    /// §4: the strongest status at N (None without a nack).
+    fn effective_status(
+        &self,
+        items: &[AckItem],
+        offsets: &[Option<i64>],
+        n: Option<i64>,
+    ) -> Option<Status> {
+        let n = n?;
+        self.live_ack_items(offsets)
+            .filter(|(_, off)| *off == n)
+            .map(|(i, _)| items[i].status)
+            .max()
+    }
+
+    /// §6: P = max(cursor, H), H the highest completed live offset below N
+    /// (or overall without a nack).
+    fn completed_prefix(&self, items: &[AckItem], offsets: &[Option<i64>], n: Option<i64>) -> i64 {
+        self.live_ack_items(offsets)
             .filter(|(i, off)| items[*i].status == Status::Completed && n.is_none_or(|n| *off < n))
-            .map(|(_, off)| *off)
-            .max();
-        let p = h.map_or(self.cursor, |h| h.max(self.cursor));
+            .map(|(_, off)| off)
+            .max()
+            .map_or(self.cursor, |h| h.max(self.cursor))
+    }
 
-        match n {
-            None => {
-                // Every remaining item is a completed one at or below H = P.
-                for (i, _) in &remaining {
-                    out[*i].success = true;
-                }
-                self.cursor = p;
-                // READING R1: a batch has to exist to be "reached".
-                let reached = self
-                    .lease
-                    .as_ref()
-                    .is_some_and(|l| self.cursor >= l.batch_end);
-                if reached {
-                    self.release();
-                    self.retry_count = 0;
-                }
+    /// §7–§9: what the call does to the cursor row, decided before anything
+    /// is written.
+    fn decide_ack(&self, items: &[AckItem], offsets: &[Option<i64>]) -> AckDecision {
+        let nack_at = self.lowest_nack(items, offsets);
+        let nack_status = self.effective_status(items, offsets, nack_at);
+        let prefix = self.completed_prefix(items, offsets, nack_at);
+        let mut d = AckDecision {
+            nack_at,
+            nack_status,
+            cursor: prefix,
+            retry_count: self.retry_count,
+            release: true,
+            terminal: false,
+            dead_lettered: false,
+            reason: None,
+        };
+        let (Some(n), Some(status)) = (nack_at, nack_status) else {
+            // No nack. READING R1: a batch has to exist to be "reached"; a
+            // call that releases nothing keeps the counter (§7).
+            d.release = self.lease.as_ref().is_some_and(|l| prefix >= l.batch_end);
+            if d.release {
+                d.retry_count = 0;
             }
-            Some(n) => {
-                let strongest = remaining
-                    .iter()
-                    .filter(|(_, off)| *off == n)
-                    .map(|(i, _)| items[*i].status)
-                    .max()
-                    .expect("N is the offset of a remaining item");
-                let mut at_n = Vec::new();
-                for (i, off) in &remaining {
-                    if *off < n {
-                        // completed (N is the lowest nack), inside the prefix
-                        out[*i].success = true;
-                    } else if *off == n && items[*i].status == strongest {
-                        out[*i].success = true; // READING R6
-                        at_n.push(*i);
-                    } else {
-                        out[*i].error = Some(ERR_SUPERSEDED.into());
-                        out[*i].noop = true;
-                    }
-                }
-                self.cursor = p;
-                let dead_letter = match strongest {
-                    Status::Retry => false,
-                    Status::Failed if self.retry_count < self.retry_limit => {
-                        self.retry_count += 1;
-                        false
-                    }
-                    Status::Failed if !self.dead_lettering => {
-                        self.discarded += 1;
-                        self.cursor = n;
-                        self.retry_count = 0;
-                        false
-                    }
-                    Status::Failed | Status::Dlq => true, // READING R4 for dlq
-                    Status::Completed => unreachable!("N is a nack"),
+            return d;
+        };
+        match status {
+            Status::Retry => {}
+            Status::Failed if self.retry_count < self.retry_limit => d.retry_count += 1,
+            // §9: both flags false, budget spent: N is discarded.
+            Status::Failed if !self.dead_lettering => d.terminal = true,
+            // READING R4 for dlq: dead-letters whatever the switch says.
+            Status::Failed | Status::Dlq => {
+                d.terminal = true;
+                d.dead_lettered = true;
+                d.reason = Some(self.dead_letter_reason(items, offsets, n));
+            }
+            Status::Completed => unreachable!("N is a nack"),
+        }
+        if d.terminal {
+            d.cursor = n;
+            d.retry_count = 0;
+        }
+        d
+    }
+
+    /// Applies a decision: cursor, retry counter, lease, the dead letter or
+    /// the discarded count.
+    fn write_ack(&mut self, d: &AckDecision) {
+        self.cursor = d.cursor;
+        self.retry_count = d.retry_count;
+        if d.release {
+            self.release();
+        }
+        if d.dead_lettered {
+            self.dead_letters.push(DeadLetter {
+                offset: d.nack_at.expect("a dead letter is at N"),
+                reason: d.reason.clone().expect("a dead letter has a reason"),
+            });
+        } else if d.terminal {
+            self.discarded += 1;
+        }
+    }
+
+    /// §10, §11: the per-item answers, after `write_ack`; `before` is the
+    /// cursor the call started from.
+    fn ack_results(
+        &self,
+        items: &[AckItem],
+        offsets: &[Option<i64>],
+        before: i64,
+        d: &AckDecision,
+    ) -> Vec<ItemResult> {
+        // READING R1: the state of the row after the call.
+        let lease_released = self.lease.is_none();
+        items
+            .iter()
+            .zip(offsets)
+            .map(|(it, off)| {
+                let mut r = ItemResult {
+                    index: it.index,
+                    transaction_id: it.transaction_id.clone(),
+                    success: false,
+                    error: None,
+                    lease_released,
+                    dlq: false,
+                    noop: false,
                 };
-                if dead_letter {
-                    let reason = self.reason(items, &remaining, n);
-                    self.dead_letters.push(DeadLetter { offset: n, reason });
-                    self.cursor = n;
-                    self.retry_count = 0;
-                    for i in at_n {
-                        out[i].dlq = true; // READING R2
+                match (*off, d.nack_at) {
+                    (None, _) => {
+                        r.error = Some(ERR_NOT_FOUND.into());
+                        r.noop = true;
+                    }
+                    (Some(off), _) if off <= before => {
+                        r.noop = true;
+                        if it.status.is_nack() {
+                            r.error = Some(ERR_ALREADY.into());
+                        } else {
+                            r.success = true;
+                        }
+                    }
+                    // No nack: every live item is a completed one inside P.
+                    (Some(_), None) => r.success = true,
+                    // Below N: completed (N is the lowest nack), inside P.
+                    (Some(off), Some(n)) if off < n => r.success = true,
+                    // READING R6, R2: every item at N with the effective status.
+                    (Some(off), Some(n)) if off == n && Some(it.status) == d.nack_status => {
+                        r.success = true;
+                        r.dlq = d.dead_lettered;
+                    }
+                    // §5: above N, or weaker at N.
+                    (Some(_), Some(_)) => {
+                        r.error = Some(ERR_SUPERSEDED.into());
+                        r.noop = true;
                     }
                 }
-                self.release();
-            }
-        }
-        self.mark_released(&mut out);
-        out
+                r
+            })
+            .collect()
     }
 
-    /// READING R1: the state of the row after the call.
-    fn mark_released(&self, out: &mut [ItemResult]) {
-        let released = self.lease.is_none();
-        for r in out.iter_mut() {
-            r.lease_released = released;
-        }
-    }
-
-    /// §3 "Dead-letter reason", READING R5.
-    fn reason(&self, items: &[AckItem], remaining: &[(usize, i64)], n: i64) -> String {
+    /// §9 dead-letter reason, READING R5: a nack item at N, else the first
+    /// nack item of the call, in request order, with a non-empty error.
+    fn dead_letter_reason(&self, items: &[AckItem], offsets: &[Option<i64>], n: i64) -> String {
         let usable = |i: usize| {
             let it = &items[i];
             if it.status.is_nack() {
@@ -370,19 +443,40 @@ impl Model {
                 None
             }
         };
-        remaining
-            .iter()
-            .filter(|(_, off)| *off == n)
-            .find_map(|(i, _)| usable(*i))
+        (0..items.len())
+            .filter(|i| offsets[*i] == Some(n))
+            .find_map(usable)
             .or_else(|| (0..items.len()).find_map(usable))
             .unwrap_or_else(|| DEFAULT_REASON.to_string())
     }
 }
 
+/// What `decide_ack` decided for one call (§7): the row after the call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AckDecision {
+    /// N (§5); None when the call holds no live nack.
+    pub nack_at: Option<i64>,
+    /// The effective status at N (§4).
+    pub nack_status: Option<Status>,
+    /// The new cursor: P (§6), or N when N is terminal.
+    pub cursor: i64,
+    /// The new retry counter (§8).
+    pub retry_count: i64,
+    /// The lease on the row is released (whoever holds it, §7).
+    pub release: bool,
+    /// N is dead-lettered or discarded: the cursor moves onto it.
+    pub terminal: bool,
+    /// N is dead-lettered (terminal and not discarded).
+    pub dead_lettered: bool,
+    /// The dead letter's error (§9), when dead-lettered.
+    pub reason: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
-    //! The §7 worked example: cursor 9, lease L over 10–19, retryLimit 3,
-    //! counter 0 — plus the §2 table and the budget/discard/reason rules.
+    //! The docs/ack-contract.md §16 worked example: cursor 9, lease L over
+    //! 10–19, retryLimit 3, counter 0 — plus the §2 table and the
+    //! budget/discard/reason rules (§8, §9).
     use super::*;
     use serde_json::json;
 

@@ -24,7 +24,7 @@ use crate::world::{
     CatchUp, Reply, Rng, World, CATCH_UP_BATCH, GROUP_B, LEASE_A, LEASE_B, QUEUE_A, QUEUE_B,
 };
 
-/// Every error string an ack item may carry (ack-contract §6), but
+/// Every error string an ack item may carry (docs/ack-contract.md §12), but
 /// `database error: ...`, which says nothing is known.
 pub const ACK_ERRORS: [&str; 5] = [
     "invalid or expired lease",
@@ -599,7 +599,8 @@ impl Worker {
         }
     }
 
-    /// What the contract says about one item, as far as one client can tell.
+    /// What docs/ack-contract.md (§7, §10, §11) says about one item, as far
+    /// as one client can tell.
     fn check_answer(
         &mut self,
         kind: AckKind,

@@ -154,7 +154,7 @@ pub struct World {
     /// (`Duration::MAX` while it runs).
     pub purges: Mutex<Vec<(Time, Time)>>,
     catch_up: Mutex<HashMap<(Uuid, &'static str), CatchUp>>,
-    /// Every 5xx answer (with what it said), for the report.
+    /// Every 5xx answer (with what it said), for the summary main.rs prints.
     pub server_errors: Mutex<Vec<String>>,
     fences: AtomicU64,
 }

@@ -1,7 +1,9 @@
-//! The test harness: the real gateway binary against a real PostgreSQL.
+//! The harness of the tests and the bench: the real gateway binary against a
+//! real PostgreSQL.
 //!
 //! `make test` provides `DATABASE_URL` (a throwaway cluster, already
-//! migrated), `GATEWAY_BIN` and `PGCURSOR_PG_BINDIR`.
+//! migrated), `GATEWAY_BIN` and `PGCURSOR_PG_BINDIR`. The bench starts its
+//! gateway through `GatewayConfig` with its own binary, cluster and pool size.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -70,17 +72,134 @@ pub fn temp_path(prefix: &str) -> PathBuf {
 /// override (e.g. a different DATABASE_URL, a bad setting).
 pub fn gateway_command(env: &[(&str, &str)]) -> (Command, u16) {
     let port = free_port();
-    let mut cmd = Command::new(gateway_bin());
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let cmd = command(&gateway_bin(), port, &env, &[]);
+    (cmd, port)
+}
+
+/// `bin` bound to 127.0.0.1:`port`, authentication off, `remove` taken out
+/// of the inherited environment, then `env` applied (it overrides all of
+/// that). Without a DATABASE_URL in `env`, the tests' `DATABASE_URL`.
+fn command(bin: &Path, port: u16, env: &[(String, String)], remove: &[String]) -> Command {
+    let mut cmd = Command::new(bin);
     // A test with its own database (a PrivateCluster) needs no DATABASE_URL.
-    if !env.iter().any(|(key, _)| *key == "DATABASE_URL") {
+    if !env.iter().any(|(key, _)| key == "DATABASE_URL") {
         cmd.env("DATABASE_URL", database_url());
     }
     cmd.env("PGCURSOR_BIND", format!("127.0.0.1:{port}"))
         .env_remove("PGCURSOR_TOKENS");
+    for key in remove {
+        cmd.env_remove(key);
+    }
     for (key, value) in env {
         cmd.env(key, value);
     }
-    (cmd, port)
+    cmd
+}
+
+/// How to start a gateway: which binary, which database, which settings.
+/// `GatewayConfig::new()` is what the tests use (`GATEWAY_BIN`,
+/// `DATABASE_URL`); the bench names its release binary, its own cluster and
+/// a pool size.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    bin: PathBuf,
+    /// Applied last, in order: a later entry wins.
+    env: Vec<(String, String)>,
+    /// Inherited variables the gateway must not see.
+    remove: Vec<String>,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig::new()
+    }
+}
+
+impl GatewayConfig {
+    /// `gateway_bin()` against `DATABASE_URL`, the environment inherited
+    /// except `PGCURSOR_TOKENS` (authentication off).
+    pub fn new() -> GatewayConfig {
+        GatewayConfig {
+            bin: gateway_bin(),
+            env: Vec::new(),
+            remove: Vec::new(),
+        }
+    }
+
+    /// Another gateway binary (the bench's release build).
+    pub fn bin(mut self, bin: impl Into<PathBuf>) -> Self {
+        self.bin = bin.into();
+        self
+    }
+
+    /// Another database than `DATABASE_URL`.
+    pub fn database_url(self, url: &str) -> Self {
+        self.env("DATABASE_URL", url)
+    }
+
+    /// `PGCURSOR_POOL_SIZE`.
+    pub fn pool_size(self, connections: usize) -> Self {
+        self.env("PGCURSOR_POOL_SIZE", &connections.to_string())
+    }
+
+    /// One more setting; overrides the port and anything set before.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Keeps an inherited variable (e.g. `RUST_LOG`) from the gateway.
+    pub fn env_remove(mut self, key: &str) -> Self {
+        self.remove.push(key.to_string());
+        self
+    }
+
+    /// Spawns the gateway and waits until `/health` answers 200; panics
+    /// (with its stderr) if it does not.
+    pub async fn start(self) -> Gateway {
+        self.try_start().await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As `start`, but a gateway that cannot be spawned, exits or stays
+    /// unhealthy is an `Err` carrying its stderr.
+    pub async fn try_start(self) -> Result<Gateway, String> {
+        let port = free_port();
+        let log = temp_path("pgcursor-gateway-log");
+        let child = spawn(&self, port, &log).inspect_err(|_| {
+            let _ = std::fs::remove_file(&log);
+        })?;
+        let mut gateway = Gateway {
+            base: format!("http://127.0.0.1:{port}"),
+            child,
+            log,
+            port,
+            config: self,
+        };
+        gateway.wait_healthy().await?;
+        Ok(gateway)
+    }
+}
+
+fn spawn(config: &GatewayConfig, port: u16, log: &Path) -> Result<Child, String> {
+    let mut cmd = command(&config.bin, port, &config.env, &config.remove);
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("open gateway log {}: {e}", log.display()))?;
+    cmd.stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "spawn {}: {e} (run `make build`, or `make bench` for the release binary)",
+                config.bin.display()
+            )
+        })
 }
 
 /// A running gateway process, killed when dropped.
@@ -89,46 +208,24 @@ pub struct Gateway {
     pub base: String,
     child: Child,
     log: PathBuf,
-    /// What it was started with, its port pinned, so `restart` can repeat it.
-    env: Vec<(String, String)>,
+    /// Kept across `restart`.
+    port: u16,
+    /// What it was started with, so `restart` can repeat it.
+    config: GatewayConfig,
 }
 
 impl Gateway {
+    /// `GatewayConfig::new().start()`: the tests' gateway.
     pub async fn start() -> Gateway {
-        Gateway::start_with(&[]).await
+        GatewayConfig::new().start().await
     }
 
-    /// Spawns the gateway and waits until `/health` answers 200.
+    /// The tests' gateway with `env` entries added (they override).
     pub async fn start_with(env: &[(&str, &str)]) -> Gateway {
-        let port = free_port();
-        // The port first: `env` entries still override everything.
-        let bind = ("PGCURSOR_BIND".to_string(), format!("127.0.0.1:{port}"));
-        let env: Vec<(String, String)> = std::iter::once(bind)
-            .chain(env.iter().map(|(k, v)| (k.to_string(), v.to_string())))
-            .collect();
-        let log = temp_path("pgcursor-gateway-log");
-        let mut gateway = Gateway {
-            base: format!("http://127.0.0.1:{port}"),
-            child: Gateway::spawn(&env, &log),
-            log,
-            env,
-        };
-        gateway.wait_healthy().await;
-        gateway
-    }
-
-    fn spawn(env: &[(String, String)], log: &Path) -> Child {
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let (mut cmd, _) = gateway_command(&env);
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .expect("open gateway log");
-        cmd.stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e} (run `make build`)", gateway_bin().display()))
+        env.iter()
+            .fold(GatewayConfig::new(), |config, (k, v)| config.env(k, v))
+            .start()
+            .await
     }
 
     /// The process id (to send it a signal).
@@ -146,8 +243,8 @@ impl Gateway {
     /// and waits until it is healthy.
     pub async fn restart(&mut self) {
         self.kill();
-        self.child = Gateway::spawn(&self.env, &self.log);
-        self.wait_healthy().await;
+        self.child = spawn(&self.config, self.port, &self.log).unwrap_or_else(|e| panic!("{e}"));
+        self.wait_healthy().await.unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// Waits up to `within` for the process to exit by itself.
@@ -174,25 +271,37 @@ impl Gateway {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    async fn wait_healthy(&mut self) {
+    /// Peak resident set size so far, in kB (VmHWM of /proc/<pid>/status);
+    /// None where there is no /proc.
+    pub fn peak_rss_kb(&self) -> Option<u64> {
+        proc_status_kb(self.pid(), "VmHWM:")
+    }
+
+    /// Starts a new peak: writing 5 to /proc/<pid>/clear_refs makes the
+    /// kernel reset VmHWM to the current RSS. False if that was refused.
+    pub fn reset_peak_rss(&self) -> bool {
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5").is_ok()
+    }
+
+    async fn wait_healthy(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + START_TIMEOUT;
         let client = client();
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
+                return Err(format!(
                     "gateway exited ({status}) before it was healthy:\n{}",
                     self.stderr()
-                );
+                ));
             }
             let health = client.get(self.url("/health")).send().await;
             if health.is_ok_and(|r| r.status().is_success()) {
-                return;
+                return Ok(());
             }
             if Instant::now() > deadline {
-                panic!(
+                return Err(format!(
                     "gateway not healthy after {START_TIMEOUT:?}:\n{}",
                     self.stderr()
-                );
+                ));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -205,6 +314,13 @@ impl Drop for Gateway {
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.log);
     }
+}
+
+/// A `kB` field of /proc/<pid>/status, e.g. `VmHWM:`.
+fn proc_status_kb(pid: u32, name: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(name))?;
+    line[name.len()..].split_whitespace().next()?.parse().ok()
 }
 
 /// A second, private PostgreSQL cluster (scripts/pg.sh) that a test may stop

@@ -39,7 +39,7 @@ pub struct E2eRun {
     pub ack: Percentiles,
     /// Gateway VmHWM during this run (HTTP only), kB.
     pub gateway_peak_rss_kb: Option<u64>,
-    /// msgs/s over pgmq's at the same batch size (set by the report).
+    /// msgs/s over pgmq's at the same batch size (set by report.rs).
     pub vs_pgmq_archive: Option<f64>,
     pub vs_pgmq_delete: Option<f64>,
 }
