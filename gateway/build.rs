@@ -21,7 +21,10 @@ fn main() {
         let numbered = name.len() > 3
             && name.as_bytes()[..2].iter().all(u8::is_ascii_digit)
             && name.as_bytes()[2] == b'_';
-        assert!(numbered, "sql/{name}: file names start with NN_ (their load order)");
+        assert!(
+            numbered,
+            "sql/{name}: file names start with NN_ (their load order)"
+        );
     }
 
     let mut out = String::from("pub const SQL_FILES: &[(&str, &str)] = &[\n");

@@ -21,7 +21,7 @@ RETURNS uuid LANGUAGE sql VOLATILE AS $$
         'hex')::uuid
 $$;
 
--- Is a lease that expires at expires_at still live (ack-contract §1)? The
+-- Is a lease that expires at expires_at still live (docs/ack-contract.md §1)? The
 -- one test of liveness: pop, ack, extension, transactions and inspection
 -- all ask here. (SQL and STABLE, so it inlines into their queries.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.lease_is_live(expires_at timestamptz)
@@ -29,7 +29,7 @@ RETURNS boolean LANGUAGE sql STABLE AS $$
     SELECT coalesce(expires_at > now(), false)
 $$;
 
--- ack-contract §9: dead-lettering is off only when both flags are explicitly false.
+-- docs/ack-contract.md §9: dead-lettering is off only when both flags are explicitly false.
 CREATE OR REPLACE FUNCTION pgcursor_internal.dead_lettering_enabled(queue pgcursor.queues)
 RETURNS boolean LANGUAGE sql STABLE AS $$
     SELECT NOT (queue.dead_letter_queue IS FALSE AND queue.dlq_after_max_retries IS FALSE)
@@ -52,7 +52,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
 $$;
 
 -- The cursor row of (partition, group), locked; created at cursor 0 when the
--- group never touched the partition (ack-contract §3). Concurrent calls for
+-- group never touched the partition (docs/ack-contract.md §3). Concurrent calls for
 -- one (partition, group) serialise here; other partitions never wait on it.
 CREATE OR REPLACE FUNCTION pgcursor_internal.lock_cursor(partition_id uuid, consumer_group text)
 RETURNS pgcursor.cursors LANGUAGE plpgsql AS $$

@@ -1,4 +1,4 @@
--- The ack contract (docs/ack-contract.md) for one group of items sharing
+-- The ack contract (docs/ack-contract.md, cited below by §) for one group of items sharing
 -- (partitionId, leaseId): one call, one transaction, one locked cursor row.
 --
 --   SELECT pgcursor.ack_group('{"partitionId":"0190...","consumerGroup":"billing","leaseId":"0190...",
@@ -27,28 +27,35 @@ RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE status WHEN 'dlq' THEN 3 WHEN 'failed' THEN 2 WHEN 'retry' THEN 1 ELSE 0 END
 $$;
 
--- One item of a group call, checked, normalised and resolved.
-CREATE TYPE pgcursor_internal.ack_item AS (
-    ord            integer,  -- position in this call's items, from 1
-    index          integer,  -- echoed: the item's place in the request (§10)
-    transaction_id text,
-    status         text,     -- normalised (§2)
-    error          text,     -- the nack reason; an empty string is none (§9)
-    msg_offset     bigint    -- through the transaction index; NULL: not found (§3)
-);
-
--- What one group call decides, before anything is written.
-CREATE TYPE pgcursor_internal.ack_decision AS (
-    nack_at         bigint,   -- N, the lowest nacked offset (§5); NULL when none
-    nack_status     text,     -- the effective status at N (§4)
-    prefix          bigint,   -- P, the completed prefix (§6)
-    new_cursor      bigint,
-    new_retry_count integer,
-    lease_released  boolean,  -- the row holds no lease after the call (§10)
-    terminal        boolean,  -- N is dead-lettered or discarded (§7)
-    dead_lettered   boolean,
-    reason          text      -- the dead-letter reason (§9), when dead_lettered
-);
+-- One item of a group call, checked, normalised and resolved; and what one
+-- group call decides, before anything is written. (Created once: see
+-- sql/00_namespace.sql.)
+DO $$
+BEGIN
+    IF to_regtype('pgcursor_internal.ack_item') IS NULL THEN
+        CREATE TYPE pgcursor_internal.ack_item AS (
+            ord            integer,  -- position in this call's items, from 1
+            index          integer,  -- echoed: the item's place in the request (§10)
+            transaction_id text,
+            status         text,     -- normalised (§2)
+            error          text,     -- the nack reason; an empty string is none (§9)
+            msg_offset     bigint    -- through the transaction index; NULL: not found (§3)
+        );
+    END IF;
+    IF to_regtype('pgcursor_internal.ack_decision') IS NULL THEN
+        CREATE TYPE pgcursor_internal.ack_decision AS (
+            nack_at         bigint,   -- N, the lowest nacked offset (§5); NULL when none
+            nack_status     text,     -- the effective status at N (§4)
+            prefix          bigint,   -- P, the completed prefix (§6)
+            new_cursor      bigint,
+            new_retry_count integer,
+            lease_released  boolean,  -- the row holds no lease after the call (§10)
+            terminal        boolean,  -- N is dead-lettered or discarded (§7)
+            dead_lettered   boolean,
+            reason          text      -- the dead-letter reason (§9), when dead_lettered
+        );
+    END IF;
+END $$;
 
 -- §13: what is wrong with one acknowledgement's own fields, named under
 -- `path` (acknowledgments[3], operations[0]), or NULL. status is never wrong (§2).

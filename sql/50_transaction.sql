@@ -25,7 +25,7 @@ RETURNS text LANGUAGE sql STABLE AS $$
                             FROM jsonb_array_elements(op -> 'items') WITH ORDINALITY AS x(item, n)) v
                        WHERE v.e IS NOT NULL ORDER BY v.n LIMIT 1)
             END
-        -- An ack operation is one acknowledgement: ack_group's own rules (ack-contract §13).
+        -- An ack operation is one acknowledgement: ack_group's own rules (docs/ack-contract.md §13).
         ELSE coalesce(pgcursor_internal.ack_item_error(op, format('operations[%s]', i)),
                       pgcursor_internal.ack_target_error(op, format('operations[%s].', i)))
     END

@@ -2,8 +2,9 @@
 //!
 //! Bootstrap = refinery's migrations (tables, indexes), then every `sql/*.sql`
 //! file (the stored functions) in the order their number prefixes give
-//! (sql/00_namespace.sql explains it), in one transaction. Both steps are serialised by an advisory lock so several
-//! gateways starting together against one database are safe.
+//! (sql/00_namespace.sql explains it), in one transaction. Both steps are
+//! serialised by an advisory lock so several gateways starting together
+//! against one database are safe.
 
 use std::error::Error as _;
 use std::time::{Duration, Instant};

@@ -1,9 +1,10 @@
 //! Black-box tests of POST /api/v1/ack and /api/v1/ack/batch against the
-//! real gateway binary and a real PostgreSQL (ack-contract §2–§6, the seed).
+//! real gateway binary and a real PostgreSQL (docs/ack-contract.md §2–§15).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use pgcursor_tests::fixtures::{bad_ack_items, AckIds};
 use pgcursor_tests::{client, db, Gateway};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -156,23 +157,70 @@ async fn seed_examples_answer_the_exact_field_set() {
     );
 }
 
-/// Every 400 of §6; each one leaves the cursor exactly where it was.
+/// Every malformed acknowledgement of tests/fixtures/bad_ack_items.json
+/// (docs/ack-contract.md §13), through both owners of the rule: over HTTP a
+/// 400 with the case's message, from SQL (as psql calls it) a 22023 with
+/// the same message; neither moves the cursor, the lease or the budget.
 #[tokio::test]
-async fn bad_requests_are_400_naming_the_field_and_change_nothing() {
+async fn bad_items_are_refused_alike_by_http_and_sql_and_change_nothing() {
+    let gw = Gateway::start().await;
+    let p = Partition::create(5).await;
+    let lease = p.pop("g", 5).await;
+    let ids = AckIds {
+        partition: p.id.to_string(),
+        lease: lease.to_string(),
+        tx: p.tx(5),
+    };
+    let cases = bad_ack_items();
+    assert!(cases.len() >= 20, "the fixture lost its cases");
+    let db = db().await;
+    for case in cases {
+        let (path, body) = case.http(&ids);
+        let (status, answer) = post_json(&gw, path, &body).await;
+        assert_eq!(
+            (status, answer["error"].as_str()),
+            (400, Some(case.message.as_str())),
+            "HTTP, {}: {body}",
+            case.name
+        );
+        assert_eq!(
+            p.state("g").await,
+            (0, Some(lease), 0),
+            "HTTP, {}: moved",
+            case.name
+        );
+
+        let Some(request) = case.sql(&ids) else {
+            assert!(case.not_in_sql.is_some());
+            continue;
+        };
+        let refused = db
+            .query_one("SELECT pgcursor.ack_group($1::jsonb)", &[&request])
+            .await
+            .expect_err(&format!("SQL, {}: {request} was accepted", case.name));
+        let refused = refused.as_db_error().expect("a database error");
+        assert_eq!(
+            (refused.code().code(), refused.message()),
+            ("22023", case.message.as_str()),
+            "SQL, {}: {request}",
+            case.name
+        );
+        assert_eq!(
+            p.state("g").await,
+            (0, Some(lease), 0),
+            "SQL, {}: moved",
+            case.name
+        );
+    }
+}
+
+/// The 400s about the body as a whole, which only HTTP can receive.
+#[tokio::test]
+async fn malformed_bodies_are_400_and_change_nothing() {
     let gw = Gateway::start().await;
     let p = Partition::create(5).await;
     let lease = p.pop("g", 5).await;
     let good = p.item(5, "completed", Some(lease));
-    let with = |field: &str, value: Value| {
-        let mut item = good.clone();
-        item[field] = value;
-        json!({"consumerGroup": "g", "acknowledgments": [good.clone(), item]})
-    };
-    let without = |field: &str| {
-        let mut item = good.clone();
-        item.as_object_mut().unwrap().remove(field);
-        json!({"consumerGroup": "g", "acknowledgments": [good.clone(), item]})
-    };
     let cases: Vec<(String, &str)> = vec![
         ("{not json".into(), "not valid JSON"),
         ("[]".into(), "must be a JSON object"),
@@ -193,46 +241,6 @@ async fn bad_requests_are_400_naming_the_field_and_change_nothing() {
             json!({"acknowledgments": [good.clone(), "x"]}).to_string(),
             "acknowledgments[1] must be an object",
         ),
-        (
-            without("transactionId").to_string(),
-            "acknowledgments[1].transactionId must be a string",
-        ),
-        (
-            with("transactionId", json!(12)).to_string(),
-            "acknowledgments[1].transactionId must be a string",
-        ),
-        (
-            without("partitionId").to_string(),
-            "acknowledgments[1].partitionId must be a UUID string",
-        ),
-        (
-            with("partitionId", json!("b1c2…5061")).to_string(),
-            "acknowledgments[1].partitionId must be a UUID string",
-        ),
-        (
-            with("leaseId", json!("0198…8a90")).to_string(),
-            "acknowledgments[1].leaseId must be a UUID string",
-        ),
-        (
-            with("leaseId", json!(7)).to_string(),
-            "acknowledgments[1].leaseId must be a UUID string",
-        ),
-        (
-            with("error", json!(["no"])).to_string(),
-            "acknowledgments[1].error must be a string",
-        ),
-        (
-            json!({"consumerGroup": 5, "acknowledgments": [good.clone()]}).to_string(),
-            "consumerGroup must be a string",
-        ),
-        (
-            with("error", json!("a\u{0}b")).to_string(),
-            "acknowledgments[1].error contains a NUL character",
-        ),
-        (
-            with("transactionId", json!("t\u{0}")).to_string(),
-            "acknowledgments[1].transactionId contains a NUL character",
-        ),
         ("[".repeat(500) + &"]".repeat(500), "recursion limit"),
     ];
     for (body, expected) in cases {
@@ -252,13 +260,67 @@ async fn bad_requests_are_400_naming_the_field_and_change_nothing() {
     // Invalid UTF-8 is not JSON either.
     let (status, _) = post(&gw, "/api/v1/ack/batch", vec![0xffu8, 0xfe, b'{']).await;
     assert_eq!(status, 400);
-    // The single route validates the same fields.
-    let (status, answer) = post_json(&gw, "/api/v1/ack", &json!({"partitionId": p.id})).await;
-    assert_eq!(
-        (status, answer["error"].as_str()),
-        (400, Some("transactionId must be a string"))
-    );
     assert_eq!(p.state("g").await, (0, Some(lease), 0));
+}
+
+/// docs/ack-contract.md §15: two groups of one partition (the live lease,
+/// and no lease) run in request order, every time. Cursor at 9, lease over
+/// 10–19: completed 19 (lease) then failed 15 (no lease) finds 15 already
+/// completed; failed 15 then completed 19 releases the lease first, so 19
+/// is refused.
+#[tokio::test]
+async fn groups_of_one_partition_answer_in_request_order_every_time() {
+    let gw = Gateway::start().await;
+    for round in 0..50 {
+        for complete_first in [true, false] {
+            let p = Partition::create(20).await;
+            let first = p.pop("g", 9).await;
+            let (_, done) = post_json(
+                &gw,
+                "/api/v1/ack",
+                &json!({"consumerGroup": "g",
+                "transactionId": p.tx(9), "partitionId": p.id, "leaseId": first}),
+            )
+            .await;
+            assert_eq!(done[0]["success"], true);
+            let lease = p.pop("g", 10).await;
+            let complete = p.item(19, "completed", Some(lease));
+            let fail = p.item(15, "failed", None);
+            let items = if complete_first {
+                vec![complete, fail]
+            } else {
+                vec![fail, complete]
+            };
+            let body = json!({"consumerGroup": "g", "acknowledgments": items});
+            let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &body).await;
+            assert_eq!(status, 200);
+            let by_tx = |offset: usize| {
+                answer
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|a| a["transactionId"] == p.tx(offset))
+                    .cloned()
+                    .unwrap()
+            };
+            let (nineteen, fifteen) = (by_tx(19), by_tx(15));
+            if complete_first {
+                assert_eq!(nineteen["success"], true, "round {round}: {answer}");
+                assert_eq!(
+                    fifteen["error"], "already completed",
+                    "round {round}: {answer}"
+                );
+                assert_eq!(p.state("g").await, (19, None, 0), "round {round}");
+            } else {
+                assert_eq!(fifteen["success"], true, "round {round}: {answer}");
+                assert_eq!(
+                    nineteen["error"], "invalid or expired lease",
+                    "round {round}: {answer}"
+                );
+                assert_eq!(p.state("g").await, (9, None, 1), "round {round}");
+            }
+        }
+    }
 }
 
 #[tokio::test]

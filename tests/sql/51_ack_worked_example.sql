@@ -1,4 +1,4 @@
--- ack-contract §7: every row of the worked example. Each row starts from
+-- docs/ack-contract.md §16: every row of the worked example. Each row starts from
 -- cursor 9, lease L over 10-19, retryLimit 3, counter 0.
 BEGIN;
 SELECT plan(30);

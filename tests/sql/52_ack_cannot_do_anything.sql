@@ -1,4 +1,4 @@
--- ack-contract §5 (acks that cannot do anything) and §6 (every per-item
+-- docs/ack-contract.md §11 (acks that cannot do anything) and §12 (every per-item
 -- error string): none is ever reported as a plain success, none moves anything.
 BEGIN;
 SELECT plan(20);

@@ -1,4 +1,4 @@
--- ack-contract §3 step 5: the retry budget, budget-free retry, dead-lettering
+-- docs/ack-contract.md §7–§9: the retry budget, budget-free retry, dead-lettering
 -- and discard, the reason rule, the payload snapshot, counters, and the
 -- lease-less path's teeth.
 BEGIN;

@@ -1,4 +1,4 @@
--- ack_group together with push and pop: expiry redelivers without charging,
+-- ack_group together with push and pop (docs/ack-contract.md §1, §8): expiry redelivers without charging,
 -- a failed ack redelivers from the cursor with the charged counter visible,
 -- and an expired lease is refused while a lease-less ack still lands.
 BEGIN;

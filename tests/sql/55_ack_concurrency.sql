@@ -1,4 +1,4 @@
--- ack_group locks the cursor row: concurrent calls for one (partition,
+-- ack_group locks the cursor row (docs/ack-contract.md §3): concurrent calls for one (partition,
 -- group) serialise, and calls for other partitions never wait on it. Two
 -- dblink sessions work on committed data (cleaned up at the end).
 BEGIN;

@@ -5,6 +5,8 @@
 //! migrated), `GATEWAY_BIN` and `PGCURSOR_PG_BINDIR`. The bench starts its
 //! gateway through `GatewayConfig` with its own binary, cluster and pool size.
 
+pub mod fixtures;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -1,9 +1,11 @@
-//! POST /api/v1/ack and /api/v1/ack/batch (ack-contract §2–§6).
+//! POST /api/v1/ack and /api/v1/ack/batch (docs/ack-contract.md).
 //!
-//! The gateway validates, normalises status, groups items by
-//! (partitionId, leaseId) and runs one `pgcursor.ack_group` call per group,
-//! concurrently, each on its own pooled connection; the answers are merged
-//! back into request order. Every rule about what an ack does lives in SQL.
+//! The gateway validates (the same rules ack_group enforces, §13), normalises
+//! status, groups items by (partitionId, leaseId) and runs one
+//! `pgcursor.ack_group` call per group, each on its own pooled connection:
+//! groups of different partitions concurrently, groups of one partition in
+//! request order (§15). The answers are merged back into request order.
+//! Every rule about what an ack does lives in SQL.
 
 use std::collections::HashMap;
 
@@ -311,24 +313,43 @@ async fn call_ack_group(
 /// Each group with the outcome of its call.
 type Outcomes<'a> = Vec<(Vec<&'a AckItem>, Result<RawJson, GroupFailure>)>;
 
-/// Runs every group (at most pool-size at once, so one huge batch cannot
-/// take every connection). 503 only when no group got a connection.
+/// Groups of one partition, in order of first appearance: they lock the same
+/// cursor row, so they run one after another and the request's order, not
+/// scheduling, decides between them (docs/ack-contract.md §15).
+pub fn partition_lanes(groups: Vec<Vec<&AckItem>>) -> Vec<Vec<Vec<&AckItem>>> {
+    let mut slot: HashMap<Uuid, usize> = HashMap::new();
+    let mut lanes: Vec<Vec<Vec<&AckItem>>> = Vec::new();
+    for group in groups {
+        let at = *slot.entry(group[0].partition_id).or_insert_with(|| {
+            lanes.push(Vec::new());
+            lanes.len() - 1
+        });
+        lanes[at].push(group);
+    }
+    lanes
+}
+
+/// Runs every group: the lanes of different partitions concurrently (at most
+/// pool-size at once, so one huge batch cannot take every connection), the
+/// groups of one lane in order. 503 only when no group got a connection.
 async fn run_groups<'a>(
     state: &AppState,
     request: &'a AckRequest,
 ) -> Result<Outcomes<'a>, ApiError> {
-    let groups = group_items(&request.items);
+    let lanes = partition_lanes(group_items(&request.items));
     let limit = state.config.pool_size.max(1);
-    let outcomes: Outcomes = stream::iter(groups)
-        .map(|group| async {
-            let outcome = call_ack_group(
-                state,
-                group_request(request.consumer_group.as_deref(), &group),
-            )
-            .await;
-            (group, outcome)
+    let consumer_group = request.consumer_group.as_deref();
+    let outcomes: Outcomes = stream::iter(lanes)
+        .map(|lane| async move {
+            let mut outcomes = Vec::with_capacity(lane.len());
+            for group in lane {
+                let outcome = call_ack_group(state, group_request(consumer_group, &group)).await;
+                outcomes.push((group, outcome));
+            }
+            outcomes
         })
         .buffer_unordered(limit)
+        .flat_map(stream::iter)
         .collect()
         .await;
     if outcomes
@@ -399,33 +420,39 @@ mod tests {
         }
     }
 
+    /// docs/ack-contract.md §2, from the table pgcursor.normalise_status is
+    /// tested against too (tests/fixtures/status_normalisation.json).
     #[test]
     fn status_normalisation_table() {
-        let table: &[(Option<Value>, &str)] = &[
-            (Some(json!("completed")), "completed"),
-            (Some(json!("failed")), "failed"),
-            (Some(json!("retry")), "retry"),
-            (Some(json!("dlq")), "dlq"),
-            (None, "completed"),
-            (Some(Value::Null), "completed"),
-            (Some(json!("success")), "failed"),
-            (Some(json!("Completed")), "failed"),
-            (Some(json!("FAILED")), "failed"),
-            (Some(json!("")), "failed"),
-            (Some(json!(" dlq")), "failed"),
-            (Some(json!("dlq ")), "failed"),
-            (Some(json!(1)), "failed"),
-            (Some(json!(true)), "failed"),
-            (Some(json!({"status": "completed"})), "failed"),
-            (Some(json!(["completed"])), "failed"),
-        ];
+        let table = pgcursor_tests::fixtures::status_normalisation();
+        assert!(table.len() >= 20, "the fixture lost its cases");
         for (input, expected) in table {
-            assert_eq!(normalise_status(input.as_ref()), *expected, "{input:?}");
+            assert_eq!(normalise_status(input.as_ref()), expected, "{input:?}");
+        }
+    }
+
+    /// Every item rule of §13, from the table ack_group and the black-box
+    /// tests read too (tests/fixtures/bad_ack_items.json).
+    #[test]
+    fn item_validation_names_field_and_index() {
+        let ids = pgcursor_tests::fixtures::AckIds {
+            partition: P1.into(),
+            lease: L1.into(),
+            tx: "t".into(),
+        };
+        for case in pgcursor_tests::fixtures::bad_ack_items() {
+            let (path, body) = case.http(&ids);
+            // As the routes read a body: NUL is refused while parsing it.
+            let parsed = parse_json(body.to_string().as_bytes()).and_then(|v| match path {
+                "/api/v1/ack" => parse_single(&v),
+                _ => parse_batch(&v, 100),
+            });
+            assert_eq!(bad(parsed), case.message, "{}: {body}", case.name);
         }
     }
 
     #[test]
-    fn batch_validation_names_field_and_index() {
+    fn body_level_validation() {
         let ok = json!({"transactionId": "t", "partitionId": P1});
         let cases = [
             (json!([]), "request body must be a JSON object"),
@@ -441,38 +468,6 @@ mod tests {
             (
                 json!({"acknowledgments": [ok, 5]}),
                 "acknowledgments[1] must be an object",
-            ),
-            (
-                json!({"acknowledgments": [{"partitionId": P1}]}),
-                "acknowledgments[0].transactionId must be a string",
-            ),
-            (
-                json!({"acknowledgments": [{"transactionId": 7, "partitionId": P1}]}),
-                "acknowledgments[0].transactionId must be a string",
-            ),
-            (
-                json!({"acknowledgments": [ok, {"transactionId": "t"}]}),
-                "acknowledgments[1].partitionId must be a UUID string",
-            ),
-            (
-                json!({"acknowledgments": [{"transactionId": "t", "partitionId": "b1c2…5061"}]}),
-                "acknowledgments[0].partitionId must be a UUID string",
-            ),
-            (
-                json!({"acknowledgments": [{"transactionId": "t", "partitionId": P1, "leaseId": "x"}]}),
-                "acknowledgments[0].leaseId must be a UUID string",
-            ),
-            (
-                json!({"acknowledgments": [{"transactionId": "t", "partitionId": P1, "leaseId": 3}]}),
-                "acknowledgments[0].leaseId must be a UUID string",
-            ),
-            (
-                json!({"acknowledgments": [{"transactionId": "t", "partitionId": P1, "error": {}}]}),
-                "acknowledgments[0].error must be a string",
-            ),
-            (
-                json!({"consumerGroup": 1, "acknowledgments": [ok]}),
-                "consumerGroup must be a string",
             ),
         ];
         for (body, expected) in cases {
@@ -533,6 +528,23 @@ mod tests {
             .map(|g| g.iter().map(|i| i.index).collect())
             .collect();
         assert_eq!(groups, vec![vec![0, 3], vec![1, 4], vec![2]]);
+    }
+
+    #[test]
+    fn groups_of_one_partition_share_a_lane_in_request_order() {
+        let body = json!({"acknowledgments": [
+            {"transactionId": "a", "partitionId": P1, "leaseId": L1},
+            {"transactionId": "b", "partitionId": P2},
+            {"transactionId": "c", "partitionId": P1},
+            {"transactionId": "d", "partitionId": P2, "leaseId": L1},
+            {"transactionId": "e", "partitionId": P1, "leaseId": L1},
+        ]});
+        let request = parse_batch(&body, 10).unwrap();
+        let lanes: Vec<Vec<Vec<usize>>> = partition_lanes(group_items(&request.items))
+            .iter()
+            .map(|lane| lane.iter().map(|g| g.iter().map(|i| i.index).collect()).collect())
+            .collect();
+        assert_eq!(lanes, vec![vec![vec![0, 4], vec![2]], vec![vec![1], vec![3]]]);
     }
 
     #[test]
