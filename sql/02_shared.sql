@@ -48,7 +48,19 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
         'completedRetentionSeconds', q.completed_retention_seconds,
         'delayedProcessing', q.delayed_processing,
         'maxSize', q.max_size,
-        'priority', q.priority)
+        'priority', q.priority,
+        'windowBuffer', q.window_buffer,
+        'maxWaitTimeSeconds', q.max_wait_time_seconds,
+        'retentionEnabled', q.retention_enabled,
+        'encryptionEnabled', q.encryption_enabled)
+$$;
+
+-- Messages still pending in a partition for its slowest group (all of them
+-- when no group has a cursor there yet). Offsets, so retention gaps count.
+CREATE OR REPLACE FUNCTION pgcursor_internal.partition_depth(p pgcursor.partitions)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT p.head - coalesce(min(c.cursor), 0)
+    FROM pgcursor.cursors c WHERE c.partition_id = p.id
 $$;
 
 -- The cursor row of (partition, group), locked; created at cursor 0 when the

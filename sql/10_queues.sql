@@ -4,6 +4,24 @@
 --   SELECT pgcursor.configure('{"queue":"orders","options":{"leaseTime":60,"retryLimit":5}}');
 --   SELECT pgcursor.delete_queue('orders');
 
+-- The options configure knows (docs/http-api.md, Queue options); any other
+-- name is a 22023 naming it, never silently ignored.
+CREATE OR REPLACE FUNCTION pgcursor_internal.check_option_names(opts jsonb)
+RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    unknown text;
+BEGIN
+    SELECT k INTO unknown FROM jsonb_object_keys(opts) k
+     WHERE k NOT IN ('leaseTime', 'retryLimit', 'deadLetterQueue', 'dlqAfterMaxRetries',
+                     'transactionIndexRetentionSeconds', 'retentionSeconds', 'completedRetentionSeconds',
+                     'retentionEnabled', 'delayedProcessing', 'windowBuffer', 'maxSize',
+                     'maxWaitTimeSeconds', 'priority', 'encryptionEnabled')
+     ORDER BY k LIMIT 1;
+    IF unknown IS NOT NULL THEN
+        RAISE EXCEPTION 'options.% is not a queue option', unknown USING ERRCODE = '22023';
+    END IF;
+END $$;
+
 -- configure: {"queue","namespace"?,"task"?,"options"?} -> {"configured":true,...}.
 -- Creates the queue with the defaults, then applies the options given; options
 -- not given (and a namespace/task that is absent or null) keep their value.
@@ -16,12 +34,13 @@ DECLARE
     opts  jsonb := coalesce(nullif(req -> 'options', 'null'::jsonb), '{}'::jsonb);
     q     pgcursor.queues;
 BEGIN
-    IF coalesce(qname, '') = '' THEN
-        RAISE EXCEPTION 'queue is required and must be a non-empty string' USING ERRCODE = '22023';
+    IF qname IS NULL THEN
+        RAISE EXCEPTION 'queue is required and must be a string' USING ERRCODE = '22023';
     END IF;
     IF jsonb_typeof(opts) <> 'object' THEN
         RAISE EXCEPTION 'options must be an object' USING ERRCODE = '22023';
     END IF;
+    PERFORM pgcursor_internal.check_option_names(opts);
     INSERT INTO pgcursor.queues (name) VALUES (qname) ON CONFLICT DO NOTHING;
     UPDATE pgcursor.queues SET
         namespace = coalesce(ns, namespace),
@@ -37,7 +56,12 @@ BEGIN
             pgcursor_internal.option_int(opts, 'completedRetentionSeconds', completed_retention_seconds),
         delayed_processing = pgcursor_internal.option_int(opts, 'delayedProcessing', delayed_processing),
         max_size = pgcursor_internal.option_int(opts, 'maxSize', max_size),
-        priority = pgcursor_internal.option_int(opts, 'priority', priority, NULL)
+        priority = pgcursor_internal.option_int(opts, 'priority', priority, NULL),
+        window_buffer = pgcursor_internal.option_int(opts, 'windowBuffer', window_buffer),
+        max_wait_time_seconds = pgcursor_internal.option_int(opts, 'maxWaitTimeSeconds', max_wait_time_seconds),
+        retention_enabled = pgcursor_internal.option_bool(opts, 'retentionEnabled', retention_enabled),
+        encryption_enabled = coalesce(pgcursor_internal.option_bool(opts, 'encryptionEnabled', encryption_enabled),
+                                      false)
     WHERE name = qname
     RETURNING * INTO q;
     RETURN jsonb_build_object('configured', true, 'queue', q.name, 'namespace', q.namespace,

@@ -10,8 +10,8 @@ RETURNS text LANGUAGE sql STABLE AS $$  -- STABLE like format(), so it inlines
     SELECT CASE
         WHEN jsonb_typeof(item) IS DISTINCT FROM 'object' THEN
             format('items[%s] must be an object', i)
-        WHEN jsonb_typeof(item -> 'queue') IS DISTINCT FROM 'string' OR item ->> 'queue' = '' THEN
-            format('items[%s].queue is required and must be a non-empty string', i)
+        WHEN jsonb_typeof(item -> 'queue') IS DISTINCT FROM 'string' THEN
+            format('items[%s].queue is required and must be a string', i)
         WHEN coalesce(jsonb_typeof(item -> 'partition'), 'null') NOT IN ('null', 'string')
              OR item ->> 'partition' = '' THEN
             format('items[%s].partition must be a non-empty string', i)
@@ -73,11 +73,15 @@ END $$;
 -- that lock. A missing transactionId is generated here, once. A
 -- transactionId already indexed, or repeated earlier in the request for the
 -- same partition, is a duplicate (generated ids are new by construction and
--- skip the index probe); the others get head+1, head+2, ... in request
+-- skip the index probe) and answers the stored message's message_id. A queue
+-- with room (full_queues[i] has room[i] messages left under its maxSize)
+-- takes new messages in request order until it is full; the rest answer
+-- "failed", "queue is full". The others get head+1, head+2, ... in request
 -- order, with one head bump per partition. (Window functions only, no
 -- self-joins: batches of 1000 items stay linear.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.push_write(
-    items jsonb, queues text[], names text[], ids uuid[], heads bigint[])
+    items jsonb, queues text[], names text[], ids uuid[], heads bigint[],
+    full_queues text[], room bigint[])
 RETURNS jsonb LANGUAGE plpgsql AS $$  -- plpgsql, not sql, only so the plan is cached
 DECLARE
     result jsonb;
@@ -87,53 +91,96 @@ BEGIN
                coalesce(a.item ->> 'partition', 'Default') AS partition,
                a.item ->> 'transactionId' AS given,
                coalesce(a.item ->> 'transactionId', pgcursor_internal.uuidv7()::text) AS txid,
+               pgcursor_internal.uuidv7() AS mid,
                a.item -> 'payload' AS payload, (a.item ->> 'traceId')::uuid AS trace_id
         FROM jsonb_array_elements(items) WITH ORDINALITY AS a(item, n)
     ), located AS (
-        SELECT it.*, l.id AS pid, l.head
+        SELECT it.*, l.id AS pid, l.head, r.room
         FROM it JOIN unnest(queues, names, ids, heads) AS l(q, n, id, head)
                   ON l.q = it.queue AND l.n = it.partition
+        LEFT JOIN unnest(full_queues, room) AS r(q, room) ON r.q = it.queue
     ), classified AS (
-        SELECT c.*, t.msg_offset AS existing,
+        SELECT c.*, t.msg_offset AS existing, t.message_id AS existing_mid,
                c.given IS NULL OR c.index = min(c.index) OVER (PARTITION BY c.pid, c.given) AS first_seen
         FROM located c
         -- One primary-key probe per given id. (A plain join, planned while the
         -- table was small, scans the partition's whole index once per item.)
-        LEFT JOIN LATERAL (SELECT x.msg_offset FROM pgcursor.transaction_index x
+        LEFT JOIN LATERAL (SELECT x.msg_offset, m.message_id FROM pgcursor.transaction_index x
+                           LEFT JOIN pgcursor.messages m
+                                  ON m.partition_id = x.partition_id AND m.msg_offset = x.msg_offset
                            WHERE c.given IS NOT NULL
                              AND x.partition_id = c.pid AND x.transaction_id = c.given
                            LIMIT 1) t ON true
-    ), ranked AS (  -- k: how many new messages this partition has up to this item
-        SELECT c.*, c.existing IS NULL AND c.first_seen AS fresh,
-               count(*) FILTER (WHERE c.existing IS NULL AND c.first_seen)
-                   OVER (PARTITION BY c.pid ORDER BY c.index) AS k
+    ), capped AS (  -- new messages beyond a queue's room do not fit
+        SELECT c.*, c.existing IS NULL AND c.first_seen AND c.room IS NOT NULL
+                    AND count(*) FILTER (WHERE c.existing IS NULL AND c.first_seen)
+                            OVER (PARTITION BY c.queue ORDER BY c.index) > c.room AS no_room
         FROM classified c
-    ), placed AS (  -- a repeat within the request takes its first occurrence's k
-        SELECT r.*, coalesce(r.existing, r.head + min(r.k) OVER (PARTITION BY r.pid, r.txid)) AS off
+    ), ranked AS (  -- k: how many new messages this partition has up to this item
+        SELECT c.*, c.existing IS NULL AND c.first_seen AND NOT c.no_room AS fresh,
+               bool_or(c.no_room) OVER (PARTITION BY c.pid, c.txid) AND c.existing IS NULL AS refused,
+               count(*) FILTER (WHERE c.existing IS NULL AND c.first_seen AND NOT c.no_room)
+                   OVER (PARTITION BY c.pid ORDER BY c.index) AS k
+        FROM capped c
+    ), placed AS (  -- a repeat within the request takes its first occurrence's k and id
+        SELECT r.*, coalesce(r.existing, r.head + min(r.k) OVER (PARTITION BY r.pid, r.txid)) AS off,
+               coalesce(r.existing_mid, first_value(r.mid) OVER (PARTITION BY r.pid, r.txid ORDER BY r.index))
+                   AS message_id
         FROM ranked r
     ), bumped AS (
         UPDATE pgcursor.partitions p SET head = p.head + f.n
         FROM (SELECT pid, max(k) AS n FROM ranked GROUP BY pid HAVING max(k) > 0) f
         WHERE p.id = f.pid
     ), msgs AS (
-        INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id)
-        SELECT pid, off, txid, payload, trace_id FROM placed WHERE fresh
+        INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id)
+        SELECT pid, off, txid, payload, trace_id, message_id FROM placed WHERE fresh
     ), idx AS (
         INSERT INTO pgcursor.transaction_index (partition_id, transaction_id, msg_offset)
         SELECT pid, txid, off FROM placed WHERE fresh
     )
-    SELECT coalesce(jsonb_agg(jsonb_build_object(
+    SELECT coalesce(jsonb_agg(CASE WHEN refused THEN jsonb_build_object(
+               'index', index, 'transactionId', txid, 'partitionId', pid, 'partition', partition,
+               'queue', queue, 'offset', NULL, 'message_id', NULL, 'status', 'failed',
+               'error', 'queue is full')
+           ELSE jsonb_build_object(
                'index', index, 'transactionId', txid, 'partitionId', pid,
-               'partition', partition, 'queue', queue, 'offset', off,
+               'partition', partition, 'queue', queue, 'offset', off, 'message_id', message_id,
                'status', CASE WHEN fresh THEN 'queued' ELSE 'duplicate' END,
-               'error', NULL) ORDER BY index), '[]'::jsonb)
+               'error', NULL) END ORDER BY index), '[]'::jsonb)
     INTO result
     FROM placed;
     RETURN result;
 END $$;
 
+-- How many more messages each queue with a maxSize takes: maxSize less its
+-- depth (messages some group has not consumed yet, counted by offset; every
+-- message when no group has a cursor). The queue rows are locked, so two
+-- pushes cannot both take the last room.
+CREATE OR REPLACE FUNCTION pgcursor_internal.queue_room(queues text[])
+RETURNS TABLE (queue text, room bigint) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT q.name, q.max_size - coalesce((SELECT sum(pgcursor_internal.partition_depth(p))
+                                            FROM pgcursor.partitions p WHERE p.queue = q.name), 0)::bigint
+      FROM (SELECT x.name, x.max_size FROM pgcursor.queues x
+             WHERE x.name = ANY (queues) AND x.max_size > 0
+             ORDER BY x.name FOR NO KEY UPDATE) q;
+END $$;
+
+-- Maintenance mode refuses a push before it writes anything (PC503: the
+-- gateway's 503 with Retry-After), so nothing is accepted that is not stored.
+CREATE OR REPLACE FUNCTION pgcursor_internal.refuse_push_in_maintenance()
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF (SELECT enabled FROM pgcursor.maintenance WHERE mode = 'push') THEN
+        RAISE EXCEPTION 'maintenance mode: pushes are paused' USING ERRCODE = 'PC503';
+    END IF;
+END $$;
+
 -- push: {"items":[...]} -> array in request order of
--- {index, transactionId, partitionId, partition, queue, offset, status, error}.
+-- {index, transactionId, partitionId, partition, queue, offset, message_id,
+-- status (queued, duplicate or failed), error}.
 CREATE OR REPLACE FUNCTION pgcursor.push(req jsonb)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -141,9 +188,12 @@ DECLARE
     names  text[];
     ids    uuid[];
     heads  bigint[];
+    full_queues text[];
+    room   bigint[];
     result jsonb;
 BEGIN
     PERFORM pgcursor_internal.check_push_items(req);
+    PERFORM pgcursor_internal.refuse_push_in_maintenance();
     SELECT array_agg(d.q ORDER BY d.q, d.n), array_agg(d.n ORDER BY d.q, d.n) INTO queues, names
     FROM (SELECT DISTINCT x ->> 'queue' AS q, coalesce(x ->> 'partition', 'Default') AS n
           FROM jsonb_array_elements(req -> 'items') x) d;
@@ -159,7 +209,9 @@ BEGIN
           JOIN unnest(queues, names) u(q, n) ON p.queue = u.q AND p.name = u.n
           ORDER BY p.id
           FOR NO KEY UPDATE OF p) l;
-    result := pgcursor_internal.push_write(req -> 'items', queues, names, ids, heads);
+    SELECT array_agg(r.queue), array_agg(r.room) INTO full_queues, room
+      FROM pgcursor_internal.queue_room(queues) r;
+    result := pgcursor_internal.push_write(req -> 'items', queues, names, ids, heads, full_queues, room);
     -- Wake long-polling pops (one notification per queue).
     PERFORM pg_notify('pgcursor_push', q) FROM (SELECT DISTINCT unnest(queues) AS q) d;
     RETURN result;

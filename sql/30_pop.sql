@@ -7,17 +7,13 @@
 --   SELECT pgcursor.pop('{"namespace":"shop","partitions":4,"batch":100,"consumerGroup":"billing"}');
 --   SELECT pgcursor.pop('{"queue":"orders","consumerGroup":"audit","subscriptionMode":"new","autoAck":true}');
 
--- subscriptionMode: 'all' (default) or 'new'.
+-- subscriptionMode, Queen's rule: "new" and "new-only" mean new; any other
+-- string (absent: all) means all.
 CREATE OR REPLACE FUNCTION pgcursor_internal.subscription_mode(req jsonb)
-RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-    mode text := coalesce(pgcursor_internal.optional_text(req, 'subscriptionMode'), 'all');
-BEGIN
-    IF mode NOT IN ('all', 'new') THEN
-        RAISE EXCEPTION 'subscriptionMode must be "all" or "new"' USING ERRCODE = '22023';
-    END IF;
-    RETURN mode;
-END $$;
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN pgcursor_internal.optional_text(req, 'subscriptionMode') IN ('new', 'new-only')
+                THEN 'new' ELSE 'all' END
+$$;
 
 -- subscriptionFrom: an ISO timestamp (or anything timestamptz accepts, e.g. 'now'), or null.
 CREATE OR REPLACE FUNCTION pgcursor_internal.subscription_from(req jsonb)
@@ -60,18 +56,15 @@ BEGIN
                  WHERE (ns IS NULL OR q.namespace = ns) AND (tk IS NULL OR q.task = tk));
 END $$;
 
--- Where a group's new cursor on partition p starts. A group already present on
--- the queue subscribed before this partition was seen: it starts at 0. A new
--- group starts at 0 (mode all), at the head (mode new), or just before the
--- first message created at or after `since`.
+-- Where a group's new cursor on partition p starts. A group already present
+-- on the queue subscribed before this partition was seen: it starts at 0. A
+-- new group starts at 0 (mode all), at the head (mode new), or just before
+-- the first message created at or after `since`.
 CREATE OR REPLACE FUNCTION pgcursor_internal.start_cursor(
-    p pgcursor.partitions, grp text, mode text, since timestamptz)
+    p pgcursor.partitions, present boolean, mode text, since timestamptz)
 RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT CASE
-        WHEN (mode = 'all' AND since IS NULL)
-             OR EXISTS (SELECT 1 FROM pgcursor.partitions o
-                        JOIN pgcursor.cursors c ON c.partition_id = o.id AND c.consumer_group = grp
-                        WHERE o.queue = p.queue) THEN 0
+        WHEN present OR (mode = 'all' AND since IS NULL) THEN 0
         WHEN since IS NULL THEN p.head
         ELSE coalesce((SELECT min(m.msg_offset) - 1 FROM pgcursor.messages m
                        WHERE m.partition_id = p.id AND m.created_at >= since), p.head)
@@ -81,6 +74,9 @@ $$;
 -- Creates the group's missing cursor rows. When any selected partition lacks
 -- one, rows are made for every partition of the queues involved, so the
 -- group's subscription point is fixed for the whole queue at its first pop.
+-- Whether the group is already present on a queue is asked once per queue
+-- (one primary-key probe per partition until the first hit), not once per
+-- partition: a new group's first pop stays linear in the partitions.
 CREATE OR REPLACE FUNCTION pgcursor_internal.ensure_cursors(
     sel uuid[], grp text, mode text, since timestamptz)
 RETURNS void LANGUAGE plpgsql AS $$
@@ -91,17 +87,46 @@ BEGIN
         RETURN;
     END IF;
     INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
-    SELECT p.id, grp, pgcursor_internal.start_cursor(p, grp, mode, since)
-    FROM pgcursor.partitions p
-    WHERE p.queue IN (SELECT queue FROM pgcursor.partitions WHERE id = ANY (sel))
-      AND NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
+    SELECT p.id, grp, pgcursor_internal.start_cursor(p, q.present, mode, since)
+    FROM (SELECT x.queue, EXISTS (SELECT 1 FROM pgcursor.partitions o
+                                   JOIN pgcursor.cursors c ON c.partition_id = o.id AND c.consumer_group = grp
+                                  WHERE o.queue = x.queue) AS present
+            FROM (SELECT DISTINCT queue FROM pgcursor.partitions WHERE id = ANY (sel)) x) q
+    JOIN pgcursor.partitions p ON p.queue = q.queue
+    WHERE NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
                       WHERE c.partition_id = p.id AND c.consumer_group = grp)
     ORDER BY p.id  -- same order in every pop: concurrent first pops wait, never deadlock
     ON CONFLICT DO NOTHING;
 END $$;
 
--- Claims up to nparts partitions with pending messages and no live lease for
--- the group, fairest first (queue priority, then least recently acked or
+-- The last offset of a partition a pop may hand out now: delayedProcessing
+-- holds back every message younger than the delay and all after it (delivery
+-- stays in order), so this is just below the first message still too young.
+-- One range scan of the (partition_id, created_at) index over the young ones.
+CREATE OR REPLACE FUNCTION pgcursor_internal.deliverable_to(
+    partition_id uuid, cursor_at bigint, head bigint, delay integer)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN delay = 0 THEN head ELSE coalesce(
+        (SELECT min(m.msg_offset) - 1 FROM pgcursor.messages m
+          WHERE m.partition_id = deliverable_to.partition_id
+            AND m.created_at > now() - delay * interval '1 second' AND m.msg_offset > cursor_at),
+        head) END
+$$;
+
+-- windowBuffer: a partition is served only once it has been quiet that long,
+-- i.e. its newest message is at least `window` seconds old.
+CREATE OR REPLACE FUNCTION pgcursor_internal.window_is_quiet(
+    partition_id uuid, head bigint, window_seconds integer)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT window_seconds = 0 OR NOT EXISTS (
+        SELECT 1 FROM pgcursor.messages m
+         WHERE m.partition_id = window_is_quiet.partition_id AND m.msg_offset = head
+           AND m.created_at > now() - window_seconds * interval '1 second')
+$$;
+
+-- Claims up to nparts partitions with deliverable messages (pending, past
+-- delayedProcessing, in a partition quiet for windowBuffer) and no live
+-- lease for the group, fairest first (queue priority, then least recently acked or
 -- leased), giving each min(pending, what is left of batch). Rows are locked
 -- SKIP LOCKED and the lease condition is re-checked on the locked version, so
 -- no two pops of one group ever hold one partition. With lease_id null
@@ -115,14 +140,17 @@ LANGUAGE plpgsql AS $$  -- plpgsql, not sql, only so the plan is cached (plannin
 BEGIN
     RETURN QUERY
     WITH locked AS (
-        SELECT c.partition_id, c.cursor, c.retry_count, p.head, p.queue, p.name, q.lease_time,
+        SELECT c.partition_id, c.cursor, c.retry_count, r.ready AS head, p.queue, p.name, q.lease_time,
                q.priority, greatest(c.last_ack_at, c.lease_expires_at) AS last_served
         FROM pgcursor.cursors c
         JOIN pgcursor.partitions p ON p.id = c.partition_id
         JOIN pgcursor.queues q ON q.name = p.queue
+        CROSS JOIN LATERAL (SELECT pgcursor_internal.deliverable_to(c.partition_id, c.cursor, p.head,
+                                                                    q.delayed_processing) AS ready) r
         WHERE c.partition_id = ANY (sel) AND c.consumer_group = grp
-          AND c.cursor < p.head
+          AND c.cursor < p.head AND c.cursor < r.ready
           AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
+          AND pgcursor_internal.window_is_quiet(c.partition_id, p.head, q.window_buffer)
         ORDER BY q.priority DESC, greatest(c.last_ack_at, c.lease_expires_at) NULLS FIRST, c.partition_id
         LIMIT nparts
         FOR UPDATE OF c SKIP LOCKED
@@ -168,6 +196,9 @@ DECLARE
     claims jsonb;
     msgs   jsonb;
 BEGIN
+    IF (SELECT m.enabled FROM pgcursor.maintenance m WHERE m.mode = 'pop') THEN
+        RETURN '{"success": true, "messages": [], "paused": true}'::jsonb;
+    END IF;
     PERFORM pgcursor_internal.ensure_cursors(sel, grp, mode, since);
     SELECT jsonb_agg(to_jsonb(b) ORDER BY b.rank) INTO claims
     FROM pgcursor_internal.claim_batches(sel, grp, batch, nparts, lease) b;
@@ -179,7 +210,7 @@ BEGIN
     -- a plain join lets the planner, guessing 100 claims, hash-join them
     -- against a scan of the whole messages table.
     SELECT coalesce(jsonb_agg(jsonb_build_object(
-               'transactionId', m.transaction_id, 'partitionId', b.partition_id,
+               'id', m.message_id, 'transactionId', m.transaction_id, 'partitionId', b.partition_id,
                'partition', b.partition, 'queue', b.queue, 'offset', m.msg_offset,
                'leaseId', lease, 'consumerGroup', grp, 'data', m.payload, 'payload', m.payload,
                'createdAt', pgcursor_internal.rfc3339_utc(m.created_at), 'traceId', m.trace_id,
@@ -188,7 +219,7 @@ BEGIN
     FROM jsonb_to_recordset(claims) AS b(rank bigint, partition_id uuid, queue text, partition text,
                                          batch_start bigint, batch_end bigint, retry_count integer)
     CROSS JOIN LATERAL (
-        SELECT m.msg_offset, m.transaction_id, m.payload, m.created_at, m.trace_id
+        SELECT m.msg_offset, m.transaction_id, m.payload, m.created_at, m.trace_id, m.message_id
         FROM pgcursor.messages m
         WHERE m.partition_id = b.partition_id AND m.msg_offset BETWEEN b.batch_start AND b.batch_end
         OFFSET 0) m;

@@ -4,13 +4,14 @@
 
 -- extend_lease: {"leaseId","seconds"?} -> {leaseId, success, newExpiresAt, renewed, error}.
 -- Every LIVE cursor row holding the lease is pushed to
--- greatest(current expiry, now + seconds); seconds defaults to each row's
--- queue leaseTime. An expired, released or unknown lease renews nothing.
+-- greatest(current expiry, now + seconds); seconds defaults to 60, as
+-- Queen's clients expect (a renewal of a 2-second lease asks for the 60).
+-- An expired, released or unknown lease renews nothing.
 CREATE OR REPLACE FUNCTION pgcursor.extend_lease(req jsonb)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     lease_text text := pgcursor_internal.optional_text(req, 'leaseId');
-    secs       integer := pgcursor_internal.positive_int_arg(req, 'seconds', NULL);
+    secs       integer := pgcursor_internal.positive_int_arg(req, 'seconds', 60);
     lease      uuid;
     renewed    integer;
     expires    timestamptz;
@@ -24,9 +25,8 @@ BEGIN
     WITH extended AS (
         UPDATE pgcursor.cursors c
         SET lease_expires_at = greatest(c.lease_expires_at,
-                                        now() + coalesce(secs, q.lease_time) * interval '1 second')
-        FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
-        WHERE c.lease_id = lease AND pgcursor_internal.lease_is_live(c.lease_expires_at) AND p.id = c.partition_id
+                                        now() + secs * interval '1 second')
+        WHERE c.lease_id = lease AND pgcursor_internal.lease_is_live(c.lease_expires_at)
         RETURNING c.lease_expires_at
     )
     SELECT count(*), max(lease_expires_at) INTO renewed, expires FROM extended;

@@ -16,14 +16,6 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
     END
 $$;
 
--- Messages still pending in a partition for its slowest group (all of them
--- when no group has a cursor there yet). Offsets, so retention gaps count.
-CREATE OR REPLACE FUNCTION pgcursor_internal.partition_depth(p pgcursor.partitions)
-RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT p.head - coalesce(min(c.cursor), 0)
-    FROM pgcursor.cursors c WHERE c.partition_id = p.id
-$$;
-
 -- cursors: per consumer group on the partition, its whole consumption state.
 -- Unknown partition -> P0002.
 CREATE OR REPLACE FUNCTION pgcursor.cursors(pid uuid)
@@ -85,7 +77,7 @@ BEGIN
     END IF;
     SELECT * INTO m FROM pgcursor.messages x WHERE x.partition_id = pid AND x.msg_offset = off;
     RETURN jsonb_build_object(
-        'transactionId', txid, 'offset', off, 'partitionId', p.id, 'partition', p.name,
+        'id', m.message_id, 'transactionId', txid, 'offset', off, 'partitionId', p.id, 'partition', p.name,
         'queue', p.queue, 'payload', m.payload, 'data', m.payload, 'createdAt', pgcursor_internal.rfc3339_utc(m.created_at),
         'traceId', m.trace_id,
         'groups', (SELECT coalesce(jsonb_agg(jsonb_build_object(

@@ -1,6 +1,6 @@
 -- pgcursor.push: auto-create, dense offsets, duplicates, validation, concurrency.
 BEGIN;
-SELECT plan(40);
+SELECT plan(42);
 
 CREATE TEMP TABLE r ON COMMIT DROP AS
 SELECT pgcursor.push('{"items":[{"queue":"t10","payload":{"n":1}},
@@ -15,9 +15,15 @@ SELECT is((SELECT head FROM pgcursor.partitions WHERE queue = 't10'), 2::bigint,
 
 -- answer shape
 SELECT is(jsonb_array_length((SELECT out FROM r)), 2, 'one result per item');
-SELECT is((SELECT out -> 0 FROM r) - 'transactionId' - 'partitionId',
+SELECT is((SELECT out -> 0 FROM r) - 'transactionId' - 'partitionId' - 'message_id',
           '{"index":0,"partition":"Default","queue":"t10","offset":1,"status":"queued","error":null}'::jsonb,
           'first item: index 0, offset 1, queued');
+SELECT is((SELECT out -> 0 ->> 'message_id' FROM r),
+          (SELECT m.message_id::text FROM pgcursor.messages m JOIN pgcursor.partitions p ON p.id = m.partition_id
+            WHERE p.queue = 't10' AND m.msg_offset = 1),
+          'message_id: the stored message''s own id');
+SELECT isnt((SELECT out -> 0 ->> 'message_id' FROM r), (SELECT out -> 1 ->> 'message_id' FROM r),
+            'each message has its own message_id');
 SELECT is((SELECT out -> 1 ->> 'transactionId' FROM r), 'a', 'given transactionId echoed');
 SELECT is((SELECT (out -> 1 ->> 'offset')::int FROM r), 2, 'second item gets offset 2');
 SELECT matches((SELECT out -> 0 ->> 'transactionId' FROM r),
@@ -50,7 +56,7 @@ SELECT is((SELECT array_agg(msg_offset ORDER BY msg_offset) FROM pgcursor.messag
 
 -- the same transactionId in another partition is another message
 SELECT is((pgcursor.push('{"items":[{"queue":"t10","partition":"eu","payload":1,"transactionId":"a"}]}') -> 0)
-          - 'partitionId' - 'transactionId',
+          - 'partitionId' - 'transactionId' - 'message_id',
           '{"index":0,"partition":"eu","queue":"t10","offset":1,"status":"queued","error":null}'::jsonb,
           'same transactionId in another partition: queued at offset 1 there');
 
@@ -78,7 +84,7 @@ SELECT is((SELECT jsonb_agg(jsonb_build_array(x ->> 'queue', x ->> 'partition', 
 SELECT throws_ok($$SELECT pgcursor.push('{"items":{}}')$$, '22023', 'items is required and must be an array', 'items not an array');
 SELECT throws_ok($$SELECT pgcursor.push('{}')$$, '22023', 'items is required and must be an array', 'items missing');
 SELECT throws_ok($$SELECT pgcursor.push('{"items":[{"queue":"t10","payload":1},{"payload":1}]}')$$,
-                 '22023', 'items[1].queue is required and must be a non-empty string', 'missing queue');
+                 '22023', 'items[1].queue is required and must be a string', 'missing queue');
 SELECT throws_ok($$SELECT pgcursor.push('{"items":[{"queue":"t10"}]}')$$,
                  '22023', 'items[0].payload is required', 'missing payload');
 SELECT throws_ok($$SELECT pgcursor.push('{"items":[{"queue":"t10","payload":1,"transactionId":5}]}')$$,

@@ -1,7 +1,7 @@
 -- pgcursor.pop: leasing, capping, live-lease skip, re-lease after expiry,
 -- multi-partition pops, groups, subscription modes, autoAck, concurrency.
 BEGIN;
-SELECT plan(62);
+SELECT plan(63);
 
 -- offsets of a pop answer's messages, in answer order
 CREATE FUNCTION pg_temp.offs(answer jsonb) RETURNS bigint[] LANGUAGE sql AS $$
@@ -26,7 +26,7 @@ SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20-nope"}')$$, 'P0002', 'queu
 SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","batch":0}')$$, '22023', 'batch must be a positive integer', 'batch 0');
 SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","batch":"x"}')$$, '22023', 'batch must be a positive integer', 'batch not a number');
 SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","partitions":-1}')$$, '22023', 'partitions must be a positive integer', 'partitions < 1');
-SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","subscriptionMode":"old"}')$$, '22023', 'subscriptionMode must be "all" or "new"', 'bad subscriptionMode');
+SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","subscriptionMode":5}')$$, '22023', 'subscriptionMode must be a string', 'subscriptionMode not a string');
 SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","subscriptionFrom":"yesterday-ish"}')$$, '22023', 'subscriptionFrom must be an ISO timestamp', 'bad subscriptionFrom');
 SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","autoAck":"maybe"}')$$, '22023', 'autoAck must be a boolean', 'bad autoAck');
 SELECT throws_ok($$SELECT pgcursor.pop('{"batch":1}')$$, '22023', 'queue, or namespace and/or task, is required', 'no selection');
@@ -39,9 +39,13 @@ SELECT is(r - 'leaseId' - 'messages' - 'partitionId',
           'answer header') FROM a1;
 SELECT is((r ->> 'partitionId')::uuid, (SELECT id FROM pgcursor.partitions WHERE queue = 't20' AND name = 'p1'), 'partitionId') FROM a1;
 SELECT matches(r ->> 'leaseId', '^[0-9a-f]{8}-[0-9a-f]{4}-7', 'leaseId is a UUIDv7') FROM a1;
-SELECT is((r -> 'messages' -> 0) - 'leaseId' - 'partitionId' - 'createdAt',
+SELECT is((r -> 'messages' -> 0) - 'leaseId' - 'partitionId' - 'createdAt' - 'id',
           '{"transactionId":"p1-1","partition":"p1","queue":"t20","offset":1,"consumerGroup":"__QUEUE_MODE__",
             "data":{"k":1},"payload":{"k":1},"traceId":null,"retryCount":0}', 'message fields') FROM a1;
+SELECT is(r -> 'messages' -> 0 ->> 'id', (SELECT m.message_id::text FROM pgcursor.messages m
+                                          JOIN pgcursor.partitions p ON p.id = m.partition_id
+                                         WHERE p.queue = 't20' AND p.name = 'p1' AND m.msg_offset = 1),
+          'id: the message_id its push answered') FROM a1;
 SELECT is(r -> 'messages' -> 1 ->> 'leaseId', r ->> 'leaseId', 'message carries the leaseId') FROM a1;
 SELECT is((r -> 'messages' -> 0 ->> 'createdAt')::timestamptz, now(), 'createdAt is an RFC 3339 timestamp') FROM a1;
 SELECT matches(r -> 'messages' -> 0 ->> 'createdAt', '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$',

@@ -2,7 +2,7 @@
 BEGIN;
 -- one snapshot for the whole file: overview() deltas ignore concurrent test files
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(58);
+SELECT plan(60);
 
 CREATE FUNCTION pg_temp.pid(q text, part text DEFAULT 'Default') RETURNS uuid LANGUAGE sql AS $$
     SELECT id FROM pgcursor.partitions WHERE queue = q AND name = part
@@ -11,20 +11,25 @@ CREATE FUNCTION pg_temp.cur(q text, part text, grp text) RETURNS pgcursor.cursor
     SELECT c.* FROM pgcursor.cursors c WHERE c.partition_id = pg_temp.pid(q, part) AND c.consumer_group = grp
 $$;
 
--- configure: defaults, effective values, updates, unknown options ignored
+-- configure: defaults, effective values, updates, unknown options refused
 SELECT is(pgcursor.configure('{"queue":"t30"}'),
           '{"configured":true,"queue":"t30","namespace":null,"task":null,"options":{"leaseTime":300,"retryLimit":3,
             "deadLetterQueue":null,"dlqAfterMaxRetries":null,"transactionIndexRetentionSeconds":86400,
-            "retentionSeconds":0,"completedRetentionSeconds":0,"delayedProcessing":0,"maxSize":0,"priority":0}}',
+            "retentionSeconds":0,"completedRetentionSeconds":0,"delayedProcessing":0,"maxSize":0,"priority":0,
+            "windowBuffer":0,"maxWaitTimeSeconds":0,"retentionEnabled":null,"encryptionEnabled":false}}',
           'configure a new queue: every option at its default');
 SELECT is(pgcursor.configure('{"queue":"t30","namespace":"shop","task":"ship","options":{"leaseTime":60,
             "retryLimit":5,"deadLetterQueue":false,"dlqAfterMaxRetries":true,"transactionIndexRetentionSeconds":3600,
             "retentionSeconds":7,"completedRetentionSeconds":8,"delayedProcessing":9,"maxSize":10,"priority":-2,
-            "somethingElse":"ignored"}}'),
+            "windowBuffer":11,"maxWaitTimeSeconds":12,"retentionEnabled":false,"encryptionEnabled":true}}'),
           '{"configured":true,"queue":"t30","namespace":"shop","task":"ship","options":{"leaseTime":60,"retryLimit":5,
             "deadLetterQueue":false,"dlqAfterMaxRetries":true,"transactionIndexRetentionSeconds":3600,
-            "retentionSeconds":7,"completedRetentionSeconds":8,"delayedProcessing":9,"maxSize":10,"priority":-2}}',
-          'every option applied and answered; unknown ones ignored');
+            "retentionSeconds":7,"completedRetentionSeconds":8,"delayedProcessing":9,"maxSize":10,"priority":-2,
+            "windowBuffer":11,"maxWaitTimeSeconds":12,"retentionEnabled":false,"encryptionEnabled":true}}',
+          'every option applied and echoed');
+SELECT throws_ok($$SELECT pgcursor.configure('{"queue":"t30","options":{"leaseTime":61,"somethingElse":1}}')$$,
+                 '22023', 'options.somethingElse is not a queue option', 'an unknown option is refused, naming it');
+SELECT is((SELECT lease_time FROM pgcursor.queues WHERE name = 't30'), 60, '... and nothing of that request applied');
 SELECT is((SELECT ARRAY[lease_time, retry_limit, transaction_index_retention_seconds, priority]
            FROM pgcursor.queues WHERE name = 't30'), '{60,5,3600,-2}', 'options stored');
 SELECT is(pgcursor.configure('{"queue":"t30","options":{"retryLimit":0,"deadLetterQueue":null}}') -> 'options'
@@ -48,7 +53,7 @@ SELECT throws_ok($$SELECT pgcursor.configure('{"queue":"t30","options":{"deadLet
 SELECT throws_ok($$SELECT pgcursor.configure('{"queue":"t30","options":[]}')$$,
                  '22023', 'options must be an object', 'options not an object');
 SELECT throws_ok($$SELECT pgcursor.configure('{"options":{}}')$$,
-                 '22023', 'queue is required and must be a non-empty string', 'queue missing');
+                 '22023', 'queue is required and must be a string', 'queue missing');
 SELECT throws_ok($$SELECT pgcursor.configure('{"queue":"t30","namespace":3}')$$,
                  '22023', 'namespace must be a string', 'namespace not a string');
 SELECT is((SELECT retry_limit FROM pgcursor.queues WHERE name = 't30'), 0, 'a rejected configure changes nothing');
@@ -72,7 +77,8 @@ SELECT is((SELECT count(*)::int FROM pgcursor.transaction_index x
           'and its transaction index');
 SELECT is(pgcursor.delete_queue('t30del'), '{"deleted":false,"queue":"t30del"}', 'delete an unknown queue');
 
--- extend_lease
+-- extend_lease (t30's delay and window off again, so its messages pop at once)
+SELECT FROM pgcursor.configure('{"queue":"t30","options":{"delayedProcessing":0,"windowBuffer":0}}');
 SELECT FROM pgcursor.push('{"items":[{"queue":"t30","payload":1,"transactionId":"m1"},
                                      {"queue":"t30","payload":2,"transactionId":"m2"},
                                      {"queue":"t30","payload":3,"transactionId":"m3"},
@@ -136,8 +142,10 @@ SELECT is(pgcursor.cursors(pg_temp.pid('t30', 'b')) -> 0 ->> 'consumerGroup', '_
 -- message(): per group completed / leased / pending
 SELECT is(pgcursor.message(pg_temp.pid('t30'), 'm2') - 'groups' - 'createdAt',
           jsonb_build_object('transactionId', 'm2', 'offset', 2, 'partitionId', pg_temp.pid('t30'),
-                             'partition', 'Default', 'queue', 't30', 'payload', 2, 'data', 2, 'traceId', NULL),
-          'the message');
+                             'partition', 'Default', 'queue', 't30', 'payload', 2, 'data', 2, 'traceId', NULL,
+                             'id', (SELECT message_id FROM pgcursor.messages
+                                     WHERE partition_id = pg_temp.pid('t30') AND msg_offset = 2)),
+          'the message, with its id (the message_id its push answered)');
 SELECT is(pgcursor.message(pg_temp.pid('t30'), 'm2') -> 'groups',
           '[{"consumerGroup":"__QUEUE_MODE__","state":"pending"},{"consumerGroup":"done","state":"completed"},
             {"consumerGroup":"live","state":"leased"}]', 'states: pending (expired lease), completed, leased');

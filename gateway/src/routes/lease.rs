@@ -1,6 +1,6 @@
 //! POST /api/v1/lease/{leaseId}/extend (read-write) through
 //! `pgcursor.extend_lease`. The body is optional: the queen client sends
-//! none at all, which means the queue's leaseTime; `{"seconds": n}` otherwise.
+//! none at all, which means 60 s (as Queen); `{"seconds": n}` otherwise.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
