@@ -19,6 +19,9 @@ pub enum ApiError {
     PayloadTooLarge(String),
     #[error("{0}")]
     Unavailable(String),
+    /// Maintenance mode refuses the request for now: 503 with Retry-After.
+    #[error("{0}")]
+    Maintenance(String),
     /// A failure that is nobody's input: a bug or an unexpected SQL error.
     #[error("{0}")]
     Internal(String),
@@ -32,15 +35,22 @@ impl ResponseError for ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::Maintenance(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     fn error_response(&self) -> HttpResponse {
-        HttpResponse::build(self.status_code()).json(json!({ "error": self.to_string() }))
+        let mut response = HttpResponse::build(self.status_code());
+        if let ApiError::Maintenance(_) = self {
+            response.insert_header(("Retry-After", MAINTENANCE_RETRY_AFTER));
+        }
+        response.json(json!({ "error": self.to_string() }))
     }
 }
+
+/// Seconds a client refused by maintenance mode is told to wait.
+const MAINTENANCE_RETRY_AFTER: &str = "30";
 
 /// No pooled connection (PostgreSQL down, pool exhausted past the timeout).
 impl From<deadpool_postgres::PoolError> for ApiError {
@@ -57,7 +67,8 @@ impl From<deadpool_postgres::PoolError> for ApiError {
 /// Two more are the client's input, refused before anything is written:
 /// a NUL character in a path or query value (22021 as text, 22P05 inside
 /// jsonb; PostgreSQL cannot store it) and a value too long for an index
-/// (54000, e.g. a 1 MB queue name).
+/// (54000, e.g. a 1 MB queue name). PC503 is pgcursor's own: maintenance
+/// mode refused a push before it wrote anything.
 impl From<tokio_postgres::Error> for ApiError {
     fn from(e: tokio_postgres::Error) -> Self {
         let detail = crate::db::error_detail(&e);
@@ -68,6 +79,7 @@ impl From<tokio_postgres::Error> for ApiError {
             }
             Some("54000") => ApiError::BadRequest(format!("a value is too long: {detail}")),
             Some("P0002") => ApiError::NotFound(detail),
+            Some("PC503") => ApiError::Maintenance(detail),
             _ if crate::db::is_connection_error(&e) => {
                 ApiError::Unavailable(format!("database unavailable: {detail}"))
             }
@@ -87,5 +99,12 @@ mod tests {
         assert_eq!(response.status(), StatusCode::FORBIDDEN);
         let body = to_bytes(response.into_body()).await.unwrap();
         assert_eq!(body.as_ref(), br#"{"error":"no"}"#);
+    }
+
+    #[actix_web::test]
+    async fn maintenance_is_503_with_retry_after() {
+        let response = ApiError::Maintenance("paused".into()).error_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers().get("Retry-After").unwrap(), "30");
     }
 }

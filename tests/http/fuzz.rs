@@ -23,7 +23,7 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Map, Value};
 use tokio::runtime::Runtime;
 
-use crate::operations::{encode, operations, Operation, Scene};
+use crate::operations::{encode, operations, without_cluster_switches, Operation, Scene};
 
 const DEFAULT_CASES: u32 = 600;
 /// Long enough for any answer but a long-poll, which the cases never make.
@@ -457,7 +457,7 @@ fn fuzzed_requests_never_5xx_and_a_4xx_changes_nothing() {
     )]));
     let (scene, operations, db, dead_letter) = rt.block_on(async {
         let scene = Scene::create(&gw, "fuzz", None).await;
-        let operations = operations(&gw).await;
+        let operations = without_cluster_switches(operations(&gw).await);
         let dead_letter = scene.dead_letter().await;
         (scene, operations, db().await, dead_letter)
     });

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::broker::{get, post, send};
 use crate::fuzz::{check, encode_pairs};
-use crate::operations::{encode, operations, Operation, Scene};
+use crate::operations::{encode, operations, without_cluster_switches, Operation, Scene};
 
 const INJECTIONS: [&str; 6] = [
     "'; DROP TABLE pgcursor.messages; --",
@@ -60,7 +60,7 @@ impl Bench {
     async fn start() -> Bench {
         let gw = Gateway::start_with(&[("PGCURSOR_HOUSEKEEPING_SECONDS", "3600")]).await;
         let scene = Scene::create(&gw, "hostile", None).await;
-        let operations = operations(&gw).await;
+        let operations = without_cluster_switches(operations(&gw).await);
         let dead_letter = scene.dead_letter().await;
         Bench {
             db: db().await,

@@ -137,6 +137,7 @@ async fn message_shows_its_offset_and_where_each_group_stands() {
     assert_eq!(
         keys(&m),
         set(&[
+            "id",
             "transactionId",
             "offset",
             "partitionId",

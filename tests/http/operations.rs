@@ -311,6 +311,9 @@ impl Scene {
                     {"type": "push", "items": [item]}]})),
             ),
             "listDeadLetters" => (vec![("queue", &self.queue)], None),
+            "getMaintenance" | "getPopMaintenance" => (vec![], None),
+            // Off, never on: the flags are cluster-wide and other tests push and pop.
+            "setMaintenance" | "setPopMaintenance" => (vec![], Some(json!({"enabled": false}))),
             other => panic!(
                 "no valid request known for operation {other}: add one to tests/http/operations.rs"
             ),
@@ -350,6 +353,16 @@ impl Scene {
         .expect("digest")
         .get(0)
     }
+}
+
+/// Every operation but the maintenance switches: a mutated `"enabled": true`
+/// would pause every push and pop of the cluster under the tests running
+/// beside the fuzzers (tests/http/maintenance.rs covers the switches).
+pub fn without_cluster_switches(operations: Vec<Operation>) -> Vec<Operation> {
+    operations
+        .into_iter()
+        .filter(|op| !matches!(op.id.as_str(), "setMaintenance" | "setPopMaintenance"))
+        .collect()
 }
 
 /// `base` with `extra`'s fields added.

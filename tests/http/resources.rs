@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::broker::{fresh_queue, get, keys, pop, post, push_n, send};
 
-const OPTION_KEYS: [&str; 10] = [
+const OPTION_KEYS: [&str; 14] = [
     "leaseTime",
     "retryLimit",
     "deadLetterQueue",
@@ -19,6 +19,10 @@ const OPTION_KEYS: [&str; 10] = [
     "delayedProcessing",
     "maxSize",
     "priority",
+    "windowBuffer",
+    "maxWaitTimeSeconds",
+    "retentionEnabled",
+    "encryptionEnabled",
 ];
 
 fn is_utc(timestamp: &Value) -> bool {

@@ -1,6 +1,6 @@
-//! POST /api/v1/configure (admin): create or update a queue through
-//! `pgcursor.configure`, which checks every option and answers the
-//! effective values. Unknown options are ignored there, not here.
+//! POST /api/v1/configure (read-write, as Queen): create or update a queue
+//! through `pgcursor.configure`, which checks every option (an unknown one is
+//! a 400 naming it) and answers the effective values.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
@@ -18,7 +18,7 @@ async fn configure_queue(
     state: web::Data<AppState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    state.auth.require(&req, Level::Admin)?;
+    state.auth.require(&req, Level::ReadWrite)?;
     let request = object_body(&body)?;
     let answer = call_json(
         &state.pool,

@@ -23,6 +23,7 @@ route_families! {
     health,
     inspect,
     lease,
+    maintenance,
     openapi,
     pop,
     push,

@@ -21,9 +21,12 @@ use crate::auth::Level;
 use crate::error::ApiError;
 use crate::routes::call::RawJson;
 
-/// The answer, and whether it claimed anything (`partitionsClaimed` is
-/// absent when not): the gateway passes the answer on unread.
-const POP_SQL: &str = "SELECT a, a ? 'partitionsClaimed' FROM pgcursor.pop($1::jsonb) AS a";
+/// The answer, and whether it is final: it claimed something
+/// (`partitionsClaimed` is absent when not) or pops are paused by maintenance
+/// mode (`paused`, answered at once, never waited on). The gateway passes the
+/// answer on unread.
+const POP_SQL: &str =
+    "SELECT a, a ? 'partitionsClaimed' OR a ? 'paused' FROM pgcursor.pop($1::jsonb) AS a";
 /// The longest a pop may wait; a larger `timeout` is capped to it (the queen
 /// client's HTTP timeout is its pop timeout + 5 s, so capping is safe).
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -159,7 +162,8 @@ fn wait_timeout(value: Option<&str>) -> Result<Duration, ApiError> {
 /// One pop's answer.
 struct Look {
     answer: RawJson,
-    claimed: bool,
+    /// Claimed something, or paused: no reason to wait.
+    settled: bool,
 }
 
 async fn look(client: &Client, pop: &PopRequest) -> Result<Look, ApiError> {
@@ -167,7 +171,7 @@ async fn look(client: &Client, pop: &PopRequest) -> Result<Look, ApiError> {
     let row = client.query_one(&statement, &[&pop.arguments]).await?;
     Ok(Look {
         answer: row.try_get(0)?,
-        claimed: row.try_get(1)?,
+        settled: row.try_get(1)?,
     })
 }
 
@@ -181,7 +185,7 @@ async fn pop_or_wait(state: &AppState, pop: &PopRequest) -> Result<Look, ApiErro
     let Some(deadline) = deadline else {
         return Ok(answer);
     };
-    while !answer.claimed && Instant::now() < deadline && !waiter.is_stopping() {
+    while !answer.settled && Instant::now() < deadline && !waiter.is_stopping() {
         let until = deadline.min(Instant::now() + RECHECK);
         waiter.wait_for(pop.queue(), until).await;
         if waiter.is_stopping() {

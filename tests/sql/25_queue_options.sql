@@ -1,0 +1,111 @@
+-- The queue options as pop and push enforce them (docs/http-api.md, Queue
+-- options), subscriptionMode as Queen reads it, message_id, the 60-second
+-- lease extension default and maintenance mode. Ages are made by moving
+-- created_at back: now() does not move inside this one transaction.
+BEGIN;
+SELECT plan(26);
+
+CREATE FUNCTION pg_temp.push(q text, n int, part text DEFAULT 'Default') RETURNS jsonb LANGUAGE sql AS $$
+    SELECT pgcursor.push(jsonb_build_object('items', (
+        SELECT jsonb_agg(jsonb_build_object('queue', q, 'partition', part, 'payload', k,
+                                            'transactionId', part || '-' || k) ORDER BY k)
+          FROM generate_series(1, n) k)))
+$$;
+CREATE FUNCTION pg_temp.age(q text, offsets int[], seconds int) RETURNS void LANGUAGE sql AS $$
+    UPDATE pgcursor.messages m SET created_at = now() - seconds * interval '1 second'
+      FROM pgcursor.partitions p
+     WHERE p.id = m.partition_id AND p.queue = q AND m.msg_offset = ANY (offsets)
+$$;
+CREATE FUNCTION pg_temp.offs(answer jsonb) RETURNS int[] LANGUAGE sql AS $$
+    SELECT coalesce(array_agg((m ->> 'offset')::int ORDER BY (m ->> 'offset')::int), '{}')
+      FROM jsonb_array_elements(answer -> 'messages') m
+$$;
+CREATE FUNCTION pg_temp.pop(q text, extra jsonb DEFAULT '{}') RETURNS jsonb LANGUAGE sql AS $$
+    SELECT pgcursor.pop(jsonb_build_object('queue', q, 'batch', 10) || extra)
+$$;
+
+-- delayedProcessing: only the prefix of old-enough messages, in order.
+SELECT FROM pgcursor.configure('{"queue": "t25d", "options": {"delayedProcessing": 60}}');
+SELECT FROM pg_temp.push('t25d', 3);
+SELECT is(pg_temp.offs(pg_temp.pop('t25d')), '{}', 'delayed: nothing younger than 60 s pops');
+SELECT pg_temp.age('t25d', '{1,3}', 120);
+SELECT is(pg_temp.offs(pg_temp.pop('t25d')), '{1}', 'message 2 is still young: 3 waits behind it, order kept');
+SELECT pg_temp.age('t25d', '{2}', 61);
+SELECT is(pg_temp.offs(pg_temp.pop('t25d', '{"consumerGroup": "other"}')), '{1,2,3}',
+          'once 2 is old enough, everything up to the first young message');
+
+-- windowBuffer: a partition is served only once its newest message is that old.
+SELECT FROM pgcursor.configure('{"queue": "t25w", "options": {"windowBuffer": 30}}');
+SELECT FROM pg_temp.push('t25w', 2);
+SELECT pg_temp.age('t25w', '{1}', 100);
+SELECT is(pg_temp.offs(pg_temp.pop('t25w')), '{}', 'window: the newest message is younger than 30 s');
+SELECT pg_temp.age('t25w', '{2}', 31);
+SELECT is(pg_temp.offs(pg_temp.pop('t25w')), '{1,2}', 'quiet for 30 s: every pending message');
+
+-- maxSize: items past capacity fail, the others go in.
+SELECT FROM pgcursor.configure('{"queue": "t25m", "options": {"maxSize": 2}}');
+SELECT pgcursor.push('{"items": [{"queue": "t25m", "payload": 1, "transactionId": "a"},
+                                 {"queue": "t25m", "partition": "p2", "payload": 2, "transactionId": "b"},
+                                 {"queue": "t25m", "payload": 3, "transactionId": "c"},
+                                 {"queue": "t25m", "payload": 4, "transactionId": "c"},
+                                 {"queue": "t25m", "payload": 5, "transactionId": "a"}]}') AS r \gset
+SELECT is(ARRAY(SELECT x ->> 'status' FROM jsonb_array_elements(:'r'::jsonb) x),
+          '{queued,queued,failed,failed,duplicate}',
+          'the third new message fails, its repeat too; a duplicate is still a duplicate');
+SELECT is(((:'r'::jsonb) -> 2) - 'partitionId' - 'transactionId',
+          '{"index": 2, "queue": "t25m", "partition": "Default", "offset": null, "message_id": null,
+            "status": "failed", "error": "queue is full"}', 'a refused item: failed, "queue is full"');
+SELECT is((SELECT count(*)::int FROM pgcursor.messages m JOIN pgcursor.partitions p ON p.id = m.partition_id
+            WHERE p.queue = 't25m'), 2, 'nothing past capacity is stored');
+SELECT is((SELECT head FROM pgcursor.partitions WHERE queue = 't25m' AND name = 'Default'), 1::bigint,
+          'offsets stay dense: the refused item took none');
+SELECT ok(pgcursor.ack_group(jsonb_build_object('partitionId', (:'r'::jsonb) -> 0 -> 'partitionId',
+          'items', '[{"transactionId": "a"}]'::jsonb)) -> 0 -> 'success' = 'true', 'consume one');
+SELECT is(pgcursor.push('{"items": [{"queue": "t25m", "payload": 6, "transactionId": "d"}]}') -> 0 ->> 'status',
+          'queued', 'consumed messages make room again');
+
+-- message_id: one per stored message; a duplicate answers the original's.
+SELECT pgcursor.push('{"items": [{"queue": "t25i", "payload": 1, "transactionId": "x"}]}') -> 0 AS first \gset
+SELECT is(pgcursor.push('{"items": [{"queue": "t25i", "payload": 2, "transactionId": "x"}]}') -> 0 -> 'message_id',
+          (:'first'::jsonb) -> 'message_id', 'a duplicate answers the stored message_id');
+SELECT is((pg_temp.pop('t25i') -> 'messages' -> 0 ->> 'id')::uuid,
+          (SELECT message_id FROM pgcursor.messages WHERE partition_id = ((:'first'::jsonb) ->> 'partitionId')::uuid),
+          'pop shows the stored message_id as id');
+SELECT matches((:'first'::jsonb) ->> 'message_id', '^[0-9a-f]{8}-[0-9a-f]{4}-7', 'message_id is a UUIDv7');
+
+-- subscriptionMode: new and new-only start at the head; anything else means all.
+SELECT FROM pg_temp.push('t25s', 2);
+SELECT is(pg_temp.offs(pg_temp.pop('t25s', '{"consumerGroup": "g1", "subscriptionMode": "new-only"}')), '{}',
+          'new-only: from the head');
+SELECT is(pg_temp.offs(pg_temp.pop('t25s', '{"consumerGroup": "g2", "subscriptionMode": "from_beginning"}')),
+          '{1,2}', 'from_beginning: all');
+SELECT is(pg_temp.offs(pg_temp.pop('t25s', '{"consumerGroup": "g3", "subscriptionMode": ""}')), '{1,2}',
+          'an empty mode: all');
+SELECT is(pgcursor.push('{"items": [{"queue": "", "payload": 1}]}') -> 0 ->> 'status', 'queued',
+          'the empty string is a queue name');
+
+-- extend_lease without seconds: 60 s, whatever the queue's leaseTime.
+SELECT FROM pgcursor.configure('{"queue": "t25l", "options": {"leaseTime": 2}}');
+SELECT FROM pg_temp.push('t25l', 1);
+SELECT pg_temp.pop('t25l') ->> 'leaseId' AS lease \gset
+SELECT is(pgcursor.extend_lease(jsonb_build_object('leaseId', :'lease')) ->> 'newExpiresAt',
+          pgcursor_internal.rfc3339_utc(now() + interval '60 seconds'), 'no seconds: now + 60 s');
+
+-- configure: an option name outside the list is refused, naming it.
+SELECT throws_ok($$SELECT pgcursor.configure('{"queue": "t25l", "options": {"ttl": 5}}')$$,
+                 '22023', 'options.ttl is not a queue option', 'an unknown option is a 22023');
+
+-- Maintenance mode.
+SELECT is(pgcursor.set_maintenance('push', true) ->> 'maintenanceMode', 'true', 'push maintenance on');
+SELECT throws_ok($$SELECT pgcursor.push('{"items": [{"queue": "t25x", "payload": 1}]}')$$,
+                 'PC503', 'maintenance mode: pushes are paused', 'a push is refused (the gateway''s 503)');
+SELECT is((SELECT count(*)::int FROM pgcursor.partitions WHERE queue = 't25x'), 0, '... before writing anything');
+SELECT is(pgcursor.set_maintenance('pop', true) ->> 'popMaintenanceMode', 'true', 'pop maintenance on');
+SELECT is(pg_temp.pop('t25s', '{"consumerGroup": "g4"}'), '{"success": true, "messages": [], "paused": true}',
+          'a pop answers paused, claiming nothing');
+SELECT is(pgcursor.set_maintenance('pop', false) || pgcursor.set_maintenance('push', false),
+          '{"maintenanceMode": false, "popMaintenanceMode": false, "bufferedMessages": 0, "bufferHealthy": true,
+            "message": "Push maintenance mode disabled"}', 'both off again');
+
+SELECT * FROM finish();
+ROLLBACK;
