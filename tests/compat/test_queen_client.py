@@ -405,9 +405,10 @@ def test_renew_extends_the_lease() -> None:
         assert data(got) == payloads(1)
 
         await asyncio.sleep(2)
-        renewed = await client.renew(got[0])  # no body at all: the queue's leaseTime applies
+        renewed = await client.renew(got[0])  # no body at all: 60 s, as in Queen (not the queue's 3)
         assert renewed["success"] is True, renewed
-        assert renewed["newExpiresAt"]
+        expires = datetime.fromisoformat(renewed["newExpiresAt"].replace("Z", "+00:00"))
+        assert 55 < (expires - datetime.fromisoformat(got[0]["createdAt"].replace("Z", "+00:00"))).total_seconds() < 70
         assert renewed.get("renewed", 1) >= 1
 
         await asyncio.sleep(1.8)  # past the original expiry, inside the renewed one
@@ -655,5 +656,108 @@ def test_transaction_acks_and_pushes_together() -> None:
         assert await pop_now(client, source, batch=2) == []
         forwarded = await pop_now(client, target, batch=5)
         assert data(forwarded) == [{"forwarded": 0}, {"forwarded": 1}]
+
+    run(body)
+
+
+# ------------------------------------------------------------ queue options
+
+
+def test_delayed_processing_holds_a_message_back_until_its_time() -> None:
+    queue = name()
+
+    async def body(client: Queen) -> None:
+        await create(client, queue, delayed_processing=2)
+        await push_all(client, queue, payloads(2))
+        assert await pop_now(client, queue, batch=10) == []
+        await asyncio.sleep(2.3)
+        got = await pop_now(client, queue, batch=10)
+        assert data(got) == payloads(2)
+
+    run(body)
+
+
+def test_window_buffer_waits_for_a_quiet_partition() -> None:
+    queue = name()
+
+    async def body(client: Queen) -> None:
+        await create(client, queue, window_buffer=2)
+        await push_all(client, queue, payloads(2))
+        assert await pop_now(client, queue, batch=10) == []
+        await asyncio.sleep(2.3)
+        got = await pop_now(client, queue, batch=10)
+        assert data(got) == payloads(2)
+
+    run(body)
+
+
+def test_max_size_refuses_what_does_not_fit() -> None:
+    queue = name()
+
+    async def body(client: Queen) -> None:
+        await create(client, queue, max_size=2)
+        await push_all(client, queue, payloads(2))
+        with pytest.raises(Exception, match="queue is full"):
+            await client.queue(queue).push([{"data": {"n": 99}}])
+        got = await pop_now(client, queue, batch=10)
+        assert data(got) == payloads(2)
+        for message in got:
+            assert (await client.ack(message))["success"] is True
+        await push_all(client, queue, payloads(1, "room"))
+
+    run(body)
+
+
+def test_configure_refuses_an_option_it_does_not_know() -> None:
+    queue = name()
+
+    async def body(client: Queen) -> None:
+        with pytest.raises(Exception, match="not a queue option"):
+            await client.queue(queue).config({"no_such_option": 1}).create()
+
+    run(body)
+
+
+def test_subscription_mode_other_than_new_means_all() -> None:
+    queue = name()
+
+    async def body(client: Queen) -> None:
+        await push_all(client, queue, payloads(2))
+        assert data(await pop_now_mode(client, queue, "early", "from_beginning")) == payloads(2)
+        assert await pop_now_mode(client, queue, "late", "new-only") == []
+
+    run(body)
+
+
+def test_push_answers_a_message_id_that_pop_shows() -> None:
+    queue = name()
+
+    async def body(client: Queen) -> None:
+        pushed = await push_all(client, queue, payloads(2))
+        ids = [r["message_id"] for r in pushed]
+        assert all(ids) and len(set(ids)) == 2, pushed
+        got = await pop_now(client, queue, batch=10)
+        assert [m["id"] for m in got] == ids
+
+    run(body)
+
+
+def test_push_maintenance_refuses_pushes_until_it_is_off() -> None:
+    queue = name()
+    headers = {"Authorization": f"Bearer {TOKEN}"} if TOKEN else {}
+    switch = f"{BASE_URL}/api/v1/system/maintenance"
+
+    async def body(client: Queen) -> None:
+        async with httpx.AsyncClient(headers=headers) as http:
+            on = await http.post(switch, json={"enabled": True})
+            assert on.status_code == 200 and on.json()["maintenanceMode"] is True, on.text
+            try:
+                with pytest.raises(Exception, match="maintenance mode"):
+                    await client.queue(queue).push([{"data": {"n": 1}}])
+            finally:
+                off = await http.post(switch, json={"enabled": False})
+                assert off.status_code == 200, off.text
+        await push_all(client, queue, payloads(1))
+        assert data(await pop_now(client, queue, batch=10)) == payloads(1)
 
     run(body)
