@@ -19,6 +19,14 @@ pub enum ApiError {
     PayloadTooLarge(String),
     #[error("{0}")]
     Unavailable(String),
+    /// `pgcursor.push` refused plaintext payloads for these queues, which
+    /// have encryptionEnabled (SQLSTATE PCENC, gateway/src/encryption.rs).
+    /// A gateway with the key seals them and tries again; otherwise a 503.
+    #[error(
+        "{} encryptionEnabled: this gateway has no PGCURSOR_ENCRYPTION_KEY, and payloads for encrypted queues are never stored in plaintext",
+        encrypted_queues(.0)
+    )]
+    EncryptedQueues(Vec<String>),
     /// A failure that is nobody's input: a bug or an unexpected SQL error.
     #[error("{0}")]
     Internal(String),
@@ -32,13 +40,24 @@ impl ResponseError for ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::EncryptedQueues(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     fn error_response(&self) -> HttpResponse {
         HttpResponse::build(self.status_code()).json(json!({ "error": self.to_string() }))
+    }
+}
+
+/// `queue "a" has` / `queues "a", "b" have`.
+fn encrypted_queues(queues: &[String]) -> String {
+    let names: Vec<String> = queues.iter().map(|q| format!("{q:?}")).collect();
+    match names.len() {
+        1 => format!("queue {} has", names[0]),
+        _ => format!("queues {} have", names.join(", ")),
     }
 }
 
@@ -68,6 +87,9 @@ impl From<tokio_postgres::Error> for ApiError {
             }
             Some("54000") => ApiError::BadRequest(format!("a value is too long: {detail}")),
             Some("P0002") => ApiError::NotFound(detail),
+            Some("PCENC") => ApiError::EncryptedQueues(crate::encryption::refused_queues(
+                e.as_db_error().and_then(|db| db.detail()),
+            )),
             _ if crate::db::is_connection_error(&e) => {
                 ApiError::Unavailable(format!("database unavailable: {detail}"))
             }
@@ -87,5 +109,18 @@ mod tests {
         assert_eq!(response.status(), StatusCode::FORBIDDEN);
         let body = to_bytes(response.into_body()).await.unwrap();
         assert_eq!(body.as_ref(), br#"{"error":"no"}"#);
+    }
+
+    #[test]
+    fn encrypted_queue_refusals_name_the_queues() {
+        let one = ApiError::EncryptedQueues(vec!["orders".into()]);
+        assert_eq!(one.status_code(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(one.to_string().starts_with(
+            r#"queue "orders" has encryptionEnabled: this gateway has no PGCURSOR_ENCRYPTION_KEY"#
+        ));
+        let two = ApiError::EncryptedQueues(vec!["a".into(), "b".into()]);
+        assert!(two
+            .to_string()
+            .starts_with(r#"queues "a", "b" have encryptionEnabled"#));
     }
 }
