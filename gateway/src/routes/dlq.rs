@@ -44,7 +44,8 @@ async fn list(
         &[&request],
     )
     .await?;
-    Ok(answer.respond())
+    // Dead letters of encrypted queues are listed in plaintext (decision 17).
+    Ok(state.encryption.open_answer(answer).respond())
 }
 
 async fn requeue(
