@@ -267,3 +267,55 @@ async fn queen_key_variable_is_accepted() {
     let popped = pop(&ours, &queue, "batch=1").await;
     assert_eq!(popped["messages"][0]["data"], "queen-secret", "{popped}");
 }
+
+/// Dead-letters (queue, t) for group g; answers the dead letter's id.
+async fn dead_letter(gw: &Gateway, queue: &str, transaction_id: &str) -> String {
+    let popped = pop(gw, queue, "batch=1&consumerGroup=g").await;
+    let message = &popped["messages"][0];
+    assert_eq!(message["transactionId"], transaction_id, "{popped}");
+    let ack = json!({"transactionId": transaction_id, "partitionId": message["partitionId"],
+                     "consumerGroup": "g", "leaseId": popped["leaseId"], "status": "dlq"});
+    let (status, answer) = post(gw, "/api/v1/ack", &ack).await;
+    assert_eq!((status, &answer[0]["dlq"]), (200, &json!(true)), "{answer}");
+    let (_, listing) = get(gw, &format!("/api/v1/dlq?queue={queue}")).await;
+    listing["messages"][0]["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn requeue_keeps_envelopes_and_refuses_plaintext_into_an_encrypted_queue() {
+    let gw = keyed_gateway().await;
+    let queue = fresh_queue("enc-requeue");
+    configure_encrypted(&gw, &queue).await;
+    let body =
+        json!({"items": [{"queue": queue, "transactionId": "a", "payload": {"n": "sealed"}}]});
+    assert_eq!(post(&gw, "/api/v1/push", &body).await.0, 200);
+    let id = dead_letter(&gw, &queue, "a").await;
+    let (status, answer) = post(&gw, &format!("/api/v1/dlq/{id}/requeue"), &json!({})).await;
+    assert_eq!(status, 200, "{answer}");
+    let stored = stored_payloads(&queue).await;
+    assert_envelope(&stored[1], "sealed");
+    let (_, detail) = get(
+        &gw,
+        &format!(
+            "/api/v1/messages/{}/{}",
+            answer["partitionId"].as_str().unwrap(),
+            answer["transactionId"].as_str().unwrap()
+        ),
+    )
+    .await;
+    assert_eq!(detail["data"], json!({"n": "sealed"}), "{detail}");
+
+    // A plaintext dead letter cannot go back into a queue encrypted since.
+    let plain = fresh_queue("enc-requeue-plain");
+    let body = json!({"items": [{"queue": plain, "transactionId": "b", "payload": {"n": "open"}}]});
+    assert_eq!(post(&gw, "/api/v1/push", &body).await.0, 200);
+    let id = dead_letter(&gw, &plain, "b").await;
+    configure_encrypted(&gw, &plain).await;
+    let (status, answer) = post(&gw, &format!("/api/v1/dlq/{id}/requeue"), &json!({})).await;
+    assert_eq!(status, 503, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("cannot requeue"),
+        "{answer}"
+    );
+    assert_eq!(stored_messages(&plain).await, 1);
+}
