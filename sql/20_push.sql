@@ -178,6 +178,46 @@ BEGIN
     END IF;
 END $$;
 
+-- Whether a payload is an encryption envelope (gateway/src/encryption.rs):
+-- an object with exactly the string fields encrypted, iv and authTag.
+CREATE OR REPLACE FUNCTION pgcursor_internal.is_envelope(payload jsonb)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+    SELECT jsonb_typeof(payload) = 'object'
+       AND jsonb_typeof(payload -> 'encrypted') = 'string'
+       AND jsonb_typeof(payload -> 'iv') = 'string'
+       AND jsonb_typeof(payload -> 'authTag') = 'string'
+       AND (SELECT count(*) FROM jsonb_object_keys(payload)) = 3
+$$;
+
+-- A queue with encryptionEnabled stores only envelopes: a push with any other
+-- payload for one is refused before anything is written (PCENC, the refused
+-- queues as a JSON array in the detail). The gateway, which holds the key,
+-- seals those items and pushes again; psql, or a gateway without the key,
+-- cannot store plaintext there. Checked in the push itself, so a queue
+-- configured a moment ago by another gateway is never missed. Costs one
+-- primary-key probe per queue named; items are only looked at when one of
+-- them is encrypted.
+CREATE OR REPLACE FUNCTION pgcursor_internal.refuse_plaintext_for_encrypted(items jsonb, queues text[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    encrypted text[];
+    refused text[];
+BEGIN
+    SELECT array_agg(q.name) INTO encrypted
+      FROM pgcursor.queues q WHERE q.name = ANY (queues) AND q.encryption_enabled;
+    IF encrypted IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(DISTINCT x ->> 'queue' ORDER BY x ->> 'queue') INTO refused
+      FROM jsonb_array_elements(items) x
+     WHERE x ->> 'queue' = ANY (encrypted) AND NOT pgcursor_internal.is_envelope(x -> 'payload');
+    IF refused IS NOT NULL THEN
+        RAISE EXCEPTION 'queue % has encryptionEnabled: its payloads must be pushed as an envelope {"encrypted","iv","authTag"} (a gateway with PGCURSOR_ENCRYPTION_KEY makes one)',
+            array_to_string(refused, ', ')
+            USING ERRCODE = 'PCENC', DETAIL = to_jsonb(refused)::text;
+    END IF;
+END $$;
+
 -- push: {"items":[...]} -> array in request order of
 -- {index, transactionId, partitionId, partition, queue, offset, message_id,
 -- status (queued, duplicate or failed), error}.
@@ -197,6 +237,7 @@ BEGIN
     SELECT array_agg(d.q ORDER BY d.q, d.n), array_agg(d.n ORDER BY d.q, d.n) INTO queues, names
     FROM (SELECT DISTINCT x ->> 'queue' AS q, coalesce(x ->> 'partition', 'Default') AS n
           FROM jsonb_array_elements(req -> 'items') x) d;
+    PERFORM pgcursor_internal.refuse_plaintext_for_encrypted(req -> 'items', queues);
     PERFORM pgcursor_internal.ensure_partitions(queues, names);
     -- Lock the touched partitions (in id order: no deadlocks) before looking
     -- at the transaction index, so the next statement sees every push that

@@ -22,6 +22,7 @@ pub struct AppState {
     pub config: Config,
     pub auth: Auth,
     pub wakeups: crate::notify::PushWakeups,
+    pub encryption: crate::encryption::Encryption,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +74,7 @@ pub async fn serve(config: Config) -> Result<(), StartupError> {
     let state = web::Data::new(AppState {
         pool: db::pool(&config),
         wakeups: crate::notify::PushWakeups::start(&config),
+        encryption: crate::encryption::Encryption::new(config.encryption_key.clone()),
         config,
         auth,
     });

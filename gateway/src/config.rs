@@ -9,6 +9,7 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Parser, Subcommand};
 
 use crate::auth::Auth;
+use crate::encryption::{Key, KEY_ALIAS};
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -109,6 +110,18 @@ pub struct Config {
         value_parser = positive_u64,
     )]
     pub housekeeping_seconds: u64,
+
+    /// AES-256 key (64 hex characters) for queues with encryptionEnabled;
+    /// QUEEN_ENCRYPTION_KEY is read when this is unset. Without a key,
+    /// configuring encryptionEnabled and pushing to encrypted queues are refused
+    #[arg(
+        long,
+        env = "PGCURSOR_ENCRYPTION_KEY",
+        value_name = "PGCURSOR_ENCRYPTION_KEY",
+        hide_env_values = true,
+        value_parser = Key::parse,
+    )]
+    pub encryption_key: Option<Key>,
 }
 
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
@@ -122,7 +135,14 @@ impl Config {
     /// exits with code 2 (help and version exit 0 as usual).
     pub fn parse_or_exit() -> Config {
         match Config::try_parse() {
-            Ok(config) => config,
+            Ok(mut config) => {
+                let alias = std::env::var(KEY_ALIAS).ok();
+                if let Err(line) = config.key_from_alias(alias.as_deref()) {
+                    eprintln!("gateway: {line}");
+                    std::process::exit(2);
+                }
+                config
+            }
             Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
                 e.exit()
             }
@@ -130,6 +150,20 @@ impl Config {
                 eprintln!("gateway: {}", one_line(&e));
                 std::process::exit(2);
             }
+        }
+    }
+
+    /// Queen's variable for the key, `QUEEN_ENCRYPTION_KEY`, read when
+    /// PGCURSOR_ENCRYPTION_KEY is unset (an empty value counts as unset, as
+    /// clap does for the other). A bad value is one line naming it.
+    pub fn key_from_alias(&mut self, alias: Option<&str>) -> Result<(), String> {
+        match alias {
+            Some(value) if self.encryption_key.is_none() && !value.is_empty() => {
+                let key = Key::parse(value).map_err(|why| format!("invalid {KEY_ALIAS}: {why}"))?;
+                self.encryption_key = Some(key);
+                Ok(())
+            }
+            _ => Ok(()),
         }
     }
 
@@ -209,16 +243,23 @@ mod tests {
         assert_eq!(c.db_timeout(), Duration::from_millis(5000));
         assert_eq!(c.housekeeping_seconds, 60);
         assert!(c.tokens.is_none());
+        assert!(c.encryption_key.is_none());
         assert_eq!(c.command, None);
     }
 
     #[test]
     fn bad_values_give_one_line_naming_the_variable() {
+        let not_hex = "g".repeat(64);
         for (args, var) in [
             (&["--pool-size", "abc"][..], "PGCURSOR_POOL_SIZE"),
             (&["--pool-size", "0"][..], "PGCURSOR_POOL_SIZE"),
             (&["--tokens", "x:superuser"][..], "PGCURSOR_TOKENS"),
             (&["--bind", "nowhere"][..], "PGCURSOR_BIND"),
+            (&["--encryption-key", "abc"][..], "PGCURSOR_ENCRYPTION_KEY"),
+            (
+                &["--encryption-key", not_hex.as_str()][..],
+                "PGCURSOR_ENCRYPTION_KEY",
+            ),
         ] {
             let line = one_line(&parse(args).unwrap_err());
             assert!(line.contains(var), "{line}");
@@ -230,6 +271,34 @@ mod tests {
     fn a_bad_token_is_not_echoed() {
         let line = one_line(&parse(&["--tokens", "s3cret:superuser"]).unwrap_err());
         assert!(!line.contains("s3cret"), "{line}");
+    }
+
+    #[test]
+    fn a_bad_key_is_not_echoed() {
+        let line = one_line(&parse(&["--encryption-key", "s3cretkey"]).unwrap_err());
+        assert!(line.contains("64 hex characters"), "{line}");
+        assert!(!line.contains("s3cret"), "{line}");
+    }
+
+    #[test]
+    fn queen_key_variable_is_an_alias() {
+        let key = "0f".repeat(32);
+        let mut c = parse(&[]).unwrap();
+        c.key_from_alias(None).unwrap();
+        assert!(c.encryption_key.is_none());
+        c.key_from_alias(Some("")).unwrap();
+        assert!(c.encryption_key.is_none());
+        c.key_from_alias(Some(&key)).unwrap();
+        assert!(c.encryption_key.is_some());
+        let line = parse(&[])
+            .unwrap()
+            .key_from_alias(Some("s3cret"))
+            .unwrap_err();
+        assert!(line.starts_with("invalid QUEEN_ENCRYPTION_KEY: "), "{line}");
+        assert!(!line.contains("s3cret"), "{line}");
+        // The pgcursor variable wins; the alias is then not even read.
+        let mut c = parse(&["--encryption-key", &key]).unwrap();
+        c.key_from_alias(Some("junk")).unwrap();
     }
 
     #[test]

@@ -22,6 +22,14 @@ pub enum ApiError {
     /// Maintenance mode refuses the request for now: 503 with Retry-After.
     #[error("{0}")]
     Maintenance(String),
+    /// `pgcursor.push` refused plaintext payloads for these queues, which
+    /// have encryptionEnabled (SQLSTATE PCENC, gateway/src/encryption.rs).
+    /// A gateway with the key seals them and tries again; otherwise a 503.
+    #[error(
+        "{} encryptionEnabled: this gateway has no PGCURSOR_ENCRYPTION_KEY, and payloads for encrypted queues are never stored in plaintext",
+        encrypted_queues(.0)
+    )]
+    EncryptedQueues(Vec<String>),
     /// A failure that is nobody's input: a bug or an unexpected SQL error.
     #[error("{0}")]
     Internal(String),
@@ -35,7 +43,9 @@ impl ResponseError for ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Unavailable(_) | ApiError::Maintenance(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::Maintenance(_) | ApiError::EncryptedQueues(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -51,6 +61,15 @@ impl ResponseError for ApiError {
 
 /// Seconds a client refused by maintenance mode is told to wait.
 const MAINTENANCE_RETRY_AFTER: &str = "30";
+
+/// `queue "a" has` / `queues "a", "b" have`.
+fn encrypted_queues(queues: &[String]) -> String {
+    let names: Vec<String> = queues.iter().map(|q| format!("{q:?}")).collect();
+    match names.len() {
+        1 => format!("queue {} has", names[0]),
+        _ => format!("queues {} have", names.join(", ")),
+    }
+}
 
 /// No pooled connection (PostgreSQL down, pool exhausted past the timeout).
 impl From<deadpool_postgres::PoolError> for ApiError {
@@ -80,6 +99,9 @@ impl From<tokio_postgres::Error> for ApiError {
             Some("54000") => ApiError::BadRequest(format!("a value is too long: {detail}")),
             Some("P0002") => ApiError::NotFound(detail),
             Some("PC503") => ApiError::Maintenance(detail),
+            Some("PCENC") => ApiError::EncryptedQueues(crate::encryption::refused_queues(
+                e.as_db_error().and_then(|db| db.detail()),
+            )),
             _ if crate::db::is_connection_error(&e) => {
                 ApiError::Unavailable(format!("database unavailable: {detail}"))
             }
@@ -106,5 +128,18 @@ mod tests {
         let response = ApiError::Maintenance("paused".into()).error_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(response.headers().get("Retry-After").unwrap(), "30");
+    }
+
+    #[test]
+    fn encrypted_queue_refusals_name_the_queues() {
+        let one = ApiError::EncryptedQueues(vec!["orders".into()]);
+        assert_eq!(one.status_code(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(one.to_string().starts_with(
+            r#"queue "orders" has encryptionEnabled: this gateway has no PGCURSOR_ENCRYPTION_KEY"#
+        ));
+        let two = ApiError::EncryptedQueues(vec!["a".into(), "b".into()]);
+        assert!(two
+            .to_string()
+            .starts_with(r#"queues "a", "b" have encryptionEnabled"#));
     }
 }

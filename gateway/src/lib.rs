@@ -6,6 +6,7 @@ pub mod auth;
 pub mod body;
 pub mod config;
 pub mod db;
+pub mod encryption;
 pub mod error;
 pub mod housekeeping;
 pub mod notify;

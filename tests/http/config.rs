@@ -30,6 +30,8 @@ async fn bad_settings_fail_startup_with_one_line() {
         ("PGCURSOR_TOKENS", "x:superuser"),
         ("PGCURSOR_DB_TIMEOUT_MS", "-5"),
         ("PGCURSOR_BIND", "not-an-address"),
+        ("PGCURSOR_ENCRYPTION_KEY", "abc123"),
+        ("QUEEN_ENCRYPTION_KEY", "not hex at all"),
     ] {
         let (code, stderr) = run_expecting_exit(&[(var, value)]).await;
         assert_eq!(code, Some(2), "{var}={value}: {stderr}");
@@ -41,6 +43,13 @@ async fn bad_settings_fail_startup_with_one_line() {
 #[tokio::test]
 async fn a_bad_token_is_not_printed() {
     let (code, stderr) = run_expecting_exit(&[("PGCURSOR_TOKENS", "hunter2:root")]).await;
+    assert_eq!(code, Some(2));
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_bad_encryption_key_is_not_printed() {
+    let (code, stderr) = run_expecting_exit(&[("PGCURSOR_ENCRYPTION_KEY", "hunter2")]).await;
     assert_eq!(code, Some(2));
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }

@@ -6,6 +6,7 @@ mod ack;
 mod broker;
 mod config;
 mod dlq;
+mod encryption;
 mod fuzz;
 mod health;
 mod hostile;

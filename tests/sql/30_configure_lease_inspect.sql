@@ -77,8 +77,10 @@ SELECT is((SELECT count(*)::int FROM pgcursor.transaction_index x
           'and its transaction index');
 SELECT is(pgcursor.delete_queue('t30del'), '{"deleted":false,"queue":"t30del"}', 'delete an unknown queue');
 
--- extend_lease (t30's delay and window off again, so its messages pop at once)
-SELECT FROM pgcursor.configure('{"queue":"t30","options":{"delayedProcessing":0,"windowBuffer":0}}');
+-- extend_lease (t30's delay and window off again, so its messages pop at
+-- once, and its encryption, so psql may push plaintext: 12_push_encrypted.sql)
+SELECT FROM pgcursor.configure('{"queue":"t30","options":{"delayedProcessing":0,"windowBuffer":0,
+                                                          "encryptionEnabled":false}}');
 SELECT FROM pgcursor.push('{"items":[{"queue":"t30","payload":1,"transactionId":"m1"},
                                      {"queue":"t30","payload":2,"transactionId":"m2"},
                                      {"queue":"t30","payload":3,"transactionId":"m3"},

@@ -6,7 +6,9 @@ use deadpool_postgres::Pool;
 use serde_json::Value;
 use tokio_postgres::types::{FromSql, ToSql, Type};
 
+use crate::app::AppState;
 use crate::body::parse_json;
+use crate::encryption::Items;
 use crate::error::ApiError;
 
 /// A request body that must be a JSON object (the SQL functions read fields).
@@ -81,6 +83,59 @@ pub async fn call_json(
     let statement = client.prepare_cached(sql).await?;
     let row = client.query_one(&statement, params).await?;
     Ok(row.try_get(0)?)
+}
+
+/// How many times a push is tried again after the database named more
+/// encrypted queues than the gateway had sealed (each try seals more; a
+/// queue only needs a second try when its encryption was switched on
+/// between two tries).
+const SEALING_RETRIES: usize = 3;
+
+/// Runs a push-like call, `sql` taking the request as `$1` text, so that no
+/// payload for an encrypted queue goes to the database in plaintext
+/// (gateway/src/encryption.rs has the design). `text` is the body as sent,
+/// `request` the same parsed: unless some item's queue is encrypted, `text`
+/// is what is sent, unread. Otherwise the items of the encrypted queues get
+/// their payload sealed and the request goes re-serialised.
+pub async fn call_sealing(
+    state: &AppState,
+    sql: &str,
+    text: &str,
+    mut request: Value,
+    items: Items,
+) -> Result<RawJson, ApiError> {
+    let encryption = &state.encryption;
+    let mut sealed = encryption.known_among(&request, items);
+    encryption.seal_items(&mut request, items, &sealed);
+    let mut retries = 0;
+    loop {
+        let resealed;
+        let argument = if sealed.is_empty() {
+            text
+        } else {
+            resealed = request.to_string();
+            resealed.as_str()
+        };
+        match call_json(&state.pool, sql, &[&argument]).await {
+            Err(ApiError::EncryptedQueues(queues))
+                if encryption.key().is_some() && retries < SEALING_RETRIES =>
+            {
+                retries += 1;
+                encryption.learn(&queues);
+                let fresh: std::collections::HashSet<String> =
+                    queues.into_iter().filter(|q| !sealed.contains(q)).collect();
+                if fresh.is_empty() {
+                    // Refused although sealed: only a bug can say this.
+                    return Err(ApiError::Internal(
+                        "the database refused sealed payloads".into(),
+                    ));
+                }
+                encryption.seal_items(&mut request, items, &fresh);
+                sealed.extend(fresh);
+            }
+            other => return other,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -44,7 +44,8 @@ async fn list(
         &[&request],
     )
     .await?;
-    Ok(answer.respond())
+    // Dead letters of encrypted queues are listed in plaintext (decision 17).
+    Ok(state.encryption.open_answer(answer).respond())
 }
 
 async fn requeue(
@@ -60,7 +61,15 @@ async fn requeue(
         "SELECT pgcursor.requeue_dead_letter($1)",
         &[&id],
     )
-    .await?;
+    .await
+    .map_err(|e| match e {
+        // The payload goes back as stored (the SQL moves it): an envelope
+        // is fine, plaintext cannot enter a queue encrypted since.
+        ApiError::EncryptedQueues(queues) => ApiError::Unavailable(format!(
+            "cannot requeue: the dead letter's payload is plaintext and {queues:?} now has encryptionEnabled"
+        )),
+        other => other,
+    })?;
     Ok(answer.respond())
 }
 

@@ -2,7 +2,8 @@
 //! GET /api/v1/partitions/{partitionId}/cursors through `pgcursor.cursors`
 //! (unknown partition: P0002, a 404) and
 //! GET /api/v1/messages/{partitionId}/{transactionId} through
-//! `pgcursor.message` (unknown message: P0002, a 404).
+//! `pgcursor.message` (unknown message: P0002, a 404), its payload
+//! decrypted when it is an envelope (gateway/src/encryption.rs).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use uuid::Uuid;
@@ -53,7 +54,8 @@ async fn message(
         &[&partition_id, &transaction_id],
     )
     .await?;
-    Ok(answer.respond())
+    // `payload` and `data` in plaintext when the message is an envelope.
+    Ok(state.encryption.open_answer(answer).respond())
 }
 
 fn parse_partition_id(raw: &str) -> Result<Uuid, ApiError> {

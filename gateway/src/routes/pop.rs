@@ -95,7 +95,9 @@ async fn respond(
     selection: Map<String, Value>,
 ) -> Result<HttpResponse, ApiError> {
     let pop = PopRequest::parse(req.query_string(), selection)?;
-    Ok(pop_or_wait(state, &pop).await?.answer.respond())
+    let answer = pop_or_wait(state, &pop).await?.answer;
+    // Envelopes of encrypted queues are opened here; other answers pass unread.
+    Ok(state.encryption.open_answer(answer).respond())
 }
 
 /// A validated pop: the `pgcursor.pop` argument and how long to wait.

@@ -1,14 +1,16 @@
 //! POST /api/v1/push (read-write): `pgcursor.push` validates every item
 //! (a 400 naming index and field, nothing written), assigns offsets and
-//! reports duplicates. The gateway only caps the number of items.
+//! reports duplicates. The gateway only caps the number of items, and seals
+//! the payloads of encrypted queues (gateway/src/encryption.rs).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::Value;
 
 use crate::app::AppState;
 use crate::auth::Level;
+use crate::encryption::Items;
 use crate::error::ApiError;
-use crate::routes::call::{body_text, call_json, object_body};
+use crate::routes::call::{body_text, call_sealing, object_body};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/push", web::post().to(push));
@@ -20,9 +22,17 @@ async fn push(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
-    check_item_count(&object_body(&body)?, state.config.max_push_items)?;
+    let request = object_body(&body)?;
+    check_item_count(&request, state.config.max_push_items)?;
     let text = body_text(&body)?;
-    let answer = call_json(&state.pool, "SELECT pgcursor.push($1::text::jsonb)", &[&text]).await?;
+    let answer = call_sealing(
+        &state,
+        "SELECT pgcursor.push($1::text::jsonb)",
+        text,
+        request,
+        Items::Push,
+    )
+    .await?;
     Ok(answer.respond())
 }
 

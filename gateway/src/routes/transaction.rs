@@ -1,15 +1,17 @@
 //! POST /api/v1/transaction (read-write): acks and pushes in one PostgreSQL
 //! transaction, through `pgcursor.transaction`, which validates the bundle
 //! (22023 → 400), runs it and answers `success: false` with everything
-//! rolled back when an ack is refused. The gateway only bounds its size.
+//! rolled back when an ack is refused. The gateway only bounds its size, and
+//! seals the pushed payloads of encrypted queues (gateway/src/encryption.rs).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::Value;
 
 use crate::app::AppState;
 use crate::auth::Level;
+use crate::encryption::Items;
 use crate::error::ApiError;
-use crate::routes::call::{body_text, call_json, object_body};
+use crate::routes::call::{body_text, call_sealing, object_body};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/transaction", web::post().to(transaction));
@@ -21,16 +23,19 @@ async fn transaction(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
+    let request = object_body(&body)?;
     check_size(
-        &object_body(&body)?,
+        &request,
         state.config.max_ack_items,
         state.config.max_push_items,
     )?;
     let text = body_text(&body)?;
-    let answer = call_json(
-        &state.pool,
+    let answer = call_sealing(
+        &state,
         "SELECT pgcursor.transaction($1::text::jsonb)",
-        &[&text],
+        text,
+        request,
+        Items::Transaction,
     )
     .await?;
     Ok(answer.respond())
