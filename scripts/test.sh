@@ -39,7 +39,9 @@ scripts/docs-check.sh
 
 step "queen-mq compatibility (tests/compat)"
 compat_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-PGCURSOR_BIND=127.0.0.1:$compat_port RUST_LOG=warn "$GATEWAY_BIN" >"$tmp/compat-gateway.log" 2>&1 &
+# With an encryption key, so the suite can use encrypted queues as a Queen user would.
+PGCURSOR_ENCRYPTION_KEY=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n') \
+    PGCURSOR_BIND=127.0.0.1:$compat_port RUST_LOG=warn "$GATEWAY_BIN" >"$tmp/compat-gateway.log" 2>&1 &
 compat_pid=$!
 PGCURSOR_URL=http://127.0.0.1:$compat_port tests/compat/run.sh || { cat "$tmp/compat-gateway.log"; exit 1; }
 kill "$compat_pid"

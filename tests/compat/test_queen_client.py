@@ -761,3 +761,18 @@ def test_push_maintenance_refuses_pushes_until_it_is_off() -> None:
         assert data(await pop_now(client, queue, batch=10)) == payloads(1)
 
     run(body)
+
+
+def test_encrypted_queue_round_trips_plaintext_for_the_client() -> None:
+    # The gateway of `make test` runs with PGCURSOR_ENCRYPTION_KEY (scripts/test.sh);
+    # what is stored is an envelope (tests/http/encryption.rs reads it from SQL).
+    queue = name()
+
+    async def body(client: Queen) -> None:
+        result = await create(client, queue, encryption_enabled=True)
+        assert result["options"]["encryptionEnabled"] is True, result
+        await push_all(client, queue, payloads(2, "secret"))
+        got = await pop_now(client, queue, batch=10)
+        assert data(got) == payloads(2, "secret")
+
+    run(body)
