@@ -1,15 +1,24 @@
 -- Retention: the purges of messages, completed messages, dead letters and
--- the transaction index, each by its queue's rule or an explicit cutoff.
--- housekeeping() (sql/90_housekeeping.sql) runs them all.
+-- the transaction index, and the eviction of messages waiting too long,
+-- each by its queue's rule or an explicit cutoff. housekeeping()
+-- (sql/90_housekeeping.sql) runs them all.
 --
 --   SELECT pgcursor.purge_messages(now() - interval '1 day'); -- retention-on queues, older than a day
+--   SELECT pgcursor.evict_expired_messages();                 -- per-queue maxWaitTimeSeconds
 --   SELECT pgcursor.purge_transaction_index();                -- per-queue transaction index retention
+--
+-- The switch retentionEnabled (queues.retention_enabled): explicitly false
+-- turns message and completed-message retention off; NULL (never set) and
+-- true leave them on (docs/http-api.md, decision 4 of the admin spec). Dead
+-- letters keep their own retention, by retentionSeconds whatever the switch,
+-- and eviction (maxWaitTimeSeconds) is an option of its own, not retention.
 --
 -- Deleting pending messages must never wedge a partition: a pop leases
 -- cursor+1.. by offset, so a cursor whose next offsets are all gone would be
 -- handed empty batches forever. So every cursor is kept off deleted ranges:
--- purge_messages() moves existing cursors past them, and a cursor row created
--- later (a new group, or a group new to this partition) starts past them.
+-- purge_messages() and evict_expired_messages() move existing cursors past
+-- them, and a cursor row created later (a new group, or a group new to this
+-- partition) starts past them.
 
 -- Where a cursor at `at` must stand so that its next offset exists: just
 -- below the first retained message above it, or the head when none is left.
@@ -21,11 +30,14 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
         (SELECT p.head FROM pgcursor.partitions p WHERE p.id = pid)))
 $$;
 
--- Moves every cursor of a retention-on queue whose next offset was deleted
--- past the deleted range. The skipped offsets count in no total; the retry
--- counter belonged to a message that is gone, so it restarts at 0. A lease
--- is left alone: its acks still resolve through the transaction index.
-CREATE OR REPLACE FUNCTION pgcursor_internal.move_cursors_past_deleted()
+-- Moves every cursor on partitions `parts` whose next offset was deleted
+-- past the deleted range. The callers pass every partition their rule
+-- covers, not only those they just deleted from, so a cursor row that raced
+-- an earlier run is repaired by the next. The skipped offsets count in no
+-- total; the retry counter belonged to a message that is gone, so it
+-- restarts at 0. A lease is left alone: its acks still resolve through the
+-- transaction index.
+CREATE OR REPLACE FUNCTION pgcursor_internal.move_cursors_past_deleted(parts uuid[])
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     moved bigint;
@@ -36,8 +48,7 @@ BEGIN
                    pgcursor_internal.retained_cursor(c2.partition_id, c2.cursor) AS to_cursor
               FROM pgcursor.cursors c2
               JOIN pgcursor.partitions p ON p.id = c2.partition_id
-              JOIN pgcursor.queues q ON q.name = p.queue
-             WHERE q.retention_seconds > 0 AND c2.cursor < p.head
+             WHERE c2.partition_id = ANY (parts) AND c2.cursor < p.head
                AND NOT EXISTS (SELECT 1 FROM pgcursor.messages m
                                 WHERE m.partition_id = c2.partition_id AND m.msg_offset = c2.cursor + 1)) s
      WHERE c.partition_id = s.partition_id AND c.consumer_group = s.consumer_group
@@ -74,17 +85,19 @@ END $$;
 
 -- Per partition of a queue with retentionSeconds > 0: what is older than
 -- this goes (the queue's retention, or the explicit cutoff). Shared by the
--- message and dead-letter purges, which follow the same retention.
-CREATE OR REPLACE FUNCTION pgcursor_internal.retention_cutoffs(cutoff timestamptz)
+-- message purge (of_messages: only where retentionEnabled is not false) and
+-- the dead-letter purge (every such queue: dead letters keep their own
+-- retention, see the header).
+CREATE OR REPLACE FUNCTION pgcursor_internal.retention_cutoffs(cutoff timestamptz, of_messages boolean)
 RETURNS TABLE (id uuid, before timestamptz) LANGUAGE sql STABLE AS $$
     SELECT p.id, coalesce(cutoff, now() - q.retention_seconds * interval '1 second')
       FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
-     WHERE q.retention_seconds > 0
+     WHERE q.retention_seconds > 0 AND (NOT of_messages OR q.retention_enabled IS NOT false)
 $$;
 
--- purge_messages: in queues with retentionSeconds > 0, deletes messages
--- older than that (or, given a cutoff, created before it), pending or not,
--- then moves cursors off what went. The transaction index is not touched:
+-- purge_messages: in queues with retentionSeconds > 0 (and retentionEnabled
+-- not false), deletes messages older than that (or, given a cutoff, created
+-- before it), pending or not, then moves cursors off what went. The transaction index is not touched:
 -- acks of deleted messages still resolve until it is purged.
 CREATE OR REPLACE FUNCTION pgcursor.purge_messages(cutoff timestamptz DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
@@ -93,15 +106,52 @@ DECLARE
 BEGIN
     -- Per partition, so each delete is a range scan of (partition_id, created_at).
     DELETE FROM pgcursor.messages m
-     USING pgcursor_internal.retention_cutoffs(cutoff) r
+     USING pgcursor_internal.retention_cutoffs(cutoff, true) r
      WHERE m.partition_id = r.id AND m.created_at < r.before;
     GET DIAGNOSTICS purged = ROW_COUNT;
-    PERFORM pgcursor_internal.move_cursors_past_deleted();
+    PERFORM pgcursor_internal.move_cursors_past_deleted(
+        ARRAY(SELECT r.id FROM pgcursor_internal.retention_cutoffs(cutoff, true) r));
     RETURN purged;
 END $$;
 
--- purge_completed_messages: in queues with completedRetentionSeconds > 0,
--- deletes messages every group with a cursor on the partition has completed
+-- Per partition of a queue with maxWaitTimeSeconds > 0: messages created
+-- before `before` (the queue's maxWaitTimeSeconds ago, or the explicit
+-- cutoff) with an offset above `consumed_to` (the lowest cursor of the
+-- partition: what every group has consumed; 0 without cursors) are evicted.
+CREATE OR REPLACE FUNCTION pgcursor_internal.eviction_cutoffs(cutoff timestamptz)
+RETURNS TABLE (id uuid, before timestamptz, consumed_to bigint) LANGUAGE sql STABLE AS $$
+    SELECT p.id, coalesce(cutoff, now() - q.max_wait_time_seconds * interval '1 second'),
+           coalesce((SELECT min(c.cursor) FROM pgcursor.cursors c WHERE c.partition_id = p.id), 0)
+      FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
+     WHERE q.max_wait_time_seconds > 0
+$$;
+
+-- evict_expired_messages: in queues with maxWaitTimeSeconds > 0, deletes
+-- (does not dead-letter) the messages created longer ago than that (or,
+-- given a cutoff, before it) that at least one group with a cursor on the
+-- partition has not consumed (offset above the lowest cursor), and every
+-- old message of a partition no group has a cursor on. The deletion hits
+-- every group. What every group has consumed is left to retention. Then
+-- moves cursors off what went, as purge_messages does; the transaction
+-- index is not touched. Not gated by retentionEnabled: it is not retention.
+CREATE OR REPLACE FUNCTION pgcursor.evict_expired_messages(cutoff timestamptz DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    evicted bigint;
+BEGIN
+    -- Per partition, so each delete is a range scan of one partition's rows.
+    DELETE FROM pgcursor.messages m
+     USING pgcursor_internal.eviction_cutoffs(cutoff) r
+     WHERE m.partition_id = r.id AND m.msg_offset > r.consumed_to AND m.created_at < r.before;
+    GET DIAGNOSTICS evicted = ROW_COUNT;
+    PERFORM pgcursor_internal.move_cursors_past_deleted(
+        ARRAY(SELECT p.id FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
+               WHERE q.max_wait_time_seconds > 0));
+    RETURN evicted;
+END $$;
+
+-- purge_completed_messages: in queues with completedRetentionSeconds > 0
+-- (and retentionEnabled not false), deletes messages every group with a cursor on the partition has completed
 -- (offset <= the lowest cursor; a partition without cursors keeps all) and
 -- older than that retention (or, given a cutoff, created before it).
 CREATE OR REPLACE FUNCTION pgcursor.purge_completed_messages(cutoff timestamptz DEFAULT NULL)
@@ -115,23 +165,24 @@ BEGIN
               FROM pgcursor.partitions p
               JOIN pgcursor.queues q ON q.name = p.queue
               JOIN pgcursor.cursors c ON c.partition_id = p.id
-             WHERE q.completed_retention_seconds > 0
+             WHERE q.completed_retention_seconds > 0 AND q.retention_enabled IS NOT false
              GROUP BY p.id, q.completed_retention_seconds) r
      WHERE m.partition_id = r.id AND m.msg_offset <= r.completed_to AND m.created_at < r.before;
     GET DIAGNOSTICS purged = ROW_COUNT;
     RETURN purged;
 END $$;
 
--- purge_dead_letters: dead letters follow their queue's message retention:
+-- purge_dead_letters: dead letters follow their queue's retentionSeconds:
 -- in queues with retentionSeconds > 0, those that failed longer ago than
--- that (or, given a cutoff, before it). retentionSeconds 0 keeps them forever.
+-- that (or, given a cutoff, before it). retentionSeconds 0 keeps them
+-- forever. retentionEnabled false does not stop it (see the header).
 CREATE OR REPLACE FUNCTION pgcursor.purge_dead_letters(cutoff timestamptz DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     purged bigint;
 BEGIN
     DELETE FROM pgcursor.dead_letters d
-     USING pgcursor_internal.retention_cutoffs(cutoff) r
+     USING pgcursor_internal.retention_cutoffs(cutoff, false) r
      WHERE d.partition_id = r.id AND d.failed_at < r.before;
     GET DIAGNOSTICS purged = ROW_COUNT;
     RETURN purged;

@@ -1,5 +1,5 @@
--- Housekeeping: every purge of sql/80_retention.sql in one transaction, at
--- most one run at a time across every gateway and psql session.
+-- Housekeeping: every purge and the eviction of sql/80_retention.sql in one
+-- transaction, at most one run at a time across every gateway and psql session.
 --
 --   SELECT pgcursor.housekeeping();                          -- per-queue rules, now
 --   SELECT pgcursor.housekeeping(now() - interval '1 hour'); -- everything older than an hour
@@ -11,17 +11,19 @@ RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
     SELECT 8099551810612128561::bigint
 $$;
 
--- housekeeping: runs every purge and answers what each removed,
--- {"skipped": false, "completedMessages", "messages", "deadLetters",
--- "transactionIndex"}; with a cutoff, each purge gets it (see each for its
--- rule). When another run holds the lock it does nothing and answers
--- {"skipped": true, "reason": ...}. The lock is the transaction's: it is
--- released at commit or rollback, never left behind.
+-- housekeeping: runs every purge and the eviction and answers what each
+-- removed, {"skipped": false, "completedMessages", "messages",
+-- "evictedMessages", "deadLetters", "transactionIndex"}; with a cutoff, each
+-- gets it (see each for its rule). Retention runs before eviction, so a
+-- message past both counts as retention's. When another run holds the lock
+-- it does nothing and answers {"skipped": true, "reason": ...}. The lock is
+-- the transaction's: it is released at commit or rollback, never left behind.
 CREATE OR REPLACE FUNCTION pgcursor.housekeeping(cutoff timestamptz DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     completed bigint;
     messages bigint;
+    evicted bigint;
 BEGIN
     IF NOT pg_try_advisory_xact_lock(pgcursor_internal.housekeeping_lock()) THEN
         RETURN jsonb_build_object('skipped', true,
@@ -29,10 +31,12 @@ BEGIN
     END IF;
     completed := pgcursor.purge_completed_messages(cutoff);
     messages := pgcursor.purge_messages(cutoff);
+    evicted := pgcursor.evict_expired_messages(cutoff);
     RETURN jsonb_build_object(
         'skipped', false,
         'completedMessages', completed,
         'messages', messages,
+        'evictedMessages', evicted,
         'deadLetters', pgcursor.purge_dead_letters(cutoff),
         'transactionIndex', pgcursor.purge_transaction_index(cutoff));
 END $$;

@@ -24,7 +24,7 @@ use serde::Serialize;
 use crate::brokers::{Broker, System};
 use crate::cluster::Cluster;
 use crate::cpu::Probe;
-use crate::scenario::{ack_cost, ack_throughput, end_to_end, step_cost};
+use crate::scenario::{ack_cost, ack_throughput, end_to_end, first_pop, step_cost};
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 pub type Result<T> = std::result::Result<T, Error>;
@@ -32,7 +32,8 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[derive(Parser, Debug, Clone, Serialize)]
 #[command(
     name = "bench",
-    about = "pgcursor benchmarks: ack throughput, end to end vs pgmq, ack cost"
+    about = "pgcursor benchmarks: ack throughput, end to end vs pgmq, ack cost, \
+             a new group's first pop"
 )]
 pub struct Args {
     /// Measured seconds per system, split over the rounds
@@ -68,6 +69,9 @@ pub struct Args {
     /// Timed calls per batch size for (c), and cycles per system for (f)
     #[arg(long, default_value_t = 300)]
     pub cost_iterations: usize,
+    /// Timed fresh consumer groups per partition count and subscription variant (g)
+    #[arg(long, default_value_t = 15)]
+    pub first_pop_groups: usize,
     /// ≈20 s development run: short windows, no extra batch sizes, writes to <out>/quick
     #[arg(long)]
     pub quick: bool,
@@ -87,8 +91,8 @@ pub struct Args {
     #[arg(long, default_value_t = 2)]
     pub rounds: u32,
     /// Only these scenarios (a = ack throughput, b = end to end, c = ack cost,
-    /// f = cost per step against the floor)
-    #[arg(long, value_delimiter = ',', default_value = "a,b,c,f")]
+    /// f = cost per step against the floor, g = a new group's first pop)
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,f,g")]
     pub only: Vec<String>,
     /// SQL files run after the gateway's bootstrap, to measure a proposed
     /// change to a function without editing sql/ (e.g. --apply /tmp/fix.sql)
@@ -127,6 +131,7 @@ impl Args {
             self.extra_batches.0.clear();
             self.ack_seed = self.ack_seed.min(1000);
             self.cost_iterations = self.cost_iterations.min(40);
+            self.first_pop_groups = self.first_pop_groups.min(5);
             self.rounds = 1;
             self.out = self.out.join("quick");
         }
@@ -226,6 +231,9 @@ async fn run(args: &Args) -> Result<()> {
     }
     if args.runs("f") {
         bench.step_cost(&admin, &mut report).await?;
+    }
+    if args.runs("g") {
+        bench.first_pop(&admin, &mut report).await?;
     }
     report.finish(started.elapsed());
     drop(bench);
@@ -398,6 +406,22 @@ impl Bench<'_> {
         .await?;
         report.step_cost(costs);
         self.profiler.collect("f: cost per step", report).await
+    }
+
+    /// (g) on one connection of its own.
+    async fn first_pop(
+        &self,
+        client: &tokio_postgres::Client,
+        report: &mut report::Report,
+    ) -> Result<()> {
+        let counts = first_pop::PARTITION_COUNTS;
+        say(&format!(
+            "(g) a new group's first pop, {counts:?} partitions, {} groups per variant",
+            self.args.first_pop_groups
+        ));
+        self.profiler.reset().await?;
+        report.first_pop(first_pop::run(client, &counts, self.args.first_pop_groups).await?);
+        self.profiler.collect("g: first pop", report).await
     }
 }
 

@@ -13,11 +13,14 @@ use crate::profile::Statement;
 use crate::scenario::ack_cost::AckCost;
 use crate::scenario::ack_throughput::AckRun;
 use crate::scenario::end_to_end::E2eRun;
+use crate::scenario::first_pop::{FirstPops, Variant};
 use crate::scenario::step_cost::StepCost;
 use crate::{Args, Result};
 
 /// (d): the gateway's peak RSS must stay under this many kB.
 const RSS_LIMIT_KB: u64 = 30 * 1024;
+/// (g): a new group's first pop at the most partitions over the fewest, p50.
+const FIRST_POP_LIMIT: f64 = 2.0;
 
 #[derive(Debug, Serialize)]
 pub struct Stamp {
@@ -65,6 +68,7 @@ pub struct Report {
     pub end_to_end: Vec<E2eRun>,
     pub ack_cost: Vec<AckCost>,
     pub step_cost: Vec<StepCost>,
+    pub first_pop: FirstPops,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub profile: Vec<Profiled>,
 }
@@ -89,6 +93,7 @@ impl Report {
             end_to_end: Vec::new(),
             ack_cost: Vec::new(),
             step_cost: Vec::new(),
+            first_pop: FirstPops::default(),
             profile: Vec::new(),
         }
     }
@@ -113,6 +118,10 @@ impl Report {
 
     pub fn step_cost(&mut self, costs: Vec<StepCost>) {
         self.step_cost = costs;
+    }
+
+    pub fn first_pop(&mut self, runs: FirstPops) {
+        self.first_pop = runs;
     }
 
     pub fn profile(&mut self, run: &str, top_statements: Vec<Statement>) {
@@ -280,6 +289,36 @@ impl Report {
                 ),
                 run.per_broker_core(),
             ));
+        }
+        for variant in Variant::ALL {
+            let runs = self.first_pop.runs.iter().filter(|r| r.variant == variant);
+            let fewest = runs.clone().min_by_key(|r| r.partitions);
+            let most = runs.max_by_key(|r| r.partitions);
+            if let (Some(small), Some(large)) = (fewest, most) {
+                if small.partitions == large.partitions {
+                    continue;
+                }
+                let ratio = large.round_trip.p50_us as f64 / small.round_trip.p50_us.max(1) as f64;
+                targets.push(judge(
+                    "g",
+                    format!(
+                        "a new group's first pop, {}: p50 at {} / at {} partitions \
+                         ({:.2} / {:.2} ms; max {:.2} / {:.2} ms; server p50 {:.2} / {:.2} ms)",
+                        variant.name(),
+                        large.partitions,
+                        small.partitions,
+                        ms(large.round_trip.p50_us),
+                        ms(small.round_trip.p50_us),
+                        ms(large.round_trip.max_us),
+                        ms(small.round_trip.max_us),
+                        ms(large.server.p50_us),
+                        ms(small.server.p50_us)
+                    ),
+                    ratio,
+                    "<= 2.0",
+                    ratio <= FIRST_POP_LIMIT,
+                ));
+            }
         }
         self.targets = targets;
     }
@@ -454,6 +493,34 @@ impl Report {
                     c.cycle_p50_us() as f64 / a.batch as f64
                 );
             }
+        }
+
+        if !self.first_pop.runs.is_empty() {
+            let _ = writeln!(
+                md,
+                "\n## (g) A new consumer group's first pop (creates its cursor on every partition; 5 other groups present)\n"
+            );
+            let _ = writeln!(md, "| subscription | partitions | pops | p50 ms | max ms | server p50 ms | server max ms | µs per partition (p50) |\n|---|---:|---:|---:|---:|---:|---:|---:|");
+            for r in &self.first_pop.runs {
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} |",
+                    r.name,
+                    r.partitions,
+                    r.round_trip.count,
+                    ms(r.round_trip.p50_us),
+                    ms(r.round_trip.max_us),
+                    ms(r.server.p50_us),
+                    ms(r.server.max_us),
+                    r.round_trip.p50_us as f64 / r.partitions.max(1) as f64
+                );
+            }
+            let _ = writeln!(
+                md,
+                "\nCursor rows in the database (every queue): {} before the timed pops, {} after \
+                 (each round's fresh groups are deleted and the table vacuumed before the next).",
+                self.first_pop.cursor_rows_before, self.first_pop.cursor_rows_after
+            );
         }
 
         for p in &self.profile {

@@ -1,8 +1,9 @@
 -- Retention: purge_messages (and cursors moved off what it deleted),
--- purge_completed_messages, purge_dead_letters, housekeeping. Explicit
+-- purge_completed_messages, evict_expired_messages (maxWaitTimeSeconds),
+-- purge_dead_letters, the retentionEnabled switch, housekeeping. Explicit
 -- cutoffs and aged rows: no sleeps.
 BEGIN;
-SELECT plan(39);
+SELECT plan(62);
 
 -- Queue q (options opts) with n messages <q>-1..<q>-n in partition Default,
 -- offset k created (n - k + 1) hours ago; returns the partition id.
@@ -92,6 +93,46 @@ SELECT is(pgcursor.purge_completed_messages(now() + interval '1 second') >= 1, t
 SELECT is(pg_temp.offsets(:'d'), '6', 'with a cutoff, age no longer protects a completed message');
 SELECT is(pg_temp.offsets(:'keep'), '1,2,3,4,5', 'but a cutoff does not turn the rule on');
 
+-- evict_expired_messages: maxWaitTimeSeconds 9000 (2.5 h); offsets 1..4 of 6 are older.
+-- Group fast has consumed 1..2, slow 1: only offset 1 is consumed by every group.
+SELECT pg_temp.aged('t80i', 6, '{"maxWaitTimeSeconds":9000}') AS i \gset
+SELECT pg_temp.pop_offsets('t80i', 'fast', 2) AS x \gset
+SELECT pg_temp.pop_offsets('t80i', 'slow', 1) AS x \gset
+SELECT pg_temp.aged('t80j', 3, '{"maxWaitTimeSeconds":9000}') AS j \gset
+SELECT is(pgcursor.evict_expired_messages(), 4::bigint, 'evict_expired_messages reports what it deleted');
+SELECT is(pg_temp.offsets(:'i'), '1,5,6',
+          'old messages some group has not consumed are evicted; one every group consumed stays, young ones stay');
+SELECT is(pg_temp.offsets(:'j'), '2,3', 'a partition no group has a cursor on loses every old message');
+SELECT is(pg_temp.offsets(:'keep'), '1,2,3,4,5', 'maxWaitTimeSeconds 0: off');
+SELECT is((SELECT count(*)::int FROM pgcursor.dead_letters WHERE partition_id IN (:'i', :'j')), 0,
+          'evicted, not dead-lettered');
+SELECT is((SELECT count(*)::int FROM pgcursor.transaction_index WHERE partition_id = :'i'), 6,
+          'the transaction index is left to its own clock');
+SELECT is(ARRAY[(pg_temp.cur(:'i', 'fast')).cursor, (pg_temp.cur(:'i', 'slow')).cursor], '{4,4}',
+          'cursors moved past the evicted range');
+SELECT is(pg_temp.pop_offsets('t80i', 'slow'), '5,6', 'a pop after eviction delivers the next retained message');
+SELECT is(pg_temp.pop_offsets('t80i', 'newcomer'), '1,5,6',
+          'a new group gets what every other group had consumed, then what is left');
+SELECT is(pg_temp.pop_offsets('t80j', 'first'), '2,3', 'a first cursor on a partition starts past the evicted range');
+SELECT is(pgcursor.evict_expired_messages(), 0::bigint, 'nothing left to evict');
+
+-- A whole pending range evicted: the cursor goes to the head, the partition is not wedged.
+SELECT pg_temp.aged('t80k', 3, '{"maxWaitTimeSeconds":60}') AS k \gset
+INSERT INTO pgcursor.cursors (partition_id, consumer_group) VALUES (:'k', 'g');
+SELECT is(pgcursor.evict_expired_messages(), 3::bigint, 'all of t80k waited more than a minute');
+SELECT is((pg_temp.cur(:'k', 'g')).cursor, 3::bigint, 'the cursor is at the head');
+SELECT is(pgcursor.pop('{"queue":"t80k","consumerGroup":"g"}'), '{"success":true,"messages":[]}',
+          'nothing to pop, and no empty lease taken');
+SELECT FROM pgcursor.push('{"items":[{"queue":"t80k","payload":"new","transactionId":"t80k-4"}]}');
+SELECT is(pg_temp.pop_offsets('t80k', 'g'), '4', 'the next push is delivered');
+
+-- Explicit cutoff: only queues with maxWaitTimeSeconds > 0.
+SELECT pg_temp.aged('t80l', 4, '{"maxWaitTimeSeconds":86400}') AS l \gset
+SELECT is(pgcursor.evict_expired_messages(now() - interval '150 minutes'), 2::bigint, 'cutoff eviction');
+SELECT is(pg_temp.offsets(:'l'), '3,4', 'the cutoff overrides the queue''s maxWaitTimeSeconds');
+SELECT is(pgcursor.evict_expired_messages(now() + interval '1 second') >= 2, true, 'cutoff after now');
+SELECT is(pg_temp.offsets(:'keep'), '1,2,3,4,5', 'maxWaitTimeSeconds 0: a cutoff does not apply');
+
 -- purge_dead_letters: follows the queue's retentionSeconds, on failedAt.
 SELECT pg_temp.aged('t80f', 3, '{"retentionSeconds":7200}') AS f \gset
 SELECT pg_temp.aged('t80g', 1) AS g \gset
@@ -112,18 +153,44 @@ SELECT cmp_ok(pgcursor.purge_dead_letters(now() + interval '1 second'), '>=', 1:
 SELECT is((SELECT count(*)::int FROM pgcursor.dead_letters WHERE partition_id IN (:'f', :'g')), 1,
           'a cutoff purges retention-on queues only');
 
--- housekeeping: all four, with their counts.
+-- retentionEnabled false: message and completed-message retention off,
+-- dead-letter retention (retentionSeconds) still on. (Counts are not
+-- asserted: the cutoffs below purge the queues above too.)
+SELECT pg_temp.aged('t80m', 3, '{"retentionSeconds":60,"completedRetentionSeconds":60,"retentionEnabled":false}') AS m \gset
+SELECT pg_temp.pop_offsets('t80m', 'all', 3) AS x \gset
+SELECT pgcursor.ack_group(jsonb_build_object('partitionId', :'m', 'consumerGroup', 'dl', 'items',
+           '[{"transactionId":"t80m-1","status":"dlq"}]'::jsonb)) IS NOT NULL AS x \gset
+UPDATE pgcursor.dead_letters SET failed_at = now() - interval '3 hours' WHERE partition_id = :'m';
+SELECT pgcursor.purge_messages() + pgcursor.purge_completed_messages() + pgcursor.purge_messages(now() + interval '1 second')
+       + pgcursor.purge_completed_messages(now() + interval '1 second') AS x \gset
+SELECT is(pg_temp.offsets(:'m'), '1,2,3',
+          'retentionEnabled false: neither message nor completed retention runs, with or without a cutoff');
+SELECT pgcursor.purge_dead_letters() AS x \gset
+SELECT is((SELECT count(*)::int FROM pgcursor.dead_letters WHERE partition_id = :'m'), 0,
+          'retentionEnabled false: dead letters keep their own retention');
+-- retentionEnabled null (unset) and true: on.
+SELECT pgcursor.configure('{"queue":"t80m","options":{"retentionEnabled":null}}') IS NOT NULL AS x \gset
+SELECT pgcursor.purge_completed_messages() AS x \gset
+SELECT is(pg_temp.offsets(:'m'), '2,3', 'retentionEnabled null: completed retention runs (offset 1, completed by all)');
+SELECT pg_temp.aged('t80n', 2, '{"retentionSeconds":60,"retentionEnabled":true}') AS n \gset
+SELECT pgcursor.purge_messages() AS x \gset
+SELECT is(pg_temp.offsets(:'m') || '|' || pg_temp.offsets(:'n'), '|',
+          'retentionEnabled null and true: message retention runs');
+
+-- housekeeping: all five, with their counts.
 SELECT pg_temp.aged('t80h', 2, '{"retentionSeconds":60,"transactionIndexRetentionSeconds":60}') AS h \gset
 UPDATE pgcursor.transaction_index SET created_at = now() - interval '1 hour' WHERE partition_id = :'h';
 SELECT pgcursor.housekeeping() AS hk \gset
 SELECT is((SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(:'hk'::jsonb) k),
-          '["completedMessages","deadLetters","messages","skipped","transactionIndex"]', 'housekeeping answers four counts and that it ran');
+          '["completedMessages","deadLetters","evictedMessages","messages","skipped","transactionIndex"]',
+          'housekeeping answers five counts and that it ran');
 SELECT ok(((:'hk'::jsonb) ->> 'messages')::int >= 2 AND ((:'hk'::jsonb) ->> 'transactionIndex')::int >= 2,
           'and ran the message and index purges');
 SELECT is(ARRAY[pg_temp.offsets(:'h'), (SELECT count(*)::text FROM pgcursor.transaction_index WHERE partition_id = :'h')],
           '{"",0}', 't80h emptied');
 SELECT is(pgcursor.housekeeping(now() - interval '10 years'),
-          '{"skipped":false,"completedMessages":0,"messages":0,"deadLetters":0,"transactionIndex":0}', 'an old cutoff removes nothing');
+          '{"skipped":false,"completedMessages":0,"messages":0,"evictedMessages":0,"deadLetters":0,"transactionIndex":0}',
+          'an old cutoff removes nothing');
 
 -- One run at a time: this transaction's runs above hold the housekeeping
 -- lock until it ends, so a run from another session (a gateway's clock, a

@@ -1,7 +1,8 @@
 //! One module per scenario: (a) ack throughput, (b) end to end, (c) ack cost,
-//! (f) cost per step against a floor.
+//! (f) cost per step against a floor, (g) a new consumer group's first pop.
 
 pub mod ack_cost;
 pub mod ack_throughput;
 pub mod end_to_end;
+pub mod first_pop;
 pub mod step_cost;
