@@ -86,15 +86,25 @@ BEGIN
                                      WHERE c.partition_id = s.id AND c.consumer_group = grp)) THEN
         RETURN;
     END IF;
+    -- LATERAL ... LIMIT 1: one primary-key probe of the cursors per partition.
+    -- (As plain (anti-)joins the planner may scan every cursor row of every
+    -- queue, filtering on the group: a first pop then grows with the cursors
+    -- of the whole database.)
+    -- q is MATERIALIZED so `present` is asked once per queue, not per row.
+    WITH q AS MATERIALIZED (
+        SELECT x.queue, EXISTS (SELECT 1 FROM pgcursor.partitions o
+                                 CROSS JOIN LATERAL (SELECT 1 FROM pgcursor.cursors c
+                                                      WHERE c.partition_id = o.id AND c.consumer_group = grp
+                                                      LIMIT 1) c
+                                WHERE o.queue = x.queue) AS present
+          FROM (SELECT DISTINCT queue FROM pgcursor.partitions WHERE id = ANY (sel)) x)
     INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
     SELECT p.id, grp, pgcursor_internal.start_cursor(p, q.present, mode, since)
-    FROM (SELECT x.queue, EXISTS (SELECT 1 FROM pgcursor.partitions o
-                                   JOIN pgcursor.cursors c ON c.partition_id = o.id AND c.consumer_group = grp
-                                  WHERE o.queue = x.queue) AS present
-            FROM (SELECT DISTINCT queue FROM pgcursor.partitions WHERE id = ANY (sel)) x) q
+    FROM q
     JOIN pgcursor.partitions p ON p.queue = q.queue
-    WHERE NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
-                      WHERE c.partition_id = p.id AND c.consumer_group = grp)
+    LEFT JOIN LATERAL (SELECT true AS found FROM pgcursor.cursors c
+                        WHERE c.partition_id = p.id AND c.consumer_group = grp LIMIT 1) e ON true
+    WHERE e.found IS NULL
     ORDER BY p.id  -- same order in every pop: concurrent first pops wait, never deadlock
     ON CONFLICT DO NOTHING;
 END $$;

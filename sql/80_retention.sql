@@ -23,12 +23,17 @@
 -- Where a cursor at `at` must stand so that its next offset exists: just
 -- below the first retained message above it, or the head when none is left.
 CREATE OR REPLACE FUNCTION pgcursor_internal.retained_cursor(pid uuid, at bigint)
-RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT greatest(at, coalesce(
-        (SELECT m.msg_offset - 1 FROM pgcursor.messages m
-          WHERE m.partition_id = pid AND m.msg_offset > at ORDER BY m.msg_offset LIMIT 1),
-        (SELECT p.head FROM pgcursor.partitions p WHERE p.id = pid)))
-$$;
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$  -- plpgsql: its plans are cached (it runs per cursor row)
+DECLARE
+    next_at bigint;
+BEGIN
+    SELECT m.msg_offset INTO next_at FROM pgcursor.messages m
+     WHERE m.partition_id = pid AND m.msg_offset > at ORDER BY m.msg_offset LIMIT 1;
+    IF next_at IS NOT NULL THEN
+        RETURN greatest(at, next_at - 1);
+    END IF;
+    RETURN greatest(at, (SELECT p.head FROM pgcursor.partitions p WHERE p.id = pid));
+END $$;
 
 -- Moves every cursor on partitions `parts` whose next offset was deleted
 -- past the deleted range. The callers pass every partition their rule
