@@ -663,25 +663,14 @@ def test_transaction_acks_and_pushes_together() -> None:
 # ------------------------------------------------------------ queue options
 
 
-def test_delayed_processing_holds_a_message_back_until_its_time() -> None:
+@pytest.mark.parametrize("option", ["delayed_processing", "window_buffer"])
+def test_a_delay_option_holds_messages_back_until_their_time(option: str) -> None:
+    # delayedProcessing: each message until it is 2 s old; windowBuffer: the
+    # partition until its newest message is 2 s old. Either way, 2 s of nothing.
     queue = name()
 
     async def body(client: Queen) -> None:
-        await create(client, queue, delayed_processing=2)
-        await push_all(client, queue, payloads(2))
-        assert await pop_now(client, queue, batch=10) == []
-        await asyncio.sleep(2.3)
-        got = await pop_now(client, queue, batch=10)
-        assert data(got) == payloads(2)
-
-    run(body)
-
-
-def test_window_buffer_waits_for_a_quiet_partition() -> None:
-    queue = name()
-
-    async def body(client: Queen) -> None:
-        await create(client, queue, window_buffer=2)
+        await create(client, queue, **{option: 2})
         await push_all(client, queue, payloads(2))
         assert await pop_now(client, queue, batch=10) == []
         await asyncio.sleep(2.3)
