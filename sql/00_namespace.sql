@@ -13,7 +13,9 @@
 --
 -- Functions are CREATE OR REPLACE: a function keeps its identity across
 -- starts, so a gateway starting beside running ones never pulls a function
--- from under their cached plans. A composite type is created once; changing
--- one means dropping it (CASCADE) in the file that defines it.
+-- from under their cached plans. CREATE OR REPLACE cannot rename a
+-- parameter or change a return type: such a change takes a new function
+-- name (the sweep drops the old one). A composite type is created once;
+-- changing one means dropping it (CASCADE) in the file that defines it.
 
 CREATE SCHEMA IF NOT EXISTS pgcursor_internal;

@@ -194,20 +194,13 @@ $$;
 -- queues as a JSON array in the detail). The gateway, which holds the key,
 -- seals those items and pushes again; psql, or a gateway without the key,
 -- cannot store plaintext there. Checked in the push itself, so a queue
--- configured a moment ago by another gateway is never missed. Costs one
--- primary-key probe per queue named; items are only looked at when one of
--- them is encrypted.
-CREATE OR REPLACE FUNCTION pgcursor_internal.refuse_plaintext_for_encrypted(items jsonb, queues text[])
+-- configured a moment ago by another gateway is never missed. push calls
+-- it only when a queue of the request is encrypted (`encrypted`).
+CREATE OR REPLACE FUNCTION pgcursor_internal.refuse_plaintext_payloads(items jsonb, encrypted text[])
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    encrypted text[];
     refused text[];
 BEGIN
-    SELECT array_agg(q.name) INTO encrypted
-      FROM pgcursor.queues q WHERE q.name = ANY (queues) AND q.encryption_enabled;
-    IF encrypted IS NULL THEN
-        RETURN;
-    END IF;
     SELECT array_agg(DISTINCT x ->> 'queue' ORDER BY x ->> 'queue') INTO refused
       FROM jsonb_array_elements(items) x
      WHERE x ->> 'queue' = ANY (encrypted) AND NOT pgcursor_internal.is_envelope(x -> 'payload');
@@ -228,6 +221,8 @@ DECLARE
     names  text[];
     ids    uuid[];
     heads  bigint[];
+    encrypted text[];
+    capped boolean;
     full_queues text[];
     room   bigint[];
     result jsonb;
@@ -237,7 +232,6 @@ BEGIN
     SELECT array_agg(d.q ORDER BY d.q, d.n), array_agg(d.n ORDER BY d.q, d.n) INTO queues, names
     FROM (SELECT DISTINCT x ->> 'queue' AS q, coalesce(x ->> 'partition', 'Default') AS n
           FROM jsonb_array_elements(req -> 'items') x) d;
-    PERFORM pgcursor_internal.refuse_plaintext_for_encrypted(req -> 'items', queues);
     PERFORM pgcursor_internal.ensure_partitions(queues, names);
     -- Lock the touched partitions (in id order: no deadlocks) before looking
     -- at the transaction index, so the next statement sees every push that
@@ -250,8 +244,19 @@ BEGIN
           JOIN unnest(queues, names) u(q, n) ON p.queue = u.q AND p.name = u.n
           ORDER BY p.id
           FOR NO KEY UPDATE OF p) l;
-    SELECT array_agg(r.queue), array_agg(r.room) INTO full_queues, room
-      FROM pgcursor_internal.queue_room(queues) r;
+    -- What the request's queues ask of this push, in one look at their rows:
+    -- encryption (a refusal rolls back everything, partitions created above
+    -- included) and a maxSize (then the room left).
+    SELECT array_agg(q.name) FILTER (WHERE q.encryption_enabled), coalesce(bool_or(q.max_size > 0), false)
+      INTO encrypted, capped
+      FROM pgcursor.queues q WHERE q.name = ANY (queues);
+    IF encrypted IS NOT NULL THEN
+        PERFORM pgcursor_internal.refuse_plaintext_payloads(req -> 'items', encrypted);
+    END IF;
+    IF capped THEN
+        SELECT array_agg(r.queue), array_agg(r.room) INTO full_queues, room
+          FROM pgcursor_internal.queue_room(queues) r;
+    END IF;
     result := pgcursor_internal.push_write(req -> 'items', queues, names, ids, heads, full_queues, room);
     -- Wake long-polling pops (one notification per queue).
     PERFORM pg_notify('pgcursor_push', q) FROM (SELECT DISTINCT unnest(queues) AS q) d;

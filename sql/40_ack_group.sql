@@ -105,41 +105,71 @@ BEGIN
 END
 $$;
 
--- The group's items in request order, each checked (§13: 22023 naming the
--- first bad one), normalised (§2) and resolved through the transaction index
--- (§3). An item's `index` defaults to its position.
+-- An item's `index` (the gateway always sends one): absent or null is its
+-- position; otherwise a non-negative integer, else NULL (a 22023 below).
+CREATE OR REPLACE FUNCTION pgcursor_internal.ack_item_index(item jsonb, ord bigint)
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN item -> 'index' IS NULL OR item -> 'index' = 'null' THEN ord::integer - 1
+        WHEN jsonb_typeof(item -> 'index') = 'number'
+             AND (item -> 'index')::numeric BETWEEN 0 AND 2147483647
+             AND (item -> 'index')::numeric = trunc((item -> 'index')::numeric)
+            THEN (item -> 'index')::integer
+    END
+$$;
+
+-- §13 for the items, the slow path: only once an item is known to be bad,
+-- raises 22023 naming the first one as the gateway does.
+CREATE OR REPLACE FUNCTION pgcursor_internal.refuse_bad_ack_item(items jsonb)
+RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    problem text;
+BEGIN
+    SELECT CASE WHEN x.index IS NULL THEN format('items[%s].index must be a non-negative integer', e.ord - 1)
+                ELSE pgcursor_internal.ack_item_error(e.item, format('acknowledgments[%s]', x.index)) END
+      INTO problem
+      FROM jsonb_array_elements(items) WITH ORDINALITY AS e(item, ord),
+           LATERAL (SELECT pgcursor_internal.ack_item_index(e.item, e.ord) AS index) x
+     WHERE x.index IS NULL OR pgcursor_internal.ack_item_error(e.item, '') IS NOT NULL
+     ORDER BY e.ord LIMIT 1;
+    RAISE EXCEPTION '%', problem USING ERRCODE = '22023';
+END
+$$;
+
+-- The group's items in request order, each checked (§13: a bad one is a
+-- 22023 naming it), normalised (§2) and resolved through the transaction
+-- index (§3). The checks here are plain expressions, cheap per item; only a
+-- request that fails them takes the slow path that words the error.
 CREATE OR REPLACE FUNCTION pgcursor_internal.resolve_ack_items(partition_id uuid, items jsonb)
 RETURNS pgcursor_internal.ack_item[] LANGUAGE plpgsql STABLE AS $$
 DECLARE
     resolved pgcursor_internal.ack_item[];
-    problem text;
+    any_bad boolean;
 BEGIN
     SELECT array_agg(ROW(i.ord, i.index, i.item ->> 'transactionId',
                          pgcursor.normalise_status(i.item -> 'status'),
                          nullif(i.item ->> 'error', ''), t.msg_offset)::pgcursor_internal.ack_item
                      ORDER BY i.ord),
-           (array_agg(i.problem ORDER BY i.ord) FILTER (WHERE i.problem IS NOT NULL))[1]
-      INTO resolved, problem
+           bool_or(i.bad)
+      INTO resolved, any_bad
       FROM (SELECT e.item, e.ord::integer AS ord, x.index,
-                   CASE WHEN x.index IS NULL THEN format('items[%s].index must be a non-negative integer', e.ord - 1)
-                        ELSE pgcursor_internal.ack_item_error(e.item, format('acknowledgments[%s]', x.index)) END
-                       AS problem
+                   x.index IS NULL
+                   OR jsonb_typeof(e.item) IS DISTINCT FROM 'object'
+                   OR jsonb_typeof(e.item -> 'transactionId') IS DISTINCT FROM 'string'
+                   OR coalesce(jsonb_typeof(e.item -> 'error'), 'null') NOT IN ('null', 'string') AS bad
               FROM jsonb_array_elements(items) WITH ORDINALITY AS e(item, ord),
-                   LATERAL (SELECT CASE
-                       WHEN e.item -> 'index' IS NULL OR e.item -> 'index' = 'null' THEN e.ord::integer - 1
-                       WHEN jsonb_typeof(e.item -> 'index') = 'number' AND (e.item ->> 'index') ~ '^[0-9]{1,9}$'
-                           THEN (e.item ->> 'index')::integer
-                       END AS index) x) i
+                   LATERAL (SELECT pgcursor_internal.ack_item_index(e.item, e.ord) AS index) x
+            OFFSET 0) i  -- OFFSET 0: each item's checks are computed once
       -- LATERAL ... LIMIT 1 keeps this one primary-key probe per item even in
       -- a cached generic plan (a join may pick the created_at index instead).
       LEFT JOIN LATERAL (
           SELECT x.msg_offset FROM pgcursor.transaction_index x
-           WHERE i.problem IS NULL
+           WHERE NOT i.bad
              AND x.partition_id = resolve_ack_items.partition_id
              AND x.transaction_id = i.item ->> 'transactionId'
            LIMIT 1) t ON true;
-    IF problem IS NOT NULL THEN
-        RAISE EXCEPTION '%', problem USING ERRCODE = '22023';
+    IF any_bad THEN
+        PERFORM pgcursor_internal.refuse_bad_ack_item(items);
     END IF;
     RETURN resolved;
 END
@@ -390,7 +420,7 @@ BEGIN
     END IF;
     cur := pgcursor_internal.lock_cursor(partition_id, consumer_group);
     IF lease_id IS NOT NULL
-       AND NOT (cur.lease_id = lease_id AND pgcursor_internal.lease_is_live(cur.lease_expires_at)) THEN
+       AND NOT (cur.lease_id IS NOT DISTINCT FROM lease_id AND pgcursor_internal.lease_is_live(cur.lease_expires_at)) THEN
         RETURN pgcursor_internal.refuse_all(items, 'invalid or expired lease', cur.lease_id IS NULL);
     END IF;
     d := pgcursor_internal.decide_ack(queue, cur, items);
