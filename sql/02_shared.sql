@@ -63,6 +63,16 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
     FROM pgcursor.cursors c WHERE c.partition_id = p.id
 $$;
 
+-- The cursor that makes the first message created AT OR AFTER `since` the
+-- next one delivered (wire-admin.md §11.9: one boundary rule for a seek to T
+-- and for subscriptionFrom=T): just below the lowest such offset, or the head
+-- when there is none. A range scan of the (partition_id, created_at) index.
+CREATE OR REPLACE FUNCTION pgcursor_internal.cursor_before(p pgcursor.partitions, since timestamptz)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT min(m.msg_offset) - 1 FROM pgcursor.messages m
+                     WHERE m.partition_id = p.id AND m.created_at >= since), p.head)
+$$;
+
 -- The cursor row of (partition, group), locked; created at cursor 0 when the
 -- group never touched the partition (docs/ack-contract.md §3). Concurrent calls for
 -- one (partition, group) serialise here; other partitions never wait on it.

@@ -66,8 +66,7 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT CASE
         WHEN present OR (mode = 'all' AND since IS NULL) THEN 0
         WHEN since IS NULL THEN p.head
-        ELSE coalesce((SELECT min(m.msg_offset) - 1 FROM pgcursor.messages m
-                       WHERE m.partition_id = p.id AND m.created_at >= since), p.head)
+        ELSE pgcursor_internal.cursor_before(p, since)
     END
 $$;
 
