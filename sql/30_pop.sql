@@ -56,54 +56,58 @@ BEGIN
                  WHERE (ns IS NULL OR q.namespace = ns) AND (tk IS NULL OR q.task = tk));
 END $$;
 
--- Where a group's new cursor on partition p starts. A group already present
--- on the queue subscribed before this partition was seen: it starts at 0. A
--- new group starts at 0 (mode all), at the head (mode new), or just before
--- the first message created at or after `since`.
+-- Where a group's new cursor on partition p starts, by its subscription on
+-- the queue (wire-admin.md §11.10): from the beginning (since null), or just
+-- before the first message created at or after `since` (§11.9). A
+-- subscription made by this very pop (fresh) in mode new starts at the head.
 CREATE OR REPLACE FUNCTION pgcursor_internal.start_cursor(
-    p pgcursor.partitions, present boolean, mode text, since timestamptz)
+    p pgcursor.partitions, s pgcursor.subscriptions, fresh boolean)
 RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT CASE
-        WHEN present OR (mode = 'all' AND since IS NULL) THEN 0
-        WHEN since IS NULL THEN p.head
-        ELSE pgcursor_internal.cursor_before(p, since)
+        WHEN fresh AND s.mode = 'new' THEN p.head
+        WHEN s.since IS NULL THEN 0
+        ELSE pgcursor_internal.cursor_before(p, s.since)
     END
 $$;
 
 -- Creates the group's missing cursor rows. When any selected partition lacks
--- one, rows are made for every partition of the queues involved, so the
--- group's subscription point is fixed for the whole queue at its first pop.
--- Whether the group is already present on a queue is asked once per queue
--- (one primary-key probe per partition until the first hit), not once per
--- partition: a new group's first pop stays linear in the partitions.
+-- one, the group's subscription on each queue involved is recorded (the
+-- first pop there: from the request's subscriptionMode/subscriptionFrom) or
+-- read (a later one), and rows are made for every partition of those queues
+-- that lacks one: a group's start is fixed for the whole queue at its first
+-- pop, and partitions created later start where its subscription says.
 CREATE OR REPLACE FUNCTION pgcursor_internal.ensure_cursors(
     sel uuid[], grp text, mode text, since timestamptz)
 RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    fresh text[];
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM unnest(sel) s(id)
                    WHERE NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
                                      WHERE c.partition_id = s.id AND c.consumer_group = grp)) THEN
         RETURN;
     END IF;
-    -- LATERAL ... LIMIT 1: one primary-key probe of the cursors per partition.
-    -- (As plain (anti-)joins the planner may scan every cursor row of every
-    -- queue, filtering on the group: a first pop then grows with the cursors
-    -- of the whole database.)
-    -- q is MATERIALIZED so `present` is asked once per queue, not per row.
-    WITH q AS MATERIALIZED (
-        SELECT x.queue, EXISTS (SELECT 1 FROM pgcursor.partitions o
-                                 CROSS JOIN LATERAL (SELECT 1 FROM pgcursor.cursors c
-                                                      WHERE c.partition_id = o.id AND c.consumer_group = grp
-                                                      LIMIT 1) c
-                                WHERE o.queue = x.queue) AS present
-          FROM (SELECT DISTINCT queue FROM pgcursor.partitions WHERE id = ANY (sel)) x)
+    WITH made AS (
+        INSERT INTO pgcursor.subscriptions AS s (consumer_group, queue, mode, since)
+        SELECT grp, x.queue,
+               CASE WHEN since IS NOT NULL THEN 'timestamp' ELSE mode END,
+               CASE WHEN since IS NOT NULL THEN since WHEN mode = 'new' THEN now() END
+          FROM (SELECT DISTINCT p.queue FROM pgcursor.partitions p WHERE p.id = ANY (sel)) x
+         ORDER BY x.queue  -- one order everywhere: concurrent first pops wait, never deadlock
+        ON CONFLICT DO NOTHING
+        RETURNING s.queue)
+    SELECT array_agg(made.queue) INTO fresh FROM made;
+    -- LATERAL ... LIMIT 1: one primary-key probe of the cursors per partition
+    -- (as a plain anti-join the planner may scan every cursor row of the group).
     INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
-    SELECT p.id, grp, pgcursor_internal.start_cursor(p, q.present, mode, since)
-    FROM q
-    JOIN pgcursor.partitions p ON p.queue = q.queue
+    SELECT p.id, grp, pgcursor_internal.start_cursor(p, s, s.queue = ANY (coalesce(fresh, '{}')))
+    FROM pgcursor.subscriptions s
+    JOIN pgcursor.partitions p ON p.queue = s.queue
     LEFT JOIN LATERAL (SELECT true AS found FROM pgcursor.cursors c
                         WHERE c.partition_id = p.id AND c.consumer_group = grp LIMIT 1) e ON true
-    WHERE e.found IS NULL
+    WHERE s.consumer_group = grp
+      AND s.queue IN (SELECT x.queue FROM pgcursor.partitions x WHERE x.id = ANY (sel))
+      AND e.found IS NULL
     ORDER BY p.id  -- same order in every pop: concurrent first pops wait, never deadlock
     ON CONFLICT DO NOTHING;
 END $$;

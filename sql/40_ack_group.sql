@@ -162,12 +162,21 @@ BEGIN
             OFFSET 0) i  -- OFFSET 0: each item's checks are computed once
       -- LATERAL ... LIMIT 1 keeps this one primary-key probe per item even in
       -- a cached generic plan (a join may pick the created_at index instead).
+      -- A message replayed after its index entry was purged (a seek back, an
+      -- old subscriptionFrom) resolves through the messages table (§11.8),
+      -- probed only when the index has no entry; a transactionId stored
+      -- twice resolves to its lowest offset, which completes the least.
       LEFT JOIN LATERAL (
-          SELECT x.msg_offset FROM pgcursor.transaction_index x
-           WHERE NOT i.bad
-             AND x.partition_id = resolve_ack_items.partition_id
-             AND x.transaction_id = i.item ->> 'transactionId'
-           LIMIT 1) t ON true;
+          SELECT coalesce(
+                     (SELECT x.msg_offset FROM pgcursor.transaction_index x
+                       WHERE x.partition_id = resolve_ack_items.partition_id
+                         AND x.transaction_id = i.item ->> 'transactionId'
+                       LIMIT 1),
+                     (SELECT m.msg_offset FROM pgcursor.messages m
+                       WHERE m.partition_id = resolve_ack_items.partition_id
+                         AND m.transaction_id = i.item ->> 'transactionId'
+                       ORDER BY m.msg_offset LIMIT 1)) AS msg_offset
+           WHERE NOT i.bad) t ON true;
     IF any_bad THEN
         PERFORM pgcursor_internal.refuse_bad_ack_item(items);
     END IF;

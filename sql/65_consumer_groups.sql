@@ -4,25 +4,30 @@
 --
 --   SELECT pgcursor.consumer_groups();
 --   SELECT pgcursor.lagging_partitions(60);
+--   SELECT pgcursor.consumer_group('billing');
+--   SELECT pgcursor.update_subscription('billing', '2026-01-01T00:00:00Z');
 --   SELECT pgcursor.delete_consumer_group('billing', 'orders');
 --   SELECT pgcursor.seek_consumer_group('billing', 'orders', to_end => true);
 --   SELECT pgcursor.seek_consumer_group('billing', 'orders', '2026-01-01T00:00:00Z');
 --   SELECT pgcursor.seek_partition('billing', 'orders', 'Default');
 --
--- pgcursor keeps no subscription record per (group, queue): a group's start
--- is fixed on every partition at its first pop (ensure_cursors), so the
--- subscription fields answer null and deleting a group deletes its rows only.
+-- A group's subscription on a queue (pgcursor.subscriptions, written at its
+-- first pop there by ensure_cursors) says where cursor rows it does not have
+-- yet start; the list shows it, update_subscription moves it, and deleting
+-- a group deletes it unless told to keep it.
 
 -- Every cursor row with its queue, partition and lag: offset_lag counts
 -- offsets (retention gaps included); oldest_at is the createdAt of the oldest
 -- unconsumed message still stored (the first one above the cursor, one
 -- primary-key probe), null when none is; age_seconds its age in whole
 -- seconds (§11.11: lag is the age of the OLDEST unconsumed message).
-CREATE OR REPLACE FUNCTION pgcursor_internal.group_rows()
+CREATE OR REPLACE FUNCTION pgcursor_internal.group_cursor_rows()
 RETURNS TABLE (consumer_group text, queue text, partition text, partition_id uuid, lease_id uuid,
-               last_ack_at timestamptz, offset_lag bigint, oldest_at timestamptz, age_seconds bigint)
+               lease_expires_at timestamptz, completed_total bigint, last_ack_at timestamptz,
+               offset_lag bigint, oldest_at timestamptz, age_seconds bigint)
 LANGUAGE sql STABLE AS $$
-    SELECT c.consumer_group, p.queue, p.name, p.id, c.lease_id, c.last_ack_at, p.head - c.cursor,
+    SELECT c.consumer_group, p.queue, p.name, p.id, c.lease_id, c.lease_expires_at, c.completed_total,
+           c.last_ack_at, p.head - c.cursor,
            o.created_at, greatest(floor(extract(epoch FROM now() - o.created_at)), 0)::bigint
     FROM pgcursor.cursors c
     JOIN pgcursor.partitions p ON p.id = c.partition_id
@@ -32,8 +37,9 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- consumer_groups: one element per (group, queue) with a cursor row there,
--- sorted by group, then queue, in Queen's list shape (§1.1). A row lags when
--- a stored message is after its cursor.
+-- sorted by group, then queue, in Queen's list shape (§1.1), with the
+-- group's subscription on the queue. A row lags when a stored message is
+-- after its cursor.
 CREATE OR REPLACE FUNCTION pgcursor.consumer_groups()
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -42,15 +48,65 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                'partitionsWithLag', g.lagging, 'maxTimeLag', g.max_age, 'lagSeconds', g.max_age,
                'totalLag', g.total_lag, 'lagMessages', g.total_lag,
                'state', CASE WHEN g.max_age > 300 THEN 'Lagging' WHEN g.acked THEN 'Stable' ELSE 'Dead' END,
-               'subscriptionMode', NULL, 'subscriptionTimestamp', NULL, 'subscriptionCreatedAt', NULL)
+               'subscriptionMode', s.mode, 'subscriptionTimestamp', pgcursor_internal.rfc3339_utc(s.since),
+               'subscriptionCreatedAt', pgcursor_internal.rfc3339_utc(s.created_at))
              ORDER BY g.consumer_group, g.queue), '[]'::jsonb)
     FROM (SELECT r.consumer_group, r.queue, count(*) AS members,
                  count(*) FILTER (WHERE r.oldest_at IS NOT NULL) AS lagging,
                  coalesce(max(r.age_seconds), 0) AS max_age,
                  sum(r.offset_lag) AS total_lag, bool_or(r.last_ack_at IS NOT NULL) AS acked
-          FROM pgcursor_internal.group_rows() r
+          FROM pgcursor_internal.group_cursor_rows() r
           GROUP BY r.consumer_group, r.queue) g
+    LEFT JOIN pgcursor.subscriptions s ON s.consumer_group = g.consumer_group AND s.queue = g.queue
 $$;
+
+-- consumer_group: one group's rows, by queue, partitions sorted by name
+-- (§1.3). An unknown group is {}.
+CREATE OR REPLACE FUNCTION pgcursor.consumer_group(consumer_group text)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT coalesce(jsonb_object_agg(q.queue, jsonb_build_object('partitions', q.partitions)), '{}'::jsonb)
+    FROM (SELECT r.queue, jsonb_agg(jsonb_build_object(
+                     'partition', r.partition, 'partitionId', r.partition_id, 'workerId', r.lease_id,
+                     'lastConsumedAt', pgcursor_internal.rfc3339_utc(r.last_ack_at),
+                     'totalConsumed', r.completed_total, 'offsetLag', r.offset_lag,
+                     'timeLagSeconds', coalesce(r.age_seconds, 0),
+                     'leaseActive', pgcursor_internal.lease_is_live(r.lease_expires_at))
+                   ORDER BY r.partition) AS partitions
+          FROM pgcursor_internal.group_cursor_rows() r
+          WHERE r.consumer_group = consumer_group.consumer_group
+          GROUP BY r.queue) q
+$$;
+
+-- update_subscription: the group's subscriptions on every queue start at
+-- since (mode timestamp; §10.10 as §11.10 decides): cursor rows made later
+-- start before the first message created at or after it, and rows that
+-- never completed anything and hold no live lease move there now, as a
+-- seek would. Rows that consumed something stay. rowsUpdated counts the
+-- subscriptions; a group that never popped has none (0).
+CREATE OR REPLACE FUNCTION pgcursor.update_subscription(consumer_group text, since timestamptz)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    grp     text := update_subscription.consumer_group;
+    updated integer;
+    p       pgcursor.partitions;
+BEGIN
+    IF since IS NULL THEN
+        RAISE EXCEPTION 'Missing subscriptionTimestamp in request body' USING ERRCODE = '22023';
+    END IF;
+    UPDATE pgcursor.subscriptions s SET mode = 'timestamp', since = update_subscription.since
+     WHERE s.consumer_group = grp;
+    GET DIAGNOSTICS updated = ROW_COUNT;
+    FOR p IN SELECT x.* FROM pgcursor.cursors c JOIN pgcursor.partitions x ON x.id = c.partition_id
+              WHERE c.consumer_group = grp AND c.completed_total = 0 AND c.last_ack_at IS NULL
+                AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
+              ORDER BY c.partition_id
+                FOR UPDATE OF c
+    LOOP
+        PERFORM pgcursor_internal.move_cursor(p, grp, pgcursor_internal.cursor_before(p, since), NULL);
+    END LOOP;
+    RETURN jsonb_build_object('success', true, 'consumerGroup', grp,
+                              'newTimestamp', pgcursor_internal.rfc3339_utc(since), 'rowsUpdated', updated);
+END $$;
 
 -- lagging_partitions: the (group, partition) rows whose oldest unconsumed
 -- message is more than min_lag_seconds old, oldest first (§1.2, snake_case).
@@ -63,44 +119,55 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                'oldest_unconsumed_at', pgcursor_internal.rfc3339_utc(r.oldest_at),
                'last_consumed_at', pgcursor_internal.rfc3339_utc(r.last_ack_at))
              ORDER BY r.age_seconds DESC, r.consumer_group, r.queue, r.partition), '[]'::jsonb)
-    FROM pgcursor_internal.group_rows() r
+    FROM pgcursor_internal.group_cursor_rows() r
     WHERE r.oldest_at IS NOT NULL AND r.age_seconds > min_lag_seconds
 $$;
 
 -- delete_consumer_group: deletes the group's cursor rows on every queue, or
--- on one (§1.4, §1.5); live leases go with them. Dead letters are kept. The
--- group's next pop there starts as a new group's (ensure_cursors). Rows are
--- locked in partition order first, as the seeks do, so the two never deadlock.
-CREATE OR REPLACE FUNCTION pgcursor.delete_consumer_group(consumer_group text, queue text DEFAULT NULL)
+-- on one (§1.4, §1.5); live leases go with them. Dead letters are kept. With
+-- delete_metadata (the default) its subscription records go too, and its
+-- next pop there starts as a new group's; without, the next pop re-creates
+-- the rows where the kept subscription says. Rows are locked in partition
+-- order first, as the seeks do, so the two never deadlock.
+CREATE OR REPLACE FUNCTION pgcursor.delete_consumer_group(
+    consumer_group text, queue text DEFAULT NULL, delete_metadata boolean DEFAULT true)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
+    grp     text := delete_consumer_group.consumer_group;
+    qname   text := delete_consumer_group.queue;
     deleted integer;
 BEGIN
     PERFORM FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
-     WHERE c.consumer_group = delete_consumer_group.consumer_group
-       AND (delete_consumer_group.queue IS NULL OR p.queue = delete_consumer_group.queue)
+     WHERE c.consumer_group = grp AND (qname IS NULL OR p.queue = qname)
      ORDER BY c.partition_id
        FOR UPDATE OF c;
     DELETE FROM pgcursor.cursors c USING pgcursor.partitions p
-     WHERE p.id = c.partition_id AND c.consumer_group = delete_consumer_group.consumer_group
-       AND (delete_consumer_group.queue IS NULL OR p.queue = delete_consumer_group.queue);
+     WHERE p.id = c.partition_id AND c.consumer_group = grp AND (qname IS NULL OR p.queue = qname);
     GET DIAGNOSTICS deleted = ROW_COUNT;
-    RETURN jsonb_build_object('success', true, 'consumerGroup', delete_consumer_group.consumer_group,
-                              'deletedPartitions', deleted, 'metadataDeleted', true)
-        || CASE WHEN delete_consumer_group.queue IS NULL THEN '{}'::jsonb
-                ELSE jsonb_build_object('queueName', delete_consumer_group.queue) END;
+    IF coalesce(delete_metadata, true) THEN
+        DELETE FROM pgcursor.subscriptions s
+         WHERE s.consumer_group = grp AND (qname IS NULL OR s.queue = qname);
+    END IF;
+    RETURN jsonb_build_object('success', true, 'consumerGroup', grp, 'deletedPartitions', deleted,
+                              'metadataDeleted', coalesce(delete_metadata, true))
+        || CASE WHEN qname IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('queueName', qname) END;
 END $$;
 
 -- Moves one cursor row, which the caller holds locked, to `to_offset`: the
 -- live lease is released (its holder's acks then fail) and the retry counter
--- reset (§11.7); last_ack_at becomes now; the totals stay.
-CREATE OR REPLACE FUNCTION pgcursor_internal.seek_cursor(partition_id uuid, consumer_group text, to_offset bigint)
-RETURNS void LANGUAGE sql AS $$
+-- reset (§11.7); the totals stay. A seek sets last_ack_at (consumed_at =
+-- now()); an update of the subscription passes null and leaves it. Long
+-- polls of the queue wake when the row has messages to deliver.
+CREATE OR REPLACE FUNCTION pgcursor_internal.move_cursor(
+    p pgcursor.partitions, consumer_group text, to_offset bigint, consumed_at timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
     UPDATE pgcursor.cursors c
        SET cursor = to_offset, lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL,
-           retry_count = 0, last_ack_at = now()
-     WHERE c.partition_id = seek_cursor.partition_id AND c.consumer_group = seek_cursor.consumer_group
-$$;
+           retry_count = 0, last_ack_at = coalesce(consumed_at, c.last_ack_at)
+     WHERE c.partition_id = p.id AND c.consumer_group = move_cursor.consumer_group;
+    PERFORM pgcursor_internal.wake_waiters(p.id, p.queue, to_offset);
+END $$;
 
 -- seek_consumer_group: every existing cursor row of the group on the queue
 -- (none is created) moves to the head (to_end; rows on partitions that never
@@ -126,8 +193,9 @@ BEGIN
               ORDER BY c.partition_id
                 FOR UPDATE OF c
     LOOP
-        PERFORM pgcursor_internal.seek_cursor(p.id, grp, CASE WHEN end_ THEN p.head
-                                                 ELSE pgcursor_internal.cursor_before(p, seek_consumer_group.to_time) END);
+        PERFORM pgcursor_internal.move_cursor(p, grp, CASE WHEN end_ THEN p.head
+                                                 ELSE pgcursor_internal.cursor_before(p, seek_consumer_group.to_time) END,
+                                              now());
         updated := updated + 1;
     END LOOP;
     RETURN jsonb_build_object('success', true, 'consumerGroup', grp, 'queueName', seek_consumer_group.queue,
@@ -157,7 +225,7 @@ BEGIN
     PERFORM FROM pgcursor.cursors c WHERE c.partition_id = p.id AND c.consumer_group = grp FOR UPDATE;
     moved := FOUND AND p.head > 0;
     IF moved THEN
-        PERFORM pgcursor_internal.seek_cursor(p.id, grp, p.head);
+        PERFORM pgcursor_internal.move_cursor(p, grp, p.head, now());
     END IF;
     RETURN jsonb_build_object(
         'success', true, 'consumerGroup', grp, 'queueName', p.queue, 'partitionName', p.name, 'updated', moved,

@@ -1,0 +1,163 @@
+-- A group's subscription on a queue (wire-admin.md §1, §11.8, §11.10):
+-- recorded at its first pop, shown by the list, read for partitions made
+-- later, moved by update_subscription, kept or deleted with the group; the
+-- describe view; and acks of messages replayed past the transaction index.
+-- now() does not move inside the transaction: messages are aged by setting
+-- their created_at.
+BEGIN;
+SELECT plan(37);
+
+CREATE FUNCTION pg_temp.pid(q text, part text DEFAULT 'Default') RETURNS uuid LANGUAGE sql AS $$
+    SELECT id FROM pgcursor.partitions WHERE queue = q AND name = part
+$$;
+CREATE FUNCTION pg_temp.cursor_of(q text, part text, grp text) RETURNS bigint LANGUAGE sql AS $$
+    SELECT c.cursor FROM pgcursor.cursors c WHERE c.partition_id = pg_temp.pid(q, part) AND c.consumer_group = grp
+$$;
+CREATE FUNCTION pg_temp.sub(q text, grp text) RETURNS text LANGUAGE sql AS $$
+    SELECT s.mode || ' ' || coalesce(pgcursor_internal.rfc3339_utc(s.since), '-')
+    FROM pgcursor.subscriptions s WHERE s.queue = q AND s.consumer_group = grp
+$$;
+CREATE FUNCTION pg_temp.offsets(answer jsonb) RETURNS bigint[] LANGUAGE sql AS $$
+    SELECT coalesce(array_agg((m ->> 'offset')::bigint ORDER BY ord), '{}')
+    FROM jsonb_array_elements(answer -> 'messages') WITH ORDINALITY AS x(m, ord)
+$$;
+CREATE FUNCTION pg_temp.push(q text, part text, n integer, prefix text) RETURNS void LANGUAGE sql AS $$
+    SELECT FROM pgcursor.push(jsonb_build_object('items', (
+        SELECT jsonb_agg(jsonb_build_object('queue', q, 'partition', part, 'payload', i,
+                                            'transactionId', prefix || i))
+        FROM generate_series(1, n) i)))
+$$;
+CREATE FUNCTION pg_temp.ago(secs integer) RETURNS timestamptz LANGUAGE sql AS $$
+    SELECT now() - secs * interval '1 second'
+$$;
+
+-- Fixture: queue t67, partition a with 4 messages 400/300/200/100 s old.
+SELECT pg_temp.push('t67', 'a', 4, 'a');
+UPDATE pgcursor.messages SET created_at = pg_temp.ago(500 - 100 * msg_offset::int)
+ WHERE partition_id = pg_temp.pid('t67', 'a');
+
+-- Recorded at the first pop, once per (group, queue)
+SELECT FROM pgcursor.pop('{"queue":"t67","consumerGroup":"all"}');
+SELECT FROM pgcursor.pop('{"queue":"t67","consumerGroup":"new","subscriptionMode":"new"}');
+SELECT FROM pgcursor.pop(jsonb_build_object('queue', 't67', 'consumerGroup', 'ts',
+                                            'subscriptionFrom', pg_temp.ago(250)));
+-- (their leases on a released: the describe tests below want a quiet partition)
+UPDATE pgcursor.cursors SET lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL
+ WHERE partition_id = pg_temp.pid('t67', 'a');
+SELECT is(pg_temp.sub('t67', 'all'), 'all -', 'first pop, mode all: recorded without a time');
+SELECT is(pg_temp.sub('t67', 'new'), 'new ' || pgcursor_internal.rfc3339_utc(now()),
+          'mode new: recorded with the first pop''s time');
+SELECT is(pg_temp.sub('t67', 'ts'), 'timestamp ' || pgcursor_internal.rfc3339_utc(pg_temp.ago(250)),
+          'subscriptionFrom: recorded as timestamp with its time');
+SELECT is(ARRAY[pg_temp.cursor_of('t67', 'a', 'all'), pg_temp.cursor_of('t67', 'a', 'new'),
+                pg_temp.cursor_of('t67', 'a', 'ts')], '{0,4,2}',
+          'the first pop starts each as its request says');
+SELECT FROM pgcursor.pop('{"queue":"t67","consumerGroup":"new"}');
+SELECT is(pg_temp.sub('t67', 'new'), 'new ' || pgcursor_internal.rfc3339_utc(now()),
+          'a later pop with other options changes nothing');
+
+-- A partition made later starts where the subscription says
+SELECT pg_temp.push('t67', 'b', 3, 'b');
+UPDATE pgcursor.messages SET created_at = pg_temp.ago(350 - 100 * msg_offset::int)
+ WHERE partition_id = pg_temp.pid('t67', 'b');  -- 250, 150, 50 s old
+SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t67","partition":"b","consumerGroup":"all","batch":10}')),
+          '{1,2,3}', 'mode all: a new partition from its start');
+SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t67","partition":"b","consumerGroup":"ts","batch":10,
+                                         "subscriptionMode":"new"}')),
+          '{1,2,3}', 'mode timestamp: from the first message created at or after the time (at it, here)');
+SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t67","partition":"b","consumerGroup":"new","batch":10}')),
+          '{}', 'mode new: nothing created before the subscription');
+
+-- The list and the describe view
+SELECT is((SELECT e - 'maxTimeLag' - 'lagSeconds' - 'state' - 'partitionsWithLag' - 'totalLag' - 'lagMessages'
+             FROM jsonb_array_elements(pgcursor.consumer_groups()) e
+            WHERE e ->> 'name' = 'ts' AND e ->> 'queueName' = 't67'),
+          jsonb_build_object('name', 'ts', 'queueName', 't67', 'queue', 't67', 'topics', '["t67"]'::jsonb,
+                             'members', 2, 'partitions', 2, 'subscriptionMode', 'timestamp',
+                             'subscriptionTimestamp', pgcursor_internal.rfc3339_utc(pg_temp.ago(250)),
+                             'subscriptionCreatedAt', pgcursor_internal.rfc3339_utc(now())),
+          'list: the subscription fields');
+SELECT is(pgcursor.consumer_group('ts') -> 't67' -> 'partitions' -> 0,
+          jsonb_build_object('partition', 'a', 'partitionId', pg_temp.pid('t67', 'a'), 'workerId', NULL,
+                             'lastConsumedAt', NULL, 'totalConsumed', 0, 'offsetLag', 2,
+                             'timeLagSeconds', 200, 'leaseActive', false),
+          'describe: a partition with two messages after the cursor, the oldest 200 s old');
+SELECT is((SELECT string_agg(e ->> 'partition' || ':' || (e ->> 'leaseActive') || ':' || (e ->> 'totalConsumed'), ',')
+             FROM jsonb_array_elements(pgcursor.consumer_group('ts') -> 't67' -> 'partitions') e),
+          'a:false:0,b:true:0', 'describe: partitions by name; leaseActive for the live lease');
+SELECT is(pgcursor.consumer_group('ts') -> 't67' -> 'partitions' -> 1 ->> 'workerId',
+          (SELECT c.lease_id::text FROM pgcursor.cursors c
+            WHERE c.partition_id = pg_temp.pid('t67', 'b') AND c.consumer_group = 'ts'),
+          'describe: workerId is the lease holder');
+SELECT is(pgcursor.consumer_group('nobody'), '{}', 'describe: an unknown group is {}');
+
+-- update_subscription
+SELECT pg_temp.push('t67', 'c', 1, 'c');
+UPDATE pgcursor.messages SET created_at = pg_temp.ago(200) WHERE partition_id = pg_temp.pid('t67', 'c');
+SELECT FROM pgcursor.pop('{"queue":"t67","partition":"a","consumerGroup":"up","autoAck":true}');  -- a: consumed 1
+SELECT FROM pgcursor.pop('{"queue":"t67","partition":"b","consumerGroup":"up"}');                 -- b: leased
+SELECT is(ARRAY[pg_temp.cursor_of('t67', 'a', 'up'), pg_temp.cursor_of('t67', 'b', 'up'),
+                pg_temp.cursor_of('t67', 'c', 'up')], '{1,0,0}', 'before the update');
+SELECT is(pgcursor.update_subscription('up', pg_temp.ago(120)),
+          jsonb_build_object('success', true, 'consumerGroup', 'up',
+                             'newTimestamp', pgcursor_internal.rfc3339_utc(pg_temp.ago(120)), 'rowsUpdated', 1),
+          'update: one subscription updated');
+SELECT is(pg_temp.sub('t67', 'up'), 'timestamp ' || pgcursor_internal.rfc3339_utc(pg_temp.ago(120)),
+          '... now mode timestamp at that time');
+SELECT is(pg_temp.cursor_of('t67', 'c', 'up'), 1::bigint,
+          '... a never-consumed row without a lease moves (past c''s message, 200 s old)');
+SELECT is(pg_temp.cursor_of('t67', 'a', 'up'), 1::bigint, '... a row that consumed something stays');
+SELECT is(pg_temp.cursor_of('t67', 'b', 'up'), 0::bigint, '... a row under a live lease stays');
+SELECT is((SELECT c.last_ack_at FROM pgcursor.cursors c
+            WHERE c.partition_id = pg_temp.pid('t67', 'c') AND c.consumer_group = 'up'), NULL,
+          '... and a moved row is still never-consumed');
+SELECT is(pgcursor.update_subscription('up', pg_temp.ago(1000)) -> 'rowsUpdated', '1', 'update again, further back');
+SELECT is(pg_temp.cursor_of('t67', 'c', 'up'), 0::bigint, '... the never-consumed row moves again');
+SELECT pg_temp.push('t67', 'd', 2, 'd');
+UPDATE pgcursor.messages SET created_at = pg_temp.ago(1500) WHERE partition_id = pg_temp.pid('t67', 'd') AND msg_offset = 1;
+SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t67","partition":"d","consumerGroup":"up","batch":10}')),
+          '{2}', 'a partition made after the update starts at its time');
+SELECT is(pgcursor.update_subscription('nobody', now()) -> 'rowsUpdated', '0', 'a group that never popped: 0');
+SELECT throws_ok($$SELECT pgcursor.update_subscription('up', NULL)$$, '22023',
+                 'Missing subscriptionTimestamp in request body', 'no timestamp: 22023');
+
+-- Deleting a group, with and without its subscription
+SELECT is(pgcursor.delete_consumer_group('new', 't67', false),
+          '{"success":true,"consumerGroup":"new","deletedPartitions":2,"metadataDeleted":false,"queueName":"t67"}',
+          'delete without metadata');
+SELECT is(pg_temp.sub('t67', 'new'), 'new ' || pgcursor_internal.rfc3339_utc(now()), '... the subscription stays');
+SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t67","partition":"a","consumerGroup":"new","batch":10}')),
+          '{}', '... the next pop starts where it says, whatever the request (mode all here)');
+SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t67","partition":"b","consumerGroup":"new","batch":10}')),
+          '{}', '... on every partition');
+SELECT is(pgcursor.delete_consumer_group('new') -> 'metadataDeleted', 'true', 'delete with metadata (the default)');
+SELECT is(pg_temp.sub('t67', 'new'), NULL, '... the subscription is gone');
+SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t67","partition":"a","consumerGroup":"new","batch":10}')),
+          '{1,2,3,4}', '... and the next pop is a new group''s (mode all: from the start)');
+
+-- §11.8: an ack of a replayed message resolves without its index entry
+SELECT pg_temp.push('t67r', 'Default', 3, 'r');
+SELECT FROM pgcursor.pop('{"queue":"t67r","consumerGroup":"g","batch":3,"autoAck":true}');
+DELETE FROM pgcursor.transaction_index WHERE partition_id = pg_temp.pid('t67r');
+SELECT FROM pgcursor.seek_consumer_group('g', 't67r', pg_temp.ago(3600));
+CREATE TEMP TABLE r ON COMMIT DROP AS
+SELECT pgcursor.pop('{"queue":"t67r","consumerGroup":"g","batch":3}') AS a;
+SELECT is(pg_temp.offsets(a), '{1,2,3}', 'seek back: replayed') FROM r;
+SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
+                                                'leaseId', a ->> 'leaseId',
+                                                'items', '[{"transactionId":"r2"}]'::jsonb)) -> 0,
+          '{"index":0,"transactionId":"r2","success":true,"error":null,"leaseReleased":false,"dlq":false,"noop":false}',
+          'the ack of a replayed message without index entry resolves through the message') FROM r;
+SELECT is(pg_temp.cursor_of('t67r', 'Default', 'g'), 2::bigint, '... and moves the cursor');
+SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
+                                                'items', '[{"transactionId":"nope"}]'::jsonb)) -> 0 ->> 'error',
+          'transaction not found', 'in neither: transaction not found');
+-- pushed twice (the index entry of the first purged): the lower offset
+SELECT pg_temp.push('t67r', 'Default', 1, 'r');
+DELETE FROM pgcursor.transaction_index WHERE partition_id = pg_temp.pid('t67r');
+SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
+                                                'items', '[{"transactionId":"r1"}]'::jsonb)) -> 0 ->> 'noop',
+          'true', 'a transactionId stored twice resolves to its lowest offset (1, below the cursor: a no-op)');
+
+SELECT * FROM finish();
+ROLLBACK;
