@@ -5,6 +5,7 @@ mod access_matrix;
 mod ack;
 mod broker;
 mod config;
+mod consumer_groups;
 mod dlq;
 mod encryption;
 mod fuzz;

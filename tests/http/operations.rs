@@ -262,6 +262,11 @@ impl Scene {
         match (op.id.as_str(), name) {
             // Never the scene's own queue; deleting an unknown queue is a 200.
             ("deleteQueue", "queue") => format!("{}-doomed-{}", self.prefix, Uuid::now_v7()),
+            // Deleting a group that never existed is a 200 and leaves the scene's groups be.
+            ("deleteConsumerGroup" | "deleteConsumerGroupOnQueue", "group") => {
+                format!("{}-doomed-{}", self.prefix, Uuid::now_v7())
+            }
+            (_, "group") => "scene-seeks".into(),
             (_, "queue") => self.queue.clone(),
             (_, "partition") => "Default".into(),
             (_, "partitionId") => self.partition_id.clone(),
@@ -312,6 +317,18 @@ impl Scene {
             ),
             "listDeadLetters" => (vec![("queue", &self.queue)], None),
             "getMaintenance" | "getPopMaintenance" => (vec![], None),
+            "listConsumerGroups" | "describeConsumerGroup" | "seekPartition" | "refreshStats" => {
+                (vec![], None)
+            }
+            "laggingPartitions" => (vec![("minLagSeconds", "60")], None),
+            "deleteConsumerGroup" | "deleteConsumerGroupOnQueue" => {
+                (vec![("deleteMetadata", "true")], None)
+            }
+            "updateSubscription" => (
+                vec![],
+                Some(json!({"subscriptionTimestamp": "2026-01-01T00:00:00Z"})),
+            ),
+            "seekConsumerGroup" => (vec![], Some(json!({"toEnd": true}))),
             // Off, never on: the flags are cluster-wide and other tests push and pop.
             "setMaintenance" | "setPopMaintenance" => (vec![], Some(json!({"enabled": false}))),
             other => panic!(

@@ -22,6 +22,16 @@ pub fn object_body(bytes: &[u8]) -> Result<Value, ApiError> {
     Ok(value)
 }
 
+/// A body that may be absent: empty (or only whitespace) reads as `{}`, as
+/// the queen client sends no body when it has no options.
+pub fn optional_object_body(bytes: &[u8]) -> Result<Value, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        Ok(Value::Object(serde_json::Map::new()))
+    } else {
+        object_body(bytes)
+    }
+}
+
 /// The body as the text it came as, for PostgreSQL to parse: large bodies
 /// go to the database as sent, not re-serialised from a tree the gateway
 /// would also keep across the call (with 1,000-item pushes that tree was

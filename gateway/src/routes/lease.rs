@@ -3,12 +3,12 @@
 //! none at all, which means 60 s (as Queen); `{"seconds": n}` otherwise.
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, object_body};
+use crate::routes::call::{call_json, optional_object_body};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/lease/{leaseId}/extend", web::post().to(extend));
@@ -33,11 +33,7 @@ async fn extend(
 
 /// The body (empty = `{}`) with the path's leaseId, which the SQL checks.
 fn extend_request(body: &[u8], lease_id: String) -> Result<Value, ApiError> {
-    let mut request = if body.iter().all(u8::is_ascii_whitespace) {
-        json!({})
-    } else {
-        object_body(body)?
-    };
+    let mut request = optional_object_body(body)?;
     request["leaseId"] = Value::String(lease_id);
     Ok(request)
 }
@@ -45,6 +41,7 @@ fn extend_request(body: &[u8], lease_id: String) -> Result<Value, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn an_empty_body_means_the_default_and_the_path_names_the_lease() {

@@ -19,6 +19,7 @@ macro_rules! route_families {
 route_families! {
     ack,
     configure,
+    consumer_groups,
     dlq,
     health,
     inspect,
