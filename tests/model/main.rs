@@ -1,6 +1,6 @@
 //! Model-based property test of `pgcursor.ack_group(jsonb)`.
 //!
-//! Random sequences of pops, lease expiries and ack calls run against a real
+//! Random sequences of pops, lease expiries, seeks and ack calls run against a real
 //! PostgreSQL (`DATABASE_URL`) and against the pure reference model in
 //! `model.rs`; after every ack the per-item results must be identical, and
 //! after every step the cursor row and the dead letters must be identical.
@@ -40,6 +40,19 @@ enum Op {
     Ack(LeaseSel, Vec<It>),
     /// one ack_group call naming a partition that does not exist
     AckUnknownPartition(Vec<It>),
+    /// pgcursor.seek_consumer_group on the case's queue
+    Seek(SeekTo),
+}
+
+/// Where a seek goes. The case's messages are created one second apart.
+#[derive(Clone, Copy, Debug)]
+enum SeekTo {
+    /// `to_end`: the head
+    End,
+    /// to the createdAt of message ((k - 1) mod (head + 1)) + 1, or half a
+    /// second before it (`true`); "message head + 1" is an hour after the
+    /// newest. Either way that message is the next one delivered.
+    Message(u8, bool),
 }
 
 /// The leaseId of an ack call.
@@ -207,6 +220,11 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Expire),
         14 => (lease, vec(item(), 1..=5)).prop_map(|(l, items)| Op::Ack(l, items)),
         1 => vec(item(), 1..=3).prop_map(Op::AckUnknownPartition),
+        2 => prop_oneof![
+            1 => Just(SeekTo::End),
+            3 => (1u8..=16, any::<bool>()).prop_map(|(k, half)| SeekTo::Message(k, half)),
+        ]
+        .prop_map(Op::Seek),
     ]
 }
 
@@ -227,6 +245,8 @@ struct Stmts {
     cursor_row: Statement,
     dead_letters: Statement,
     drop_queue: Statement,
+    space_out: Statement,
+    seek: Statement,
 }
 
 /// One runtime and one connection for the whole property. Without
@@ -289,6 +309,20 @@ fn env() -> &'static Env {
             )
             .await;
             let drop_queue = p("DELETE FROM pgcursor.queues WHERE name = $1").await;
+            // Message i of n created n - i + 1 seconds ago: a time names one message.
+            let space_out = p(
+                "UPDATE pgcursor.messages m SET created_at = now() - (p.head - m.msg_offset + 1) * interval '1 second' \
+                 FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.id = $1",
+            )
+            .await;
+            // $3: the message to deliver next (none: an hour after the newest),
+            // $4: milliseconds before its createdAt; $5: to the end instead.
+            let seek = p(
+                "SELECT pgcursor.seek_consumer_group($1, $2, coalesce( \
+                     (SELECT m.created_at - $4::int * interval '1 millisecond' FROM pgcursor.messages m \
+                       WHERE m.partition_id = $6 AND m.msg_offset = $3::bigint), now() + interval '1 hour'), $5)",
+            )
+            .await;
             let st = Stmts {
                 configure,
                 push,
@@ -298,6 +332,8 @@ fn env() -> &'static Env {
                 cursor_row,
                 dead_letters,
                 drop_queue,
+                space_out,
+                seek,
             };
             (client, st)
         });
@@ -336,6 +372,21 @@ fn payload(offset: i64) -> Value {
 }
 
 fn expected_snapshot(m: &Model) -> Snapshot {
+    // As the database lists them: by offset, then in the order written (a
+    // seek back can dead-letter a lower offset, or one offset again, later).
+    let mut dead_letters: Vec<_> = m
+        .dead_letters
+        .iter()
+        .map(|d| {
+            (
+                d.offset,
+                m.txids[d.offset as usize - 1].clone(),
+                payload(d.offset),
+                d.reason.clone(),
+            )
+        })
+        .collect();
+    dead_letters.sort_by_key(|d| d.0);
     Snapshot {
         cursor: m.cursor,
         lease: match &m.lease {
@@ -350,18 +401,7 @@ fn expected_snapshot(m: &Model) -> Snapshot {
         retry_count: m.retry_count,
         dead_lettered_total: m.dead_letters.len() as i64,
         discarded_total: m.discarded,
-        dead_letters: m
-            .dead_letters
-            .iter()
-            .map(|d| {
-                (
-                    d.offset,
-                    m.txids[d.offset as usize - 1].clone(),
-                    payload(d.offset),
-                    d.reason.clone(),
-                )
-            })
-            .collect(),
+        dead_letters,
     }
 }
 
@@ -478,6 +518,9 @@ struct Case<'a> {
     queue_mode: bool,
     model: Model,
     last_lease: Option<Uuid>,
+    /// whether the group has a cursor row (made by a pop, or by an ack on the
+    /// partition): a seek moves existing rows only
+    has_row: bool,
     log: String,
 }
 
@@ -577,6 +620,46 @@ impl Case<'_> {
         if lease.is_some() {
             self.last_lease = lease;
         }
+        self.has_row = true;
+        Ok(())
+    }
+
+    async fn seek(&mut self, to: SeekTo) -> Result<(), String> {
+        let head = self.model.head();
+        let (next, before_ms, to_end) = match to {
+            SeekTo::End => (head + 1, 0, true),
+            SeekTo::Message(k, half) => (
+                (k as i64 - 1).rem_euclid(head + 1) + 1,
+                if half { 500 } else { 0 },
+                false,
+            ),
+        };
+        let answer = self
+            .env
+            .client
+            .query_one(
+                &self.env.st.seek,
+                &[
+                    &self.group(),
+                    &self.queue,
+                    &next,
+                    &before_ms,
+                    &to_end,
+                    &self.partition,
+                ],
+            )
+            .await
+            .map_err(|e| self.fail(format!("seek: {e:?}")))?;
+        let before = show_model(&self.model);
+        if self.has_row {
+            self.model.seek(next - 1);
+        }
+        let _ = writeln!(
+            self.log,
+            "seek({to:?}: next {next}) [{before}] -> [{}] {}",
+            show_model(&self.model),
+            answer.get::<_, Value>(0)
+        );
         Ok(())
     }
 
@@ -593,6 +676,7 @@ impl Case<'_> {
 
     async fn ack(&mut self, lease: Option<LeaseSel>, items: &[It]) -> Result<(), String> {
         let partition_known = lease.is_some();
+        self.has_row |= partition_known;
         let partition = if partition_known {
             self.partition
         } else {
@@ -749,8 +833,13 @@ async fn run_case(env: &'static Env, p: &Params, ops: &[Op]) -> Result<(), Strin
         queue_mode: p.queue_mode,
         model,
         last_lease: None,
+        has_row: false,
         log: format!("{p:?}\n"),
     };
+    env.client
+        .execute(&env.st.space_out, &[&partition])
+        .await
+        .map_err(|e| format!("spacing out the messages: {e:?}"))?;
     case.check_state().await?;
     for op in ops {
         match op {
@@ -758,6 +847,7 @@ async fn run_case(env: &'static Env, p: &Params, ops: &[Op]) -> Result<(), Strin
             Op::Expire => case.expire().await?,
             Op::Ack(sel, items) => case.ack(Some(*sel), items).await?,
             Op::AckUnknownPartition(items) => case.ack(None, items).await?,
+            Op::Seek(to) => case.seek(*to).await?,
         }
         case.check_state().await?;
     }

@@ -206,6 +206,15 @@ impl Model {
         }
     }
 
+    /// A seek of the group (wire-admin.md §1.7 as §11.7 decides): the cursor
+    /// moves to `to`, a lease is released, the retry counter reset; dead
+    /// letters and totals stay.
+    pub fn seek(&mut self, to: i64) {
+        self.cursor = to;
+        self.lease = None;
+        self.retry_count = 0;
+    }
+
     fn release(&mut self) {
         self.lease = None;
     }
