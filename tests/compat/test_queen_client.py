@@ -765,3 +765,104 @@ def test_encrypted_queue_round_trips_plaintext_for_the_client() -> None:
         assert data(got) == payloads(2, "secret")
 
     run(body)
+
+
+# ----------------------------------------------------------- consumer groups
+
+
+async def consume_all(client: Queen, queue: str, group: str, n: int) -> List[Dict[str, Any]]:
+    """Pops n messages for the group and acks the last one (it completes the batch)."""
+    got = await pop_now(client, queue, batch=n, group=group)
+    assert len(got) == n, got
+    acked = await client.ack(got[-1], context={"group": group})
+    assert acked["success"] is True, acked
+    return got
+
+
+def test_admin_lists_describes_and_reports_consumer_groups() -> None:
+    queue, group = name(), name("g")
+
+    async def body(client: Queen) -> None:
+        await push_all(client, queue, payloads(3))
+        got = await pop_now(client, queue, batch=1, group=group)
+        assert (await client.ack(got[0], context={"group": group}))["success"] is True
+
+        groups = await client.admin.list_consumer_groups()
+        mine = [g for g in groups if g["name"] == group]
+        assert len(mine) == 1, groups
+        assert mine[0]["queueName"] == queue and mine[0]["topics"] == [queue]
+        assert mine[0]["members"] == 1 and mine[0]["partitionsWithLag"] == 1
+        assert mine[0]["state"] in ("Stable", "Lagging")
+
+        detail = await client.admin.get_consumer_group(group)
+        partition = detail[queue]["partitions"][0]
+        assert partition["totalConsumed"] == 1 and partition["offsetLag"] == 2, detail
+
+        lagging = await client.admin.get_lagging_consumers(min_lag_seconds=0)
+        assert isinstance(lagging, list), lagging
+        assert (await client.admin.refresh_consumer_stats())["success"] is True
+
+    run(body)
+
+
+def test_admin_seek_back_replays_and_seek_to_end_skips() -> None:
+    queue, group = name(), name("g")
+
+    async def body(client: Queen) -> None:
+        for item in payloads(3):  # one push each: three distinct createdAt
+            await client.queue(queue).push([{"data": item}])
+            await asyncio.sleep(0.05)
+        first = await consume_all(client, queue, group, 3)
+        assert await pop_now(client, queue, batch=10, group=group) == []
+
+        answer = await client.admin.seek_consumer_group(group, queue, {"timestamp": first[1]["createdAt"]})
+        assert answer["success"] is True and answer["partitionsUpdated"] == 1, answer
+        replay = await pop_now(client, queue, batch=10, group=group)
+        assert data(replay) == payloads(3)[1:], "replayed from the message created at the time"
+        assert (await client.ack(replay[-1], context={"group": group}))["success"] is True
+
+        await client.admin.seek_consumer_group(group, queue, {"timestamp": "2000-01-01T00:00:00Z"})
+        assert data(await pop_now(client, queue, batch=10, group=group)) == payloads(3)
+
+        answer = await client.admin.seek_consumer_group(group, queue, {"toEnd": True})
+        assert answer["seekToEnd"] is True, answer
+        assert await pop_now(client, queue, batch=10, group=group) == []
+        await push_all(client, queue, payloads(1, "later"))
+        assert data(await pop_now(client, queue, batch=10, group=group)) == payloads(1, "later")
+
+    run(body)
+
+
+def test_deleted_consumer_group_starts_over() -> None:
+    queue, group = name(), name("g")
+
+    async def body(client: Queen) -> None:
+        await push_all(client, queue, payloads(2))
+        await consume_all(client, queue, group, 2)
+
+        answer = await client.admin.delete_consumer_group_for_queue(group, queue, delete_metadata=True)
+        assert answer["deletedPartitions"] == 1 and answer["queueName"] == queue, answer
+        got = await consume_all(client, queue, group, 2)
+        assert data(got) == payloads(2), "a new group under the default mode: everything again"
+
+        answer = await client.delete_consumer_group(group)
+        assert answer["success"] is True and answer["deletedPartitions"] == 1, answer
+        assert data(await pop_now(client, queue, batch=10, group=group)) == payloads(2)
+
+    run(body)
+
+
+def test_update_consumer_group_timestamp_moves_its_subscription() -> None:
+    queue, group = name(), name("g")
+
+    async def body(client: Queen) -> None:
+        await push_all(client, queue, payloads(1))
+        assert len(await pop_now(client, queue, batch=1, group=group)) == 1
+        answer = await client.update_consumer_group_timestamp(group, "2026-01-01T00:00:00Z")
+        assert answer["success"] is True and answer["rowsUpdated"] == 1, answer
+        groups = await client.admin.list_consumer_groups()
+        mine = [g for g in groups if g["name"] == group]
+        assert mine[0]["subscriptionMode"] == "timestamp", mine
+        assert mine[0]["subscriptionTimestamp"].startswith("2026-01-01T00:00:00"), mine
+
+    run(body)
