@@ -44,7 +44,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.default_service(web::to(no_such_route));
 }
 
-async fn no_such_route() -> Result<HttpResponse, ApiError> {
+/// The JSON 404 of a path (or method) no route serves.
+pub(crate) async fn no_such_route() -> Result<HttpResponse, ApiError> {
     Err(ApiError::NotFound("no such route".into()))
 }
 

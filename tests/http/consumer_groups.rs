@@ -65,7 +65,8 @@ async fn list_describe_and_lagging_show_the_group() {
     push_n(&gw, &queue, "p2", 1).await;
     age_messages(&queue, 600).await;
     let group = format!("{queue}-g");
-    pop(&gw, &queue, &format!("consumerGroup={group}&autoAck=true")).await;
+    let p1 = format!("/api/v1/pop/queue/{queue}/partition/p1?consumerGroup={group}&autoAck=true");
+    assert_eq!(offsets(&get(&gw, &p1).await.1), vec![1]);
 
     let (status, list) = get(&gw, "/api/v1/consumer-groups").await;
     assert_eq!(status, 200, "{list}");

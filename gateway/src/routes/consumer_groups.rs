@@ -18,9 +18,14 @@ use crate::error::ApiError;
 use crate::routes::call::{call_json, optional_object_body};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    // `lagging` is registered before `{group}`, so it wins (as in Queen).
+    // `lagging` is a literal segment that wins over `{group}` (as in Queen),
+    // for every method: a DELETE of it is no route, not a group's deletion.
     cfg.route("/api/v1/consumer-groups", web::get().to(list))
-        .route("/api/v1/consumer-groups/lagging", web::get().to(lagging))
+        .service(
+            web::resource("/api/v1/consumer-groups/lagging")
+                .route(web::get().to(lagging))
+                .default_service(web::to(crate::app::no_such_route)),
+        )
         .route("/api/v1/consumer-groups/{group}", web::get().to(describe))
         .route("/api/v1/consumer-groups/{group}", web::delete().to(delete))
         .route(
