@@ -475,4 +475,9 @@ async fn group_names_are_percent_decoded_and_stats_refresh_answers() {
         post_raw(&gw, "/api/v1/stats/refresh", "").await,
         (200, json!({"success": true}))
     );
+    assert_eq!(
+        delete(&gw, "/api/v1/consumer-groups/lagging").await,
+        (404, json!({"error": "no such route"})),
+        "lagging is a literal segment for every method"
+    );
 }
