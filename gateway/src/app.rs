@@ -1,12 +1,14 @@
 //! The HTTP application: shared state, route mounting, JSON errors, serving.
 
 use actix_web::body::MessageBody;
+use actix_web::dev::Service;
 use actix_web::dev::ServiceResponse;
 use actix_web::error::JsonPayloadError;
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use deadpool_postgres::Pool;
+use futures::future::{ready, Either};
 use serde_json::json;
 use tracing::{info, warn};
 
@@ -91,6 +93,19 @@ pub async fn serve(config: Config) -> Result<(), StartupError> {
                     .error_handler(json_payload_error),
             )
             .wrap(ErrorHandlers::new().default_handler(move |res| json_errors(res, limit)))
+            // Outermost, so every answer (errors, 404s) carries the CORS headers.
+            .wrap_fn(|req, srv| {
+                if crate::cors::is_preflight(req.method()) {
+                    let answer = req.into_response(crate::cors::preflight());
+                    return Either::Left(ready(Ok(answer.map_into_right_body())));
+                }
+                let call = srv.call(req);
+                Either::Right(async move {
+                    let mut answer = call.await?;
+                    crate::cors::add_headers(answer.headers_mut());
+                    Ok(answer.map_into_left_body())
+                })
+            })
             .configure(configure)
     })
     .shutdown_timeout(10)

@@ -5,6 +5,7 @@ pub mod app;
 pub mod auth;
 pub mod body;
 pub mod config;
+pub mod cors;
 pub mod db;
 pub mod encryption;
 pub mod error;

@@ -6,6 +6,7 @@ mod ack;
 mod broker;
 mod config;
 mod consumer_groups;
+mod cors;
 mod dlq;
 mod encryption;
 mod fuzz;

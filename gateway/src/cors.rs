@@ -1,0 +1,59 @@
+//! CORS as Queen answers it (wire-admin.md §8.1), so browser clients of
+//! other origins (a dashboard served elsewhere) can call the API: every
+//! response carries the allow headers, and a preflight `OPTIONS` on any
+//! path is answered at once, before routing and authentication.
+
+use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
+use actix_web::http::Method;
+use actix_web::HttpResponse;
+
+const HEADERS: [(&str, &str); 4] = [
+    ("access-control-allow-origin", "*"),
+    (
+        "access-control-allow-methods",
+        "GET, POST, PUT, DELETE, OPTIONS",
+    ),
+    (
+        "access-control-allow-headers",
+        "Content-Type, Authorization",
+    ),
+    ("access-control-max-age", "86400"),
+];
+
+/// Whether a request is a preflight: any `OPTIONS`.
+pub fn is_preflight(method: &Method) -> bool {
+    method == Method::OPTIONS
+}
+
+/// The answer to a preflight: 200, empty, with the headers.
+pub fn preflight() -> HttpResponse {
+    let mut response = HttpResponse::Ok().finish();
+    add_headers(response.headers_mut());
+    response
+}
+
+/// Adds the CORS headers to a response's headers.
+pub fn add_headers(headers: &mut HeaderMap) {
+    for (name, value) in HEADERS {
+        headers.insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_preflight_is_an_empty_200_with_every_header() {
+        let response = preflight();
+        assert_eq!(response.status().as_u16(), 200);
+        for (name, value) in HEADERS {
+            assert_eq!(response.headers().get(name).unwrap(), value, "{name}");
+        }
+        assert!(is_preflight(&Method::OPTIONS));
+        assert!(!is_preflight(&Method::GET));
+    }
+}
