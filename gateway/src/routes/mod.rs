@@ -24,9 +24,11 @@ route_families! {
     inspect,
     lease,
     maintenance,
+    messages,
     openapi,
     pop,
     push,
     resources,
+    traces,
     transaction,
 }
