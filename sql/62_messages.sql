@@ -89,6 +89,17 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                     WHERE m.partition_id = p.id AND m.created_at >= since AND m.created_at < upto)
 $$;
 
+-- A request object without its empty-string values: from a query string,
+-- an empty value counts as absent (wire-admin.md §0).
+CREATE OR REPLACE FUNCTION pgcursor_internal.without_empty_values(req jsonb)
+RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF jsonb_typeof(req) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'the filter must be a JSON object' USING ERRCODE = '22023';
+    END IF;
+    RETURN coalesce((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(req) e WHERE e.value <> '""'), '{}');
+END $$;
+
 -- list_messages: {queue?, partition? (a name), ns?, task?, status?, from?,
 -- to?, limit? (200, at most 1000), offset? (0)}, values possibly strings
 -- (a query string), empty = not given -> {"messages": [...], "mode": {...}}.
@@ -101,15 +112,16 @@ $$;
 CREATE OR REPLACE FUNCTION pgcursor.list_messages(filter jsonb DEFAULT '{}')
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    qname  text := nullif(pgcursor_internal.optional_text(filter, 'queue'), '');
-    part   text := nullif(pgcursor_internal.optional_text(filter, 'partition'), '');
-    ns     text := nullif(pgcursor_internal.optional_text(filter, 'ns'), '');
-    tsk    text := nullif(pgcursor_internal.optional_text(filter, 'task'), '');
-    want   text := nullif(pgcursor_internal.optional_text(filter, 'status'), '');
-    since  timestamptz := coalesce(pgcursor_internal.timestamp_arg(filter, 'from'), now() - interval '1 hour');
-    upto   timestamptz := pgcursor_internal.window_end(pgcursor_internal.timestamp_arg(filter, 'to'));
-    lim    integer := least(pgcursor_internal.positive_int_arg(filter, 'limit', 200), 1000);
-    skip   integer := pgcursor_internal.non_negative_int_arg(filter, 'offset', 0);
+    given  jsonb := pgcursor_internal.without_empty_values(filter);
+    qname  text := pgcursor_internal.optional_text(given, 'queue');
+    part   text := pgcursor_internal.optional_text(given, 'partition');
+    ns     text := pgcursor_internal.optional_text(given, 'ns');
+    tsk    text := pgcursor_internal.optional_text(given, 'task');
+    want   text := pgcursor_internal.optional_text(given, 'status');
+    since  timestamptz := coalesce(pgcursor_internal.timestamp_arg(given, 'from'), now() - interval '1 hour');
+    upto   timestamptz := pgcursor_internal.window_end(pgcursor_internal.timestamp_arg(given, 'to'));
+    lim    integer := least(pgcursor_internal.positive_int_arg(given, 'limit', 200), 1000);
+    skip   integer := pgcursor_internal.non_negative_int_arg(given, 'offset', 0);
     msgs   jsonb;
 BEGIN
     IF want IS NULL OR want IN ('pending', 'processing', 'completed', 'dead_letter') THEN
