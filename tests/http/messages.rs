@@ -58,7 +58,7 @@ async fn listing_shows_each_status_newest_first_and_filters_before_paging() {
     assert_eq!(done["messages"].as_array().unwrap().len(), 2, "{done}");
     let (_, leased) = get(&gw, &a_path).await;
     assert_eq!(leased["messages"].as_array().unwrap().len(), 2, "{leased}");
-    kill(&gw, &a, "a", "audit", 1).await;
+    kill(&gw, &a, "a", &format!("{queue}-audit"), 1).await;
 
     let all = listing(&gw, &format!("queue={queue}&partition=a")).await;
     assert_eq!(
@@ -157,7 +157,8 @@ async fn detail_has_queens_fields() {
     .await;
     assert_eq!(status, 200);
     let p = pid(&push_n(&gw, &queue, "Default", 2).await);
-    kill(&gw, &p, "Default", "billing", 1).await;
+    let billing = format!("{queue}-billing");
+    kill(&gw, &p, "Default", &billing, 1).await;
     let (status, m) = get(&gw, &format!("/api/v1/messages/{p}/Default-1")).await;
     assert_eq!(status, 200, "{m}");
     assert_eq!(m["status"], "dead_letter");
@@ -171,7 +172,7 @@ async fn detail_has_queens_fields() {
     );
     assert_eq!(
         m["consumerGroups"],
-        json!([{"name": "billing", "consumed": true, "leaseExpiresAt": null}])
+        json!([{"name": billing, "consumed": true, "leaseExpiresAt": null}])
     );
     assert_eq!(
         m["mode"],
@@ -194,8 +195,8 @@ async fn delete_removes_the_message_its_dead_letters_and_traces() {
     let gw = Gateway::start().await;
     let queue = fresh_queue("delete");
     let p = pid(&push_n(&gw, &queue, "Default", 3).await);
-    kill(&gw, &p, "Default", "g1", 2).await;
-    kill(&gw, &p, "Default", "g2", 2).await;
+    kill(&gw, &p, "Default", &format!("{queue}-g1"), 2).await;
+    kill(&gw, &p, "Default", &format!("{queue}-g2"), 2).await;
     let trace = json!({"partitionId": p, "transactionId": "Default-2", "data": {"text": "x"}});
     assert_eq!(post(&gw, "/api/v1/traces", &trace).await.0, 201);
 
@@ -246,7 +247,7 @@ async fn delete_finds_a_dead_letter_whose_message_retention_removed() {
     let gw = Gateway::start().await;
     let queue = fresh_queue("delete-gone");
     let p = pid(&push_n(&gw, &queue, "Default", 1).await);
-    kill(&gw, &p, "Default", "g", 1).await;
+    kill(&gw, &p, "Default", &format!("{queue}-g"), 1).await;
     let id: uuid::Uuid = p.parse().unwrap();
     let db = db().await;
     db.execute(
@@ -276,7 +277,7 @@ async fn retry_requeues_the_dead_letters_of_a_message() {
     let gw = Gateway::start().await;
     let queue = fresh_queue("retry");
     let p = pid(&push_n(&gw, &queue, "Default", 2).await);
-    kill(&gw, &p, "Default", "g", 1).await;
+    kill(&gw, &p, "Default", &format!("{queue}-g"), 1).await;
     let path = format!("/api/v1/messages/{p}/Default-1/retry");
     let (status, answer) = send(client().post(gw.url(&path))).await; // no body, as queen-mq sends it
     assert_eq!(status, 200, "{answer}");
@@ -293,7 +294,7 @@ async fn retry_requeues_the_dead_letters_of_a_message() {
     let (_, dlq) = get(&gw, &format!("/api/v1/dlq?queue={queue}")).await;
     assert_eq!(dlq["total"], 0, "{dlq}");
     // The group gets the payload again, as a new message.
-    let popped = pop(&gw, &queue, "consumerGroup=g&batch=10").await;
+    let popped = pop(&gw, &queue, &format!("consumerGroup={queue}-g&batch=10")).await;
     let payloads: Vec<&Value> = popped["messages"]
         .as_array()
         .unwrap()
