@@ -58,12 +58,18 @@ $$;
 -- message: the message a transactionId names in a partition, and per group
 -- whether it is completed, leased or pending; unknown -> P0002. A message
 -- removed by retention but still indexed comes back with a null payload.
+-- Also Queen's detail fields (wire-admin.md §2.2): its status by the
+-- listing's rules (sql/62_messages.sql), the dead letter's reason and retry
+-- counter, the queue's config, the partition's mode and every cursor row.
 CREATE OR REPLACE FUNCTION pgcursor.message(pid uuid, txid text)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
     off bigint;
     m   pgcursor.messages;
     p   pgcursor.partitions;
+    q   pgcursor.queues;
+    d   pgcursor.dead_letters;
+    f   record;
 BEGIN
     SELECT t.msg_offset INTO off FROM pgcursor.transaction_index t
     WHERE t.partition_id = pid AND t.transaction_id = txid;
@@ -76,6 +82,10 @@ BEGIN
         RAISE EXCEPTION 'message not found: % in partition %', txid, pid USING ERRCODE = 'P0002';
     END IF;
     SELECT * INTO m FROM pgcursor.messages x WHERE x.partition_id = pid AND x.msg_offset = off;
+    SELECT * INTO q FROM pgcursor.queues x WHERE x.name = p.queue;
+    SELECT * INTO d FROM pgcursor.dead_letters x WHERE x.partition_id = pid AND x.msg_offset = off
+     ORDER BY x.failed_at DESC, x.consumer_group LIMIT 1;
+    SELECT * INTO f FROM pgcursor_internal.partition_consumption(pid);
     RETURN jsonb_build_object(
         'id', m.message_id, 'transactionId', txid, 'offset', off, 'partitionId', p.id, 'partition', p.name,
         'queue', p.queue, 'payload', m.payload, 'data', m.payload, 'createdAt', pgcursor_internal.rfc3339_utc(m.created_at),
@@ -84,7 +94,29 @@ BEGIN
                                        'consumerGroup', c.consumer_group,
                                        'state', pgcursor_internal.message_state(c, off))
                                    ORDER BY c.consumer_group), '[]'::jsonb)
-                   FROM pgcursor.cursors c WHERE c.partition_id = pid));
+                   FROM pgcursor.cursors c WHERE c.partition_id = pid))
+        || jsonb_build_object(
+        'queuePath', p.queue || '/' || p.name, 'namespace', q.namespace, 'task', q.task, 'producerSub', NULL,
+        'status', pgcursor_internal.message_status(
+                      off, d.id IS NOT NULL,
+                      pgcursor_internal.completed_to(f.has_queue_mode, f.queue_cursor, f.bus_groups, f.bus_done_to),
+                      f.lease_from, f.lease_to),
+        'isEncrypted', coalesce(pgcursor_internal.is_envelope(m.payload), false),
+        'errorMessage', d.error, 'retryCount', d.retry_count,
+        'leaseExpiresAt', pgcursor_internal.rfc3339_utc(f.lease_expires_at),
+        'queueConfig', jsonb_build_object('leaseTime', q.lease_time, 'retryLimit', q.retry_limit,
+                                          'retryDelay', 1000, 'ttl', 3600, 'priority', q.priority),
+        'mode', jsonb_build_object(
+            'hasQueueMode', f.has_queue_mode, 'busGroupsCount', f.bus_groups,
+            'consumedByGroups', (SELECT count(*) FROM pgcursor.cursors c
+                                  WHERE c.partition_id = pid AND c.consumer_group <> '__QUEUE_MODE__'
+                                    AND c.cursor >= off),
+            'type', pgcursor_internal.consumption_type(f.has_queue_mode, f.bus_groups)),
+        'consumerGroups', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                               'name', c.consumer_group, 'consumed', c.cursor >= off,
+                                               'leaseExpiresAt', pgcursor_internal.rfc3339_utc(c.lease_expires_at))
+                                           ORDER BY c.consumer_group), '[]'::jsonb)
+                           FROM pgcursor.cursors c WHERE c.partition_id = pid));
 END $$;
 
 -- queues_overview: {"queues":[{queue, namespace, task, partitions, depth,

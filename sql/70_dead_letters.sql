@@ -48,6 +48,23 @@ BEGIN
     RETURN answer;
 END $$;
 
+-- Pushes a dead letter's payload snapshot back onto its partition as a new
+-- message with a fresh transactionId (through push: dense offsets, NOTIFY):
+-- the one way a dead letter goes back, shared by requeue_dead_letter and
+-- retry_message. Answer: {queue, partition, partitionId, transactionId, offset}.
+CREATE OR REPLACE FUNCTION pgcursor_internal.push_back(d pgcursor.dead_letters)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    p pgcursor.partitions;
+    pushed jsonb;
+BEGIN
+    SELECT * INTO p FROM pgcursor.partitions WHERE id = d.partition_id;
+    pushed := pgcursor.push(jsonb_build_object('items', jsonb_build_array(jsonb_build_object(
+        'queue', p.queue, 'partition', p.name, 'payload', d.payload)))) -> 0;
+    RETURN jsonb_build_object('queue', p.queue, 'partition', p.name, 'partitionId', p.id,
+                              'transactionId', pushed -> 'transactionId', 'offset', pushed -> 'offset');
+END $$;
+
 -- requeue_dead_letter: pushes the snapshot back onto its partition as a new
 -- message with a fresh transactionId (through push: dense offsets, NOTIFY)
 -- and removes the dead letter, in one transaction. Every group of the
@@ -58,18 +75,35 @@ CREATE OR REPLACE FUNCTION pgcursor.requeue_dead_letter(dead_letter_id uuid)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     d pgcursor.dead_letters;
-    p pgcursor.partitions;
-    pushed jsonb;
 BEGIN
     -- Deleting first makes a concurrent second requeue of the same id a 404.
     DELETE FROM pgcursor.dead_letters x WHERE x.id = dead_letter_id RETURNING * INTO d;
     IF d.id IS NULL THEN
         RAISE EXCEPTION 'dead letter not found: %', dead_letter_id USING ERRCODE = 'P0002';
     END IF;
-    SELECT * INTO p FROM pgcursor.partitions WHERE id = d.partition_id;
-    pushed := pgcursor.push(jsonb_build_object('items', jsonb_build_array(jsonb_build_object(
-        'queue', p.queue, 'partition', p.name, 'payload', d.payload)))) -> 0;
-    RETURN jsonb_build_object('requeued', true, 'id', d.id, 'queue', p.queue, 'partition', p.name,
-                              'partitionId', p.id, 'transactionId', pushed -> 'transactionId',
-                              'offset', pushed -> 'offset');
+    RETURN jsonb_build_object('requeued', true, 'id', d.id) || pgcursor_internal.push_back(d);
+END $$;
+
+-- retry_message (wire-admin.md §11.14): requeues the dead letters of the
+-- message a transactionId names in a partition (every group's, matched on
+-- their own transactionId, so also after retention removed the message),
+-- each as requeue_dead_letter does, in one transaction. None -> P0002.
+-- Answer: {"success": true, "partitionId", "transactionId", "requeued":
+-- [{id, queue, partition, partitionId, transactionId (the new one), offset}]}.
+CREATE OR REPLACE FUNCTION pgcursor.retry_message(pid uuid, txid text)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    d pgcursor.dead_letters;
+    requeued jsonb := '[]';
+BEGIN
+    -- Deleting first makes a concurrent second retry of the message a 404.
+    FOR d IN WITH gone AS (DELETE FROM pgcursor.dead_letters x
+                            WHERE x.partition_id = pid AND x.transaction_id = txid RETURNING *)
+             SELECT * FROM gone ORDER BY gone.failed_at, gone.consumer_group, gone.id LOOP
+        requeued := requeued || jsonb_build_array(jsonb_build_object('id', d.id) || pgcursor_internal.push_back(d));
+    END LOOP;
+    IF jsonb_array_length(requeued) = 0 THEN
+        RAISE EXCEPTION 'no dead letter for message % in partition %', txid, pid USING ERRCODE = 'P0002';
+    END IF;
+    RETURN jsonb_build_object('success', true, 'partitionId', pid, 'transactionId', txid, 'requeued', requeued);
 END $$;

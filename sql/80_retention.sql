@@ -19,6 +19,9 @@
 -- purge_messages() and evict_expired_messages() move existing cursors past
 -- them, and a cursor row created later (a new group, or a group new to this
 -- partition) starts past them.
+--
+-- Traces (sql/68_traces.sql) go with their message: each purge and the
+-- eviction delete the trace events of the messages they delete.
 
 -- Where a cursor at `at` must stand so that its next offset exists: just
 -- below the first retained message above it, or the head when none is left.
@@ -110,10 +113,16 @@ DECLARE
     purged bigint;
 BEGIN
     -- Per partition, so each delete is a range scan of (partition_id, created_at).
-    DELETE FROM pgcursor.messages m
-     USING pgcursor_internal.retention_cutoffs(cutoff, true) r
-     WHERE m.partition_id = r.id AND m.created_at < r.before;
-    GET DIAGNOSTICS purged = ROW_COUNT;
+    WITH gone AS (
+        DELETE FROM pgcursor.messages m
+         USING pgcursor_internal.retention_cutoffs(cutoff, true) r
+         WHERE m.partition_id = r.id AND m.created_at < r.before
+        RETURNING m.partition_id, m.transaction_id
+    ), traces AS (
+        DELETE FROM pgcursor.trace_events e USING gone g  -- traces go with their message
+         WHERE e.partition_id = g.partition_id AND e.transaction_id = g.transaction_id
+    )
+    SELECT count(*) INTO purged FROM gone;
     PERFORM pgcursor_internal.move_cursors_past_deleted(
         ARRAY(SELECT r.id FROM pgcursor_internal.retention_cutoffs(cutoff, true) r));
     RETURN purged;
@@ -145,10 +154,16 @@ DECLARE
     evicted bigint;
 BEGIN
     -- Per partition, so each delete is a range scan of one partition's rows.
-    DELETE FROM pgcursor.messages m
-     USING pgcursor_internal.eviction_cutoffs(cutoff) r
-     WHERE m.partition_id = r.id AND m.msg_offset > r.consumed_to AND m.created_at < r.before;
-    GET DIAGNOSTICS evicted = ROW_COUNT;
+    WITH gone AS (
+        DELETE FROM pgcursor.messages m
+         USING pgcursor_internal.eviction_cutoffs(cutoff) r
+         WHERE m.partition_id = r.id AND m.msg_offset > r.consumed_to AND m.created_at < r.before
+        RETURNING m.partition_id, m.transaction_id
+    ), traces AS (
+        DELETE FROM pgcursor.trace_events e USING gone g  -- traces go with their message
+         WHERE e.partition_id = g.partition_id AND e.transaction_id = g.transaction_id
+    )
+    SELECT count(*) INTO evicted FROM gone;
     PERFORM pgcursor_internal.move_cursors_past_deleted(
         ARRAY(SELECT p.id FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
                WHERE q.max_wait_time_seconds > 0));
@@ -164,16 +179,22 @@ RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     purged bigint;
 BEGIN
-    DELETE FROM pgcursor.messages m
-     USING (SELECT p.id, min(c.cursor) AS completed_to,
-                   coalesce(cutoff, now() - q.completed_retention_seconds * interval '1 second') AS before
-              FROM pgcursor.partitions p
-              JOIN pgcursor.queues q ON q.name = p.queue
-              JOIN pgcursor.cursors c ON c.partition_id = p.id
-             WHERE q.completed_retention_seconds > 0 AND q.retention_enabled IS NOT false
-             GROUP BY p.id, q.completed_retention_seconds) r
-     WHERE m.partition_id = r.id AND m.msg_offset <= r.completed_to AND m.created_at < r.before;
-    GET DIAGNOSTICS purged = ROW_COUNT;
+    WITH gone AS (
+        DELETE FROM pgcursor.messages m
+         USING (SELECT p.id, min(c.cursor) AS completed_to,
+                       coalesce(cutoff, now() - q.completed_retention_seconds * interval '1 second') AS before
+                  FROM pgcursor.partitions p
+                  JOIN pgcursor.queues q ON q.name = p.queue
+                  JOIN pgcursor.cursors c ON c.partition_id = p.id
+                 WHERE q.completed_retention_seconds > 0 AND q.retention_enabled IS NOT false
+                 GROUP BY p.id, q.completed_retention_seconds) r
+         WHERE m.partition_id = r.id AND m.msg_offset <= r.completed_to AND m.created_at < r.before
+        RETURNING m.partition_id, m.transaction_id
+    ), traces AS (
+        DELETE FROM pgcursor.trace_events e USING gone g  -- traces go with their message
+         WHERE e.partition_id = g.partition_id AND e.transaction_id = g.transaction_id
+    )
+    SELECT count(*) INTO purged FROM gone;
     RETURN purged;
 END $$;
 

@@ -272,6 +272,34 @@ impl Encryption {
         }
         RawJson(value.to_string())
     }
+
+    /// Opens the envelope in `field` of each element of `list` (traces by
+    /// name: `traces[].message_payload`). As `open_answer`, answers without
+    /// `"authTag"` are passed on unread.
+    pub fn open_in_list(&self, answer: RawJson, list: &str, field: &str) -> RawJson {
+        let Some(key) = &self.key else { return answer };
+        if !answer.0.contains("\"authTag\"") {
+            return answer;
+        }
+        let Ok(mut value) = serde_json::from_str::<Value>(&answer.0) else {
+            return answer;
+        };
+        let mut opened = false;
+        if let Some(items) = value.get_mut(list).and_then(Value::as_array_mut) {
+            for item in items {
+                if let Some(sealed) = item.get_mut(field) {
+                    if let Some(plain) = key.open(sealed) {
+                        *sealed = plain;
+                        opened = true;
+                    }
+                }
+            }
+        }
+        if !opened {
+            return answer;
+        }
+        RawJson(value.to_string())
+    }
 }
 
 /// Opens `data` and `payload` of one object; whether any was opened.

@@ -801,6 +801,43 @@ def test_admin_lists_describes_and_reports_consumer_groups() -> None:
         lagging = await client.admin.get_lagging_consumers(min_lag_seconds=0)
         assert isinstance(lagging, list), lagging
         assert (await client.admin.refresh_consumer_stats())["success"] is True
+# ------------------------------------------------ message browser and traces
+
+
+def test_admin_lists_shows_retries_and_deletes_messages() -> None:
+    queue = name()
+
+    async def body(client: Queen) -> None:
+        await create(client, queue)
+        pushed = await push_all(client, queue, payloads(3))
+        got = await pop_now(client, queue, batch=3, group="billing")
+        result = await client.ack(got[1], "dlq", {"group": "billing", "error": "bad shape"})
+        assert result.get("dlq") is True, result
+        admin = client.admin
+
+        listing = await admin.list_messages(queue=queue, limit=10)
+        assert [m["transactionId"] for m in listing["messages"]] == [p["transactionId"] for p in reversed(pushed)]
+        assert [m["status"] for m in listing["messages"]] == ["pending", "dead_letter", "completed"], listing
+        assert listing["mode"]["type"] == "bus", listing
+        dead = await admin.list_messages(queue=queue, status="dead_letter")
+        assert [m["transactionId"] for m in dead["messages"]] == [pushed[1]["transactionId"]]
+
+        pid, tid = pushed[1]["partitionId"], pushed[1]["transactionId"]
+        detail = await admin.get_message(pid, tid)
+        assert detail["status"] == "dead_letter" and detail["errorMessage"] == "bad shape", detail
+        assert detail["payload"] == payloads(3)[1]
+        assert detail["queueConfig"]["retryLimit"] == 3, detail
+
+        retried = await admin.retry_message(pid, tid)
+        assert retried["success"] is True and len(retried["requeued"]) == 1, retried
+        assert (await client.queue(queue).dlq().get())["total"] == 0
+        again = await pop_now(client, queue, batch=10, group="billing")
+        assert data(again) == [payloads(3)[2], payloads(3)[1]]
+
+        deleted = await admin.delete_message(pushed[0]["partitionId"], pushed[0]["transactionId"])
+        assert deleted["success"] is True and deleted["message"] == "Message deleted successfully", deleted
+        missing = await admin.delete_message(pushed[0]["partitionId"], pushed[0]["transactionId"])
+        assert missing["success"] is False, missing
 
     run(body)
 
@@ -864,5 +901,43 @@ def test_update_consumer_group_timestamp_moves_its_subscription() -> None:
         mine = [g for g in groups if g["name"] == group]
         assert mine[0]["subscriptionMode"] == "timestamp", mine
         assert mine[0]["subscriptionTimestamp"].startswith("2026-01-01T00:00:00"), mine
+def test_message_trace_is_read_back_by_message_by_name_and_in_names() -> None:
+    queue = name()
+    trace_name = f"{queue} order #7+x"  # needs escapes (the client quotes all but "/")
+
+    async def body(client: Queen) -> None:
+        pushed = await push_all(client, queue, payloads(1))
+        answers: List[Dict[str, Any]] = []
+
+        async def handler(message: Dict[str, Any]) -> None:
+            answers.append(await message["trace"]({"traceName": trace_name, "data": {"text": "handled"}}))
+            answers.append(await message["trace"]({"eventType": "audit", "data": {"text": "noted"}}))
+
+        await asyncio.wait_for(
+            client.queue(queue).each().wait(True).timeout_millis(1000).limit(1).consume(handler),
+            CONSUME_TIMEOUT_S,
+        )
+        assert [a["success"] for a in answers] == [True, True], answers
+        assert all(a.get("traceId") for a in answers), answers
+        admin = client.admin
+
+        pid, tid = pushed[0]["partitionId"], pushed[0]["transactionId"]
+        of_message = await admin.get_traces_for_message(pid, tid)
+        events = of_message["traces"]
+        assert [e["data"]["text"] for e in events] == ["handled", "noted"], of_message
+        assert [e["event_type"] for e in events] == ["info", "audit"]
+        assert events[0]["trace_names"] == [trace_name] and events[1]["trace_names"] == []
+        assert events[0]["consumer_group"] == "__QUEUE_MODE__"
+
+        by_name = await admin.get_traces_by_name(trace_name, limit=10, offset=0)
+        assert by_name["total"] == 1, by_name
+        [event] = by_name["traces"]
+        assert event["queue_name"] == queue and event["transaction_id"] == tid, event
+        assert event["message_payload"] == payloads(1)[0]
+
+        names = await admin.get_trace_names(limit=1000)
+        ours = [n for n in names["trace_names"] if n["trace_name"] == trace_name]
+        assert ours == [{"trace_name": trace_name, "trace_count": 1, "message_count": 1,
+                         "last_seen": events[0]["created_at"]}], names
 
     run(body)

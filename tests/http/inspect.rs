@@ -147,7 +147,20 @@ async fn message_shows_its_offset_and_where_each_group_stands() {
             "data",
             "createdAt",
             "traceId",
-            "groups"
+            "groups",
+            // Queen's detail fields (tests/http/messages.rs)
+            "queuePath",
+            "namespace",
+            "task",
+            "producerSub",
+            "status",
+            "isEncrypted",
+            "errorMessage",
+            "retryCount",
+            "leaseExpiresAt",
+            "queueConfig",
+            "mode",
+            "consumerGroups"
         ])
     );
     assert_eq!(m["transactionId"], "order 2");

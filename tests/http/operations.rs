@@ -53,6 +53,8 @@ pub struct Operation {
     pub path_params: Vec<String>,
     pub query_params: Vec<String>,
     pub has_body: bool,
+    /// The documented success status (the lowest 2xx response; 201 for a trace).
+    pub success: u16,
 }
 
 impl Operation {
@@ -113,6 +115,14 @@ pub async fn operations(gw: &Gateway) -> Vec<Operation> {
                 path_params: names("path"),
                 query_params: names("query"),
                 has_body: op.get("requestBody").is_some(),
+                success: op["responses"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|r| r.keys())
+                    .filter_map(|code| code.parse().ok())
+                    .filter(|code| (200..300).contains(code))
+                    .min()
+                    .unwrap_or(200),
             });
         }
     }
@@ -219,6 +229,12 @@ impl Scene {
 
     /// A fresh dead letter of the scene's queue (its id).
     pub async fn dead_letter(&self) -> String {
+        self.dead_letter_of_message().await.0
+    }
+
+    /// A fresh dead letter of the scene's queue: (its id, its message's
+    /// partitionId, its message's transactionId).
+    pub async fn dead_letter_of_message(&self) -> (String, String, String) {
         let txid = format!("dead-{}", Uuid::now_v7());
         let push = json!({"items": [{"queue": self.queue, "partition": "dead",
                                       "transactionId": txid, "payload": "poison"}]});
@@ -237,7 +253,18 @@ impl Scene {
             )
             .await
             .unwrap();
-        row.get(0)
+        let partition_id = partition_id.as_str().unwrap().to_string();
+        (row.get(0), partition_id, txid)
+    }
+
+    /// A fresh message of the scene's queue, for a request that deletes it:
+    /// (partitionId, transactionId).
+    pub async fn doomed_message(&self) -> (String, String) {
+        let txid = format!("doomed-{}", Uuid::now_v7());
+        let push = json!({"items": [{"queue": self.queue, "partition": "doomed",
+                                      "transactionId": txid, "payload": "bye"}]});
+        let pushed = self.expect_ok(Method::POST, "/api/v1/push", push).await;
+        (pushed[0]["partitionId"].as_str().unwrap().to_string(), txid)
     }
 
     /// A valid minimal request for `op` that should answer 200 for a caller
@@ -248,10 +275,23 @@ impl Scene {
         } else {
             String::new()
         };
+        // Deleting or retrying a message consumes it: each call its own.
+        let message = match op.id.as_str() {
+            "deleteMessage" => Some(self.doomed_message().await),
+            "retryMessage" => {
+                let (_, pid, txid) = self.dead_letter_of_message().await;
+                Some((pid, txid))
+            }
+            _ => None,
+        };
         let (query, body) = self.valid_query_and_body(op);
         Call {
             method: op.method.clone(),
-            path: op.fill(|name| self.path_value(op, name, &dead_letter)),
+            path: op.fill(|name| match (&message, name) {
+                (Some((pid, _)), "partitionId") => pid.clone(),
+                (Some((_, txid)), "transactionId") => txid.clone(),
+                _ => self.path_value(op, name, &dead_letter),
+            }),
             query,
             body: body.map(|b| b.to_string().into_bytes()),
         }
@@ -273,6 +313,7 @@ impl Scene {
             (_, "transactionId") => self.transaction_id.clone(),
             (_, "leaseId") => self.lease_id.clone(),
             (_, "id") => dead_letter.into(),
+            (_, "traceName") => format!("{}-trace", self.prefix),
             (id, other) => panic!("{id}: no value for path parameter {other}"),
         }
     }
@@ -289,6 +330,18 @@ impl Scene {
         let (query, body): (Vec<(&str, &str)>, Option<Value>) = match op.id.as_str() {
             "openapi" | "health" | "listQueues" | "queueDetail" | "deleteQueue" | "overview"
             | "partitionCursors" | "message" | "requeueDeadLetter" => (vec![], None),
+            "listMessages" => (vec![("queue", &self.queue)], None),
+            "deleteMessage" | "retryMessage" | "messageTraces" => (vec![], None),
+            "recordTrace" => (
+                vec![],
+                Some(
+                    json!({"transactionId": self.transaction_id, "partitionId": self.partition_id,
+                            "data": {"text": "scene"}, "eventType": "info",
+                            "consumerGroup": "scene-traces",
+                            "traceNames": [format!("{}-trace", self.prefix)]}),
+                ),
+            ),
+            "tracesByName" | "traceNames" => (vec![("limit", "10"), ("offset", "0")], None),
             "configure" => (
                 vec![],
                 Some(json!({"queue": self.queue, "namespace": self.namespace,
@@ -344,8 +397,8 @@ impl Scene {
 
     /// A fingerprint of every row that belongs to the scene's queues:
     /// queues, partitions (head), message and transaction-index counts per
-    /// partition, cursors (whole rows: cursor, lease, retry counter, totals)
-    /// and dead letters per partition.
+    /// partition, cursors (whole rows: cursor, lease, retry counter, totals),
+    /// dead letters and trace events per partition.
     pub async fn digest(&self, db: &tokio_postgres::Client) -> String {
         db.query_one(
             "WITH q AS (SELECT * FROM pgcursor.queues WHERE starts_with(name, $1)),
@@ -362,6 +415,9 @@ impl Scene {
                        FROM p JOIN pgcursor.cursors c ON c.partition_id = p.id
                      UNION ALL SELECT format('d %s %s', p.id, count(d.*))
                        FROM p LEFT JOIN pgcursor.dead_letters d ON d.partition_id = p.id
+                      GROUP BY p.id
+                     UNION ALL SELECT format('e %s %s', p.id, count(e.*))
+                       FROM p LEFT JOIN pgcursor.trace_events e ON e.partition_id = p.id
                       GROUP BY p.id
                  ) rows(x)",
             &[&self.prefix],

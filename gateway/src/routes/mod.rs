@@ -25,9 +25,11 @@ route_families! {
     inspect,
     lease,
     maintenance,
+    messages,
     openapi,
     pop,
     push,
     resources,
+    traces,
     transaction,
 }

@@ -1,0 +1,179 @@
+//! Traces (wire-admin.md §3):
+//! POST /api/v1/traces (read-write) through `pgcursor.record_trace`, 201,
+//! the gateway's identifier (`<hostname>:<pid>`) recorded as the workerId;
+//! GET /api/v1/traces/names (read-only) through `pgcursor.trace_names`;
+//! GET /api/v1/traces/by-name/{traceName} (read-only) through
+//! `pgcursor.traces_by_name`, each message's payload in plaintext;
+//! GET /api/v1/traces/{partitionId}/{transactionId} (read-only) through
+//! `pgcursor.message_traces`.
+//! The literal segments are registered before `{partitionId}`, so they win.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::Value;
+
+use crate::app::AppState;
+use crate::auth::Level;
+use crate::error::ApiError;
+use crate::routes::call::{call_json, object_body};
+use crate::routes::messages::message_address;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/api/v1/traces", web::post().to(record))
+        .route("/api/v1/traces/names", web::get().to(names))
+        .route(
+            "/api/v1/traces/by-name/{traceName}",
+            web::get().to(by_name),
+        )
+        .route(
+            "/api/v1/traces/{partitionId}/{transactionId}",
+            web::get().to(of_message),
+        );
+}
+
+/// Who records a trace: this gateway, `<hostname>:<pid>`.
+fn worker_id() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".into());
+        format!("{host}:{}", std::process::id())
+    })
+}
+
+async fn record(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadWrite)?;
+    // An empty body counts as {} (§0): the SQL then names what is missing.
+    let mut request = if body.is_empty() {
+        Value::Object(Default::default())
+    } else {
+        object_body(&body)?
+    };
+    request["workerId"] = Value::String(worker_id().to_string());
+    let answer = call_json(
+        &state.pool,
+        "SELECT pgcursor.record_trace($1::jsonb)",
+        &[&request],
+    )
+    .await?;
+    Ok(HttpResponse::Created()
+        .content_type("application/json")
+        .body(answer.0))
+}
+
+async fn of_message(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadOnly)?;
+    let (partition_id, transaction_id) = message_address(path.into_inner())?;
+    let answer = call_json(
+        &state.pool,
+        "SELECT pgcursor.message_traces($1, $2)",
+        &[&partition_id, &transaction_id],
+    )
+    .await?;
+    Ok(answer.respond())
+}
+
+async fn by_name(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    name: web::Path<String>,
+    query: web::Query<BTreeMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadOnly)?;
+    if name.contains('\0') {
+        return Err(ApiError::BadRequest(
+            "traceName contains a NUL character".into(),
+        ));
+    }
+    let limit = int_param(&query, "limit", 100)?;
+    let offset = int_param(&query, "offset", 0)?;
+    let answer = call_json(
+        &state.pool,
+        "SELECT pgcursor.traces_by_name($1, $2, $3)",
+        &[&name.as_str(), &limit, &offset],
+    )
+    .await?;
+    // Each message_payload in plaintext when the message is an envelope.
+    Ok(state
+        .encryption
+        .open_in_list(answer, "traces", "message_payload")
+        .respond())
+}
+
+async fn names(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: web::Query<BTreeMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadOnly)?;
+    let limit = int_param(&query, "limit", 50)?;
+    let offset = int_param(&query, "offset", 0)?;
+    let answer = call_json(
+        &state.pool,
+        "SELECT pgcursor.trace_names($1, $2)",
+        &[&limit, &offset],
+    )
+    .await?;
+    Ok(answer.respond())
+}
+
+/// An integer query parameter; absent or empty: `default`. Its range is
+/// the SQL function's to check (22023 → 400).
+fn int_param(
+    query: &BTreeMap<String, String>,
+    name: &str,
+    default: i32,
+) -> Result<i32, ApiError> {
+    match query.get(name).map(|v| v.trim()) {
+        None | Some("") => Ok(default),
+        Some(v) => v
+            .parse()
+            .map_err(|_| ApiError::BadRequest(format!("{name} must be an integer"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_parameters_default_when_absent_or_empty() {
+        let q = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(int_param(&q(&[]), "limit", 100).unwrap(), 100);
+        assert_eq!(int_param(&q(&[("limit", "")]), "limit", 100).unwrap(), 100);
+        assert_eq!(int_param(&q(&[("limit", "7")]), "limit", 100).unwrap(), 7);
+        assert_eq!(int_param(&q(&[("offset", "-1")]), "offset", 0).unwrap(), -1);
+        for bad in ["x", "1.5", "99999999999"] {
+            assert!(matches!(
+                int_param(&q(&[("limit", bad)]), "limit", 100),
+                Err(ApiError::BadRequest(m)) if m == "limit must be an integer"
+            ));
+        }
+    }
+
+    #[test]
+    fn the_worker_id_is_host_and_process() {
+        let id = worker_id();
+        assert!(id.ends_with(&format!(":{}", std::process::id())), "{id}");
+        assert!(id.len() > 2, "{id}");
+    }
+}

@@ -1,0 +1,210 @@
+-- The message browser (wire-admin.md §2): the listing with each message's
+-- status, and deleting one message with everything that names it. The
+-- detail (pgcursor.message) is in sql/60_inspect.sql and uses the status
+-- helpers here.
+--
+--   SELECT pgcursor.list_messages('{"queue":"orders","status":"pending","limit":"50"}');
+--   SELECT pgcursor.delete_message('0190...'::uuid, 'order-42');
+
+-- Where the consumers of a partition stand, as the statuses need it:
+-- has_queue_mode: a __QUEUE_MODE__ cursor row exists; queue_cursor its
+-- cursor; lease_from..lease_to its leased batch while the lease is live
+-- (§11.12: exactly those offsets are processing), lease_expires_at its
+-- lease expiry, live or not; bus_groups the named groups with a cursor row;
+-- bus_done_to the lowest of their cursors (what every one has consumed).
+CREATE OR REPLACE FUNCTION pgcursor_internal.partition_consumption(
+    pid uuid, OUT has_queue_mode boolean, OUT queue_cursor bigint, OUT lease_from bigint,
+    OUT lease_to bigint, OUT lease_expires_at timestamptz, OUT bus_groups integer, OUT bus_done_to bigint)
+RETURNS record LANGUAGE sql STABLE AS $$
+    SELECT coalesce(bool_or(c.consumer_group = '__QUEUE_MODE__'), false),
+           max(c.cursor) FILTER (WHERE c.consumer_group = '__QUEUE_MODE__'),
+           max(c.batch_start) FILTER (WHERE c.consumer_group = '__QUEUE_MODE__'
+                                        AND pgcursor_internal.lease_is_live(c.lease_expires_at)),
+           max(c.batch_end) FILTER (WHERE c.consumer_group = '__QUEUE_MODE__'
+                                      AND pgcursor_internal.lease_is_live(c.lease_expires_at)),
+           max(c.lease_expires_at) FILTER (WHERE c.consumer_group = '__QUEUE_MODE__'),
+           (count(*) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__'))::integer,
+           min(c.cursor) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__')
+      FROM pgcursor.cursors c WHERE c.partition_id = pid
+$$;
+
+-- The status of the message at `off` (§2.1, first match wins): dead_letter
+-- when it has a dead letter; completed up to done_to; processing inside the
+-- live leased batch; else pending.
+CREATE OR REPLACE FUNCTION pgcursor_internal.message_status(
+    off bigint, dead boolean, done_to bigint, lease_from bigint, lease_to bigint)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN dead THEN 'dead_letter'
+        WHEN off <= coalesce(done_to, 0) THEN 'completed'
+        WHEN off BETWEEN lease_from AND lease_to THEN 'processing'
+        ELSE 'pending'
+    END
+$$;
+
+-- Up to which offset a message counts as completed (§2.1 rules 2 and 3):
+-- the __QUEUE_MODE__ cursor when that group has one; else, when named
+-- groups do, the lowest of their cursors; else nothing (0).
+CREATE OR REPLACE FUNCTION pgcursor_internal.completed_to(
+    has_queue_mode boolean, queue_cursor bigint, bus_groups integer, bus_done_to bigint)
+RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN has_queue_mode THEN queue_cursor WHEN bus_groups > 0 THEN bus_done_to ELSE 0 END
+$$;
+
+-- bus, queue, hybrid or none: which kinds of group consume.
+CREATE OR REPLACE FUNCTION pgcursor_internal.consumption_type(has_queue_mode boolean, bus_groups bigint)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN has_queue_mode AND bus_groups > 0 THEN 'hybrid' WHEN has_queue_mode THEN 'queue'
+                WHEN bus_groups > 0 THEN 'bus' ELSE 'none' END
+$$;
+
+-- Does the message at `off` have a dead letter (any group)?
+CREATE OR REPLACE FUNCTION pgcursor_internal.is_dead_lettered(pid uuid, off bigint)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM pgcursor.dead_letters d WHERE d.partition_id = pid AND d.msg_offset = off)
+$$;
+
+-- The end of a listing window: `to` is inclusive to the end of its minute
+-- (Queen truncates it to the minute and adds one, exclusive); default now.
+CREATE OR REPLACE FUNCTION pgcursor_internal.window_end(upto timestamptz)
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT (date_trunc('minute', coalesce(upto, now()) AT TIME ZONE 'UTC') + interval '1 minute') AT TIME ZONE 'UTC'
+$$;
+
+-- The listing's `mode` (§2.1): over the partitions of the queue (all queues
+-- without one) that hold a message created in [since, upto).
+CREATE OR REPLACE FUNCTION pgcursor_internal.listing_mode(qname text, since timestamptz, upto timestamptz)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object('hasQueueMode', coalesce(bool_or(c.consumer_group = '__QUEUE_MODE__'), false),
+                              'busGroupsCount', count(DISTINCT c.consumer_group)
+                                                FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__'),
+                              'type', pgcursor_internal.consumption_type(
+                                          coalesce(bool_or(c.consumer_group = '__QUEUE_MODE__'), false),
+                                          count(DISTINCT c.consumer_group)
+                                          FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__')))
+      FROM pgcursor.partitions p
+      JOIN pgcursor.cursors c ON c.partition_id = p.id
+     WHERE (qname IS NULL OR p.queue = qname)
+       AND EXISTS (SELECT 1 FROM pgcursor.messages m
+                    WHERE m.partition_id = p.id AND m.created_at >= since AND m.created_at < upto)
+$$;
+
+-- A request object without its empty-string values: from a query string,
+-- an empty value counts as absent (wire-admin.md §0).
+CREATE OR REPLACE FUNCTION pgcursor_internal.without_empty_values(req jsonb)
+RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF jsonb_typeof(req) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'the filter must be a JSON object' USING ERRCODE = '22023';
+    END IF;
+    RETURN coalesce((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(req) e WHERE e.value <> '""'), '{}');
+END $$;
+
+-- list_messages: {queue?, partition? (a name), ns?, task?, status?, from?,
+-- to?, limit? (200, at most 1000), offset? (0)}, values possibly strings
+-- (a query string), empty = not given -> {"messages": [...], "mode": {...}}.
+-- Messages created in [from (default now - 1 hour), end of to's minute
+-- (default now)], newest first (then by partition and offset, descending),
+-- the status filter applied before limit and offset; no payload. A status
+-- other than pending, processing, completed or dead_letter matches nothing.
+-- Each partition is read through its (partition_id, created_at) index and
+-- gives at most offset + limit rows, so a big queue costs a window, not a scan.
+CREATE OR REPLACE FUNCTION pgcursor.list_messages(filter jsonb DEFAULT '{}')
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    given  jsonb := pgcursor_internal.without_empty_values(filter);
+    qname  text := pgcursor_internal.optional_text(given, 'queue');
+    part   text := pgcursor_internal.optional_text(given, 'partition');
+    ns     text := pgcursor_internal.optional_text(given, 'ns');
+    tsk    text := pgcursor_internal.optional_text(given, 'task');
+    want   text := pgcursor_internal.optional_text(given, 'status');
+    since  timestamptz := coalesce(pgcursor_internal.timestamp_arg(given, 'from'), now() - interval '1 hour');
+    upto   timestamptz := pgcursor_internal.window_end(pgcursor_internal.timestamp_arg(given, 'to'));
+    lim    integer := least(pgcursor_internal.positive_int_arg(given, 'limit', 200), 1000);
+    skip   integer := pgcursor_internal.non_negative_int_arg(given, 'offset', 0);
+    msgs   jsonb;
+BEGIN
+    IF want IS NULL OR want IN ('pending', 'processing', 'completed', 'dead_letter') THEN
+        SELECT jsonb_agg(jsonb_build_object(
+                   'id', coalesce(r.message_id::text, r.pid || ':' || r.msg_offset),
+                   'transactionId', r.transaction_id, 'partitionId', r.pid,
+                   'queue', r.queue, 'partition', r.partition, 'queuePath', r.queue || '/' || r.partition,
+                   'namespace', r.namespace, 'task', r.task, 'offset', r.msg_offset,
+                   'status', r.status,
+                   'queueStatus', pgcursor_internal.message_status(
+                                      r.msg_offset, r.dead, CASE WHEN r.has_queue_mode THEN r.queue_cursor END,
+                                      r.lease_from, r.lease_to),
+                   'busStatus', jsonb_build_object(
+                       'consumedBy', (SELECT count(*) FROM pgcursor.cursors c
+                                       WHERE c.partition_id = r.pid AND c.consumer_group <> '__QUEUE_MODE__'
+                                         AND c.cursor >= r.msg_offset),
+                       'totalGroups', r.bus_groups),
+                   'traceId', r.trace_id, 'producerSub', NULL, 'queuePriority', r.priority,
+                   'createdAt', pgcursor_internal.rfc3339_utc(r.created_at),
+                   'leaseExpiresAt', pgcursor_internal.rfc3339_utc(r.lease_expires_at))
+                 ORDER BY r.created_at DESC, r.pid DESC, r.msg_offset DESC)
+          INTO msgs
+          FROM (SELECT w.*
+                  FROM (SELECT p.id AS pid, p.queue, p.name AS partition, q.namespace, q.task, q.priority, f.*,
+                               pgcursor_internal.completed_to(f.has_queue_mode, f.queue_cursor,
+                                                              f.bus_groups, f.bus_done_to) AS done_to
+                          FROM pgcursor.partitions p
+                          JOIN pgcursor.queues q ON q.name = p.queue
+                         CROSS JOIN LATERAL pgcursor_internal.partition_consumption(p.id) f
+                         WHERE (qname IS NULL OR p.queue = qname) AND (part IS NULL OR p.name = part)
+                           AND (ns IS NULL OR q.namespace = ns) AND (tsk IS NULL OR q.task = tsk)) pc
+                 CROSS JOIN LATERAL (
+                       SELECT pc.*, m.msg_offset, m.transaction_id, m.trace_id, m.message_id, m.created_at,
+                              s.dead, pgcursor_internal.message_status(m.msg_offset, s.dead, pc.done_to,
+                                                                       pc.lease_from, pc.lease_to) AS status
+                         FROM pgcursor.messages m
+                        CROSS JOIN LATERAL (SELECT pgcursor_internal.is_dead_lettered(m.partition_id, m.msg_offset)
+                                                   AS dead) s
+                        WHERE m.partition_id = pc.pid AND m.created_at >= since AND m.created_at < upto
+                          AND (want IS NULL OR pgcursor_internal.message_status(
+                                                   m.msg_offset, s.dead, pc.done_to, pc.lease_from, pc.lease_to) = want)
+                        ORDER BY m.created_at DESC, m.msg_offset DESC
+                        LIMIT skip::bigint + lim) w
+                 ORDER BY w.created_at DESC, w.pid DESC, w.msg_offset DESC
+                 OFFSET skip LIMIT lim) r;
+    END IF;
+    RETURN jsonb_build_object('messages', coalesce(msgs, '[]'::jsonb),
+                              'mode', pgcursor_internal.listing_mode(qname, since, upto));
+END $$;
+
+-- delete_message: deletes, in a partition, the message a transactionId
+-- names, its transaction index entry (so the transactionId may be pushed
+-- again), its dead letters of every group (matched on their own
+-- transactionId, also when retention already removed the message) and its
+-- traces. Cursors stay where they are: a cursor standing just before the
+-- deleted offset steps over the gap as after retention, never past a
+-- stored message (sql/80_retention.sql). Answer: {"success": <anything
+-- deleted>, "partitionId", "transactionId", "message"}.
+CREATE OR REPLACE FUNCTION pgcursor.delete_message(pid uuid, txid text)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    off     bigint;
+    deleted bigint := 0;
+    n       bigint;
+BEGIN
+    DELETE FROM pgcursor.transaction_index t
+     WHERE t.partition_id = pid AND t.transaction_id = txid RETURNING t.msg_offset INTO off;
+    deleted := deleted + (off IS NOT NULL)::integer;
+    IF off IS NOT NULL THEN
+        DELETE FROM pgcursor.messages m WHERE m.partition_id = pid AND m.msg_offset = off;
+    ELSE  -- purged from the index: look in the partition itself
+        DELETE FROM pgcursor.messages m WHERE m.partition_id = pid AND m.transaction_id = txid;
+    END IF;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    deleted := deleted + n;
+    DELETE FROM pgcursor.dead_letters d WHERE d.partition_id = pid AND d.transaction_id = txid;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    deleted := deleted + n;
+    DELETE FROM pgcursor.trace_events e WHERE e.partition_id = pid AND e.transaction_id = txid;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    deleted := deleted + n;
+    PERFORM pgcursor_internal.move_cursors_past_deleted(ARRAY[pid]);
+    RETURN jsonb_build_object('success', deleted > 0, 'partitionId', pid, 'transactionId', txid,
+                              'message', CASE WHEN deleted > 0 THEN 'Message deleted successfully'
+                                              ELSE 'Message not found' END);
+END $$;

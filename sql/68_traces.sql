@@ -1,0 +1,161 @@
+-- Traces (wire-admin.md §3): events a consumer records against a message,
+-- each with any number of names, read back by message, by name, and as the
+-- list of names. They go with their message (delete_message, retention).
+--
+--   SELECT pgcursor.record_trace('{"partitionId":"0190...","transactionId":"order-42","data":{"text":"charged"},"traceNames":["order-42"]}');
+--   SELECT pgcursor.message_traces('0190...'::uuid, 'order-42');
+--   SELECT pgcursor.traces_by_name('order-42', 100, 0);
+--   SELECT pgcursor.trace_names(50, 0);
+
+-- traceNames: an array of strings, one string, or absent/null (none).
+-- Duplicates collapse; empty strings are names like any other.
+CREATE OR REPLACE FUNCTION pgcursor_internal.trace_names_arg(req jsonb)
+RETURNS text[] LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v jsonb := req -> 'traceNames';
+BEGIN
+    IF v IS NULL OR v = 'null'::jsonb THEN
+        RETURN '{}';
+    ELSIF jsonb_typeof(v) = 'string' THEN
+        RETURN ARRAY[v #>> '{}'];
+    ELSIF jsonb_typeof(v) = 'array'
+          AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v) e WHERE jsonb_typeof(e) <> 'string') THEN
+        RETURN ARRAY(SELECT DISTINCT e FROM jsonb_array_elements_text(v) e ORDER BY 1);
+    END IF;
+    RAISE EXCEPTION 'traceNames must be an array of strings, a string or null' USING ERRCODE = '22023';
+END $$;
+
+-- record_trace: {transactionId, partitionId, data, eventType? ("info"),
+-- consumerGroup? ("__QUEUE_MODE__"), traceNames?, workerId? (who recorded
+-- it; the gateway sends its own)} -> {"success": true, "traceId": <the
+-- event's id>}. The message must be stored in that partition (P0002).
+CREATE OR REPLACE FUNCTION pgcursor.record_trace(req jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    txid  text;
+    pid   uuid;
+    names text[];
+    event pgcursor.trace_events;
+BEGIN
+    IF jsonb_typeof(req) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'request must be a JSON object' USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(req -> 'transactionId') IS DISTINCT FROM 'string'
+       OR NOT pgcursor_internal.is_uuid_value(req -> 'partitionId', false) THEN
+        RAISE EXCEPTION 'transactionId and partitionId are required' USING ERRCODE = '22023';
+    END IF;
+    IF req -> 'data' IS NULL OR req -> 'data' = 'null'::jsonb THEN
+        RAISE EXCEPTION 'data is required' USING ERRCODE = '22023';
+    END IF;
+    txid := req ->> 'transactionId';
+    pid := (req ->> 'partitionId')::uuid;
+    names := pgcursor_internal.trace_names_arg(req);
+    IF NOT EXISTS (SELECT 1 FROM pgcursor.transaction_index t
+                    WHERE t.partition_id = pid AND t.transaction_id = txid
+                      AND EXISTS (SELECT 1 FROM pgcursor.messages m
+                                   WHERE m.partition_id = pid AND m.msg_offset = t.msg_offset))
+       AND NOT EXISTS (SELECT 1 FROM pgcursor.messages m  -- purged from the index: the partition itself
+                        WHERE m.partition_id = pid AND m.transaction_id = txid) THEN
+        RAISE EXCEPTION 'Message not found' USING ERRCODE = 'P0002';
+    END IF;
+    INSERT INTO pgcursor.trace_events (partition_id, id, transaction_id, consumer_group, event_type, data,
+                                       worker_id, created_at)
+    VALUES (pid, pgcursor_internal.uuidv7(), txid,
+            coalesce(pgcursor_internal.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__'),
+            coalesce(pgcursor_internal.optional_text(req, 'eventType'), 'info'), req -> 'data',
+            pgcursor_internal.optional_text(req, 'workerId'), clock_timestamp())
+    RETURNING * INTO event;
+    INSERT INTO pgcursor.trace_names (partition_id, trace_id, name, created_at)
+    SELECT pid, event.id, n, event.created_at FROM unnest(names) n;
+    RETURN jsonb_build_object('success', true, 'traceId', event.id);
+END $$;
+
+-- The names of one event, sorted.
+CREATE OR REPLACE FUNCTION pgcursor_internal.event_names(pid uuid, event_id uuid)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT coalesce(jsonb_agg(n.name ORDER BY n.name), '[]'::jsonb)
+      FROM pgcursor.trace_names n WHERE n.partition_id = pid AND n.trace_id = event_id
+$$;
+
+-- message_traces: {"traces": [{id, event_type, data, consumer_group,
+-- worker_id, created_at, trace_names}]} of one message, oldest first; an
+-- unknown message has none.
+CREATE OR REPLACE FUNCTION pgcursor.message_traces(pid uuid, txid text)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object('traces', coalesce(jsonb_agg(jsonb_build_object(
+               'id', e.id, 'event_type', e.event_type, 'data', e.data, 'consumer_group', e.consumer_group,
+               'worker_id', e.worker_id, 'created_at', pgcursor_internal.rfc3339_utc(e.created_at),
+               'trace_names', pgcursor_internal.event_names(e.partition_id, e.id))
+             ORDER BY e.created_at, e.id), '[]'::jsonb))
+      FROM pgcursor.trace_events e
+     WHERE e.partition_id = pid AND e.transaction_id = txid
+$$;
+
+-- traces_by_name: the events carrying a name, oldest first, page by
+-- lim (1..1000) and skip -> {"traces": [{id, transaction_id, partition_id,
+-- event_type, data, consumer_group, worker_id, created_at, queue_name,
+-- partition_name, trace_names, message_payload (null once the message is
+-- gone)}], "total": <events with the name>, "pagination": {limit, offset}}.
+CREATE OR REPLACE FUNCTION pgcursor.traces_by_name(name text, lim integer DEFAULT 100, skip integer DEFAULT 0)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    page jsonb;
+BEGIN
+    IF lim IS NULL OR lim < 1 OR lim > 1000 THEN
+        RAISE EXCEPTION 'limit must be an integer from 1 to 1000' USING ERRCODE = '22023';
+    END IF;
+    IF skip IS NULL OR skip < 0 THEN
+        RAISE EXCEPTION 'offset must be a non-negative integer' USING ERRCODE = '22023';
+    END IF;
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'id', e.id, 'transaction_id', e.transaction_id, 'partition_id', e.partition_id,
+               'event_type', e.event_type, 'data', e.data, 'consumer_group', e.consumer_group,
+               'worker_id', e.worker_id, 'created_at', pgcursor_internal.rfc3339_utc(e.created_at),
+               'queue_name', p.queue, 'partition_name', p.name,
+               'trace_names', pgcursor_internal.event_names(e.partition_id, e.id),
+               'message_payload', (SELECT m.payload FROM pgcursor.transaction_index t
+                                     JOIN pgcursor.messages m ON m.partition_id = t.partition_id
+                                                             AND m.msg_offset = t.msg_offset
+                                    WHERE t.partition_id = e.partition_id AND t.transaction_id = e.transaction_id))
+             ORDER BY n.created_at, n.trace_id), '[]'::jsonb)
+      INTO page
+      FROM (SELECT x.partition_id, x.trace_id, x.created_at FROM pgcursor.trace_names x
+             WHERE x.name = traces_by_name.name
+             ORDER BY x.created_at, x.trace_id OFFSET skip LIMIT lim) n
+      JOIN pgcursor.trace_events e ON e.partition_id = n.partition_id AND e.id = n.trace_id
+      JOIN pgcursor.partitions p ON p.id = e.partition_id;
+    RETURN jsonb_build_object('traces', page,
+                              'total', (SELECT count(*) FROM pgcursor.trace_names x
+                                         WHERE x.name = traces_by_name.name),
+                              'pagination', jsonb_build_object('limit', lim, 'offset', skip));
+END $$;
+
+-- trace_names: {"trace_names": [{trace_name, trace_count (events),
+-- message_count (distinct messages), last_seen}], "total": <distinct names>,
+-- "pagination": {limit, offset}}, the most recently seen first.
+CREATE OR REPLACE FUNCTION pgcursor.trace_names(lim integer DEFAULT 50, skip integer DEFAULT 0)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    page jsonb;
+BEGIN
+    IF lim IS NULL OR lim < 1 OR lim > 1000 THEN
+        RAISE EXCEPTION 'limit must be an integer from 1 to 1000' USING ERRCODE = '22023';
+    END IF;
+    IF skip IS NULL OR skip < 0 THEN
+        RAISE EXCEPTION 'offset must be a non-negative integer' USING ERRCODE = '22023';
+    END IF;
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'trace_name', s.name, 'trace_count', s.events, 'message_count', s.messages,
+               'last_seen', pgcursor_internal.rfc3339_utc(s.last_seen))
+             ORDER BY s.last_seen DESC, s.name), '[]'::jsonb)
+      INTO page
+      FROM (SELECT n.name, count(*) AS events,
+                   count(DISTINCT (e.partition_id, e.transaction_id)) AS messages, max(n.created_at) AS last_seen
+              FROM pgcursor.trace_names n
+              JOIN pgcursor.trace_events e ON e.partition_id = n.partition_id AND e.id = n.trace_id
+             GROUP BY n.name
+             ORDER BY max(n.created_at) DESC, n.name OFFSET skip LIMIT lim) s;
+    RETURN jsonb_build_object('trace_names', page,
+                              'total', (SELECT count(DISTINCT x.name) FROM pgcursor.trace_names x),
+                              'pagination', jsonb_build_object('limit', lim, 'offset', skip));
+END $$;

@@ -1,0 +1,310 @@
+//! The message browser: GET /api/v1/messages, the detail's Queen fields,
+//! DELETE /api/v1/messages/{partitionId}/{transactionId} and
+//! POST /api/v1/messages/{partitionId}/{transactionId}/retry.
+
+use pgcursor_tests::{client, db, Gateway};
+use serde_json::{json, Value};
+
+use crate::broker::{fresh_queue, get, pop, post, push_n, send};
+
+/// "partition:offset:status" of a listing, in answer order.
+fn rows(answer: &Value) -> Vec<String> {
+    answer["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            format!(
+                "{}:{}:{}",
+                m["partition"].as_str().unwrap(),
+                m["offset"],
+                m["status"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+async fn listing(gw: &Gateway, query: &str) -> Value {
+    let (status, body) = get(gw, &format!("/api/v1/messages?{query}")).await;
+    assert_eq!(status, 200, "{query}: {body}");
+    body
+}
+
+/// Dead-letters `<partition>-<offset>` for `group`.
+async fn kill(gw: &Gateway, partition_id: &str, partition: &str, group: &str, offset: usize) {
+    let ack = json!({"transactionId": format!("{partition}-{offset}"), "partitionId": partition_id,
+                     "consumerGroup": group, "status": "dlq", "error": "poison"});
+    let (status, answer) = post(gw, "/api/v1/ack", &ack).await;
+    assert_eq!((status, &answer[0]["dlq"]), (200, &json!(true)), "{answer}");
+}
+
+async fn delete(gw: &Gateway, path: &str) -> (u16, Value) {
+    send(client().delete(gw.url(path))).await
+}
+
+fn pid(pushed: &Value) -> String {
+    pushed[0]["partitionId"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn listing_shows_each_status_newest_first_and_filters_before_paging() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("browse");
+    let a = pid(&push_n(&gw, &queue, "a", 5).await);
+    push_n(&gw, &queue, "b", 1).await;
+    // a: 1..2 completed, 3..4 leased, 5 pending; 1 dead-lettered by audit.
+    let a_path = format!("/api/v1/pop/queue/{queue}/partition/a?batch=2");
+    let (_, done) = get(&gw, &format!("{a_path}&autoAck=true")).await;
+    assert_eq!(done["messages"].as_array().unwrap().len(), 2, "{done}");
+    let (_, leased) = get(&gw, &a_path).await;
+    assert_eq!(leased["messages"].as_array().unwrap().len(), 2, "{leased}");
+    kill(&gw, &a, "a", &format!("{queue}-audit"), 1).await;
+
+    let all = listing(&gw, &format!("queue={queue}&partition=a")).await;
+    assert_eq!(
+        rows(&all),
+        [
+            "a:5:pending",
+            "a:4:processing",
+            "a:3:processing",
+            "a:2:completed",
+            "a:1:dead_letter"
+        ]
+    );
+    assert_eq!(
+        all["mode"],
+        json!({"type": "hybrid", "hasQueueMode": true, "busGroupsCount": 1})
+    );
+    let first = &all["messages"][0];
+    assert_eq!(first["queuePath"], format!("{queue}/a"));
+    assert_eq!(
+        first["busStatus"],
+        json!({"consumedBy": 0, "totalGroups": 1})
+    );
+    assert_eq!(
+        all["messages"][4]["busStatus"],
+        json!({"consumedBy": 1, "totalGroups": 1})
+    );
+    assert_eq!(first["transactionId"], "a-5");
+    assert!(
+        first.get("payload").is_none() && first.get("data").is_none(),
+        "no payload: {first}"
+    );
+
+    // The status filter applies before limit and offset.
+    let page = listing(
+        &gw,
+        &format!("queue={queue}&status=pending&limit=1&offset=1"),
+    )
+    .await;
+    assert_eq!(rows(&page).len(), 1);
+    assert_eq!(page["messages"][0]["status"], "pending");
+    let pending = listing(&gw, &format!("queue={queue}&status=pending")).await;
+    assert_eq!(rows(&pending).len(), 2, "a:5 and b:1");
+    assert_eq!(
+        rows(&listing(&gw, &format!("queue={queue}&status=failed")).await).len(),
+        0
+    );
+    // C's consumerGroup is ignored; empty values count as absent.
+    let same = listing(
+        &gw,
+        &format!("queue={queue}&partition=a&consumerGroup=x&limit=&status="),
+    )
+    .await;
+    assert_eq!(rows(&same), rows(&all));
+    // The window: nothing an hour from now, nothing before yesterday.
+    let later = listing(&gw, &format!("queue={queue}&from=2999-01-01T00:00:00Z")).await;
+    assert_eq!(
+        later,
+        json!({"messages": [], "mode": {"type": "none", "hasQueueMode": false, "busGroupsCount": 0}})
+    );
+    let before = listing(
+        &gw,
+        &format!("queue={queue}&from=2000-01-01T00:00:00Z&to=2000-01-02T00:00:00Z"),
+    )
+    .await;
+    assert_eq!(rows(&before).len(), 0);
+}
+
+#[tokio::test]
+async fn listing_refuses_bad_timestamps_and_counts_naming_them() {
+    let gw = Gateway::start().await;
+    for (query, field) in [
+        ("from=yesterday-ish", "from"),
+        ("to=13:99", "to"),
+        ("limit=0", "limit"),
+        ("limit=abc", "limit"),
+        ("offset=-1", "offset"),
+    ] {
+        let (status, body) = get(&gw, &format!("/api/v1/messages?{query}")).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert!(
+            body["error"].as_str().unwrap().starts_with(field),
+            "{query}: {body}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn detail_has_queens_fields() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("detail");
+    let (status, _) = post(
+        &gw,
+        "/api/v1/configure",
+        &json!({"queue": queue, "options": {"leaseTime": 45, "retryLimit": 2}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let p = pid(&push_n(&gw, &queue, "Default", 2).await);
+    let billing = format!("{queue}-billing");
+    kill(&gw, &p, "Default", &billing, 1).await;
+    let (status, m) = get(&gw, &format!("/api/v1/messages/{p}/Default-1")).await;
+    assert_eq!(status, 200, "{m}");
+    assert_eq!(m["status"], "dead_letter");
+    assert_eq!(
+        (&m["errorMessage"], &m["retryCount"]),
+        (&json!("poison"), &json!(0))
+    );
+    assert_eq!(
+        m["queueConfig"],
+        json!({"leaseTime": 45, "retryLimit": 2, "retryDelay": 1000, "ttl": 3600, "priority": 0})
+    );
+    assert_eq!(
+        m["consumerGroups"],
+        json!([{"name": billing, "consumed": true, "leaseExpiresAt": null}])
+    );
+    assert_eq!(
+        m["mode"],
+        json!({"hasQueueMode": false, "busGroupsCount": 1, "consumedByGroups": 1, "type": "bus"})
+    );
+    assert_eq!(
+        (&m["isEncrypted"], &m["producerSub"]),
+        (&json!(false), &Value::Null)
+    );
+    assert_eq!(m["queuePath"], format!("{queue}/Default"));
+    let (_, other) = get(&gw, &format!("/api/v1/messages/{p}/Default-2")).await;
+    assert_eq!(
+        (&other["status"], &other["errorMessage"]),
+        (&json!("pending"), &Value::Null)
+    );
+}
+
+#[tokio::test]
+async fn delete_removes_the_message_its_dead_letters_and_traces() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("delete");
+    let p = pid(&push_n(&gw, &queue, "Default", 3).await);
+    kill(&gw, &p, "Default", &format!("{queue}-g1"), 2).await;
+    kill(&gw, &p, "Default", &format!("{queue}-g2"), 2).await;
+    let trace = json!({"partitionId": p, "transactionId": "Default-2", "data": {"text": "x"}});
+    assert_eq!(post(&gw, "/api/v1/traces", &trace).await.0, 201);
+
+    let (status, answer) = delete(&gw, &format!("/api/v1/messages/{p}/Default-2")).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer,
+        json!({"success": true, "partitionId": p, "transactionId": "Default-2",
+                              "message": "Message deleted successfully"})
+    );
+    assert_eq!(
+        get(&gw, &format!("/api/v1/messages/{p}/Default-2")).await.0,
+        404
+    );
+    let (_, dlq) = get(&gw, &format!("/api/v1/dlq?queue={queue}")).await;
+    assert_eq!(dlq["total"], 0, "{dlq}");
+    let (_, traces) = get(&gw, &format!("/api/v1/traces/{p}/Default-2")).await;
+    assert_eq!(traces, json!({"traces": []}));
+    // Cursors did not move: g1 and g2 stand where their dlq acks left them.
+    let (_, cursors) = get(&gw, &format!("/api/v1/partitions/{p}/cursors")).await;
+    let at: Vec<i64> = cursors
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cursor"].as_i64().unwrap())
+        .collect();
+    assert_eq!(at, [2, 2], "{cursors}");
+
+    // Nothing left: 200 with success false. The transactionId is free again.
+    let (status, again) = delete(&gw, &format!("/api/v1/messages/{p}/Default-2")).await;
+    assert_eq!(
+        (status, &again["success"], &again["message"]),
+        (200, &json!(false), &json!("Message not found"))
+    );
+    let repush = json!({"items": [{"queue": queue, "transactionId": "Default-2", "payload": 1}]});
+    let (_, pushed) = post(&gw, "/api/v1/push", &repush).await;
+    assert_eq!(pushed[0]["status"], "queued", "{pushed}");
+
+    let (status, bad) = delete(&gw, "/api/v1/messages/not-a-uuid/x").await;
+    assert_eq!(
+        (status, &bad["error"]),
+        (400, &json!("partitionId must be a UUID string"))
+    );
+}
+
+#[tokio::test]
+async fn delete_finds_a_dead_letter_whose_message_retention_removed() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("delete-gone");
+    let p = pid(&push_n(&gw, &queue, "Default", 1).await);
+    kill(&gw, &p, "Default", &format!("{queue}-g"), 1).await;
+    let id: uuid::Uuid = p.parse().unwrap();
+    let db = db().await;
+    db.execute(
+        "DELETE FROM pgcursor.messages WHERE partition_id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "DELETE FROM pgcursor.transaction_index WHERE partition_id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap();
+    let (status, answer) = delete(&gw, &format!("/api/v1/messages/{p}/Default-1")).await;
+    assert_eq!(
+        (status, &answer["success"]),
+        (200, &json!(true)),
+        "{answer}"
+    );
+    let (_, dlq) = get(&gw, &format!("/api/v1/dlq?queue={queue}")).await;
+    assert_eq!(dlq["total"], 0, "{dlq}");
+}
+
+#[tokio::test]
+async fn retry_requeues_the_dead_letters_of_a_message() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("retry");
+    let p = pid(&push_n(&gw, &queue, "Default", 2).await);
+    kill(&gw, &p, "Default", &format!("{queue}-g"), 1).await;
+    let path = format!("/api/v1/messages/{p}/Default-1/retry");
+    let (status, answer) = send(client().post(gw.url(&path))).await; // no body, as queen-mq sends it
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        (&answer["success"], &answer["transactionId"]),
+        (&json!(true), &json!("Default-1"))
+    );
+    let requeued = &answer["requeued"][0];
+    assert_eq!(
+        (&requeued["offset"], &requeued["partitionId"]),
+        (&json!(3), &json!(p)),
+        "{answer}"
+    );
+    let (_, dlq) = get(&gw, &format!("/api/v1/dlq?queue={queue}")).await;
+    assert_eq!(dlq["total"], 0, "{dlq}");
+    // The group gets the payload again, as a new message.
+    let popped = pop(&gw, &queue, &format!("consumerGroup={queue}-g&batch=10")).await;
+    let payloads: Vec<&Value> = popped["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["data"])
+        .collect();
+    assert_eq!(payloads, [&json!({"i": 2}), &json!({"i": 1})]);
+    // No dead letter (any more): 404.
+    let (status, body) = send(client().post(gw.url(&path))).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, _) = send(client().post(gw.url("/api/v1/messages/nope/x/retry"))).await;
+    assert_eq!(status, 400);
+}

@@ -1,0 +1,209 @@
+-- The message browser (wire-admin.md §2, §11.12-14): list_messages (fields,
+-- status rules, busStatus, mode, window, filters, paging), the detail's
+-- Queen fields in message(), delete_message and retry_message.
+BEGIN;
+SELECT plan(59);
+
+-- Pushes n messages <q>-<part>-1..n to (q, part); returns the partition id.
+CREATE FUNCTION pg_temp.fill(q text, part text, n int) RETURNS uuid LANGUAGE sql AS $$
+    SELECT (pgcursor.push(jsonb_build_object('items', (
+        SELECT jsonb_agg(jsonb_build_object('queue', q, 'partition', part, 'payload', jsonb_build_object('k', k),
+                                            'transactionId', q || '-' || part || '-' || k) ORDER BY k)
+        FROM generate_series(1, n) k))) -> 0 ->> 'partitionId')::uuid
+$$;
+-- The listing as "partition:offset:status" in answer order.
+CREATE FUNCTION pg_temp.rows(f jsonb) RETURNS text LANGUAGE sql AS $$
+    SELECT coalesce(string_agg(format('%s:%s:%s', m ->> 'partition', m ->> 'offset', m ->> 'status'), ' ' ORDER BY n), '')
+    FROM jsonb_array_elements(pgcursor.list_messages(f) -> 'messages') WITH ORDINALITY AS x(m, n)
+$$;
+CREATE FUNCTION pg_temp.dlq(pid uuid, grp text, txid text, why text) RETURNS void LANGUAGE sql AS $$
+    SELECT FROM pgcursor.ack_group(jsonb_build_object('partitionId', pid, 'consumerGroup', grp, 'items',
+                jsonb_build_array(jsonb_build_object('transactionId', txid, 'status', 'dlq', 'error', why))))
+$$;
+
+-- Queue t62q: queue mode. Partition a: 5 messages, 1..2 completed, 3..4
+-- leased (processing), 5 pending; offset 2 dead-lettered by another group
+-- afterwards wins (dead_letter). Partition b: 2 messages, no cursor at all.
+SELECT pgcursor.configure('{"queue": "t62q", "namespace": "t62ns", "task": "t62task", "options": {"priority": 4}}') IS NOT NULL AS configured \gset
+SELECT pg_temp.fill('t62q', 'a', 5) AS a \gset
+SELECT pg_temp.fill('t62q', 'b', 2) AS b \gset
+SELECT pgcursor.pop('{"queue": "t62q", "partition": "a", "batch": 2, "autoAck": true}') IS NOT NULL AS popped \gset
+SELECT pgcursor.pop('{"queue": "t62q", "partition": "a", "batch": 2}') ->> 'leaseId' AS lease \gset
+SELECT pg_temp.dlq(:'a', 'audit', 't62q-a-1', 'broken');
+-- a's messages are newer than b's (b's an hour minus a minute ago).
+UPDATE pgcursor.messages SET created_at = now() - interval '59 minutes' WHERE partition_id = :'b';
+
+SELECT is(pg_temp.rows('{"queue": "t62q"}'),
+          'a:5:pending a:4:processing a:3:processing a:2:completed a:1:dead_letter b:2:pending b:1:pending',
+          'newest first; dead_letter, completed, processing (exactly the leased batch), pending');
+SELECT is((SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(pgcursor.list_messages('{"queue": "t62q"}') -> 'messages' -> 0) k),
+          ARRAY['busStatus', 'createdAt', 'id', 'leaseExpiresAt', 'namespace', 'offset', 'partition', 'partitionId',
+                'producerSub', 'queue', 'queuePath', 'queuePriority', 'queueStatus', 'status', 'task', 'traceId',
+                'transactionId'],
+          'every field of a listed message; no payload');
+SELECT is((pgcursor.list_messages('{"queue": "t62q", "partition": "a", "limit": 1}') -> 'messages' -> 0)
+              - ARRAY['id', 'createdAt', 'leaseExpiresAt', 'partitionId'],
+          '{"task": "t62task", "queue": "t62q", "offset": 5, "status": "pending", "traceId": null,
+            "busStatus": {"consumedBy": 0, "totalGroups": 1}, "namespace": "t62ns", "partition": "a",
+            "queuePath": "t62q/a", "producerSub": null, "queueStatus": "pending", "queuePriority": 4,
+            "transactionId": "t62q-a-5"}'::jsonb,
+          'the fields of one message');
+SELECT is(pgcursor.list_messages('{"queue": "t62q", "partition": "a", "limit": 1}') #>> '{messages,0,leaseExpiresAt}',
+          pgcursor_internal.rfc3339_utc((SELECT lease_expires_at FROM pgcursor.cursors
+                                          WHERE partition_id = :'a' AND consumer_group = '__QUEUE_MODE__')),
+          'leaseExpiresAt: the __QUEUE_MODE__ lease of the partition');
+SELECT is(pgcursor.list_messages('{"queue": "t62q", "partition": "b"}') #> '{messages,0,leaseExpiresAt}', 'null'::jsonb,
+          'no lease: leaseExpiresAt null');
+SELECT is(pgcursor.list_messages('{"queue": "t62q", "partition": "a", "limit": 1}') #>> '{messages,0,id}',
+          (SELECT message_id::text FROM pgcursor.messages WHERE partition_id = :'a' AND msg_offset = 5),
+          'id: the message_id');
+SELECT is(pgcursor.list_messages('{"queue": "t62q"}') -> 'mode',
+          '{"type": "hybrid", "hasQueueMode": true, "busGroupsCount": 1}'::jsonb,
+          'mode: __QUEUE_MODE__ and a named group (audit, by its dead letter) -> hybrid');
+
+-- Filters: status before limit/offset, other filters, unknown status.
+SELECT is(pg_temp.rows('{"queue": "t62q", "status": "pending"}'), 'a:5:pending b:2:pending b:1:pending', 'status filter');
+SELECT is(pg_temp.rows('{"queue": "t62q", "status": "pending", "limit": "1", "offset": "1"}'), 'b:2:pending',
+          'the status filter applies before limit and offset');
+SELECT is(pg_temp.rows('{"queue": "t62q", "status": "processing"}'), 'a:4:processing a:3:processing', 'processing');
+SELECT is(pg_temp.rows('{"queue": "t62q", "status": "dead_letter"}'), 'a:1:dead_letter', 'dead_letter');
+SELECT is(pg_temp.rows('{"queue": "t62q", "status": "failed"}'), '', 'any other status matches nothing');
+SELECT is(pg_temp.rows('{"queue": "t62q", "limit": 2, "offset": 5}'), 'b:2:pending b:1:pending', 'limit and offset');
+SELECT is(pg_temp.rows('{"queue": "t62q", "partition": "b"}'), 'b:2:pending b:1:pending', 'partition filter (a name)');
+SELECT is(pg_temp.rows('{"ns": "t62ns", "task": "t62task", "partition": "b"}'), 'b:2:pending b:1:pending',
+          'ns and task filters');
+SELECT is(pg_temp.rows('{"ns": "nowhere-t62"}'), '', 'an unknown namespace: nothing');
+SELECT is(pg_temp.rows('{"queue": "t62q", "partition": "", "status": "", "limit": "", "offset": ""}'),
+          pg_temp.rows('{"queue": "t62q"}'), 'empty values count as absent');
+
+-- The window: from (default now - 1 hour, inclusive), to (inclusive to the end of its minute).
+UPDATE pgcursor.messages SET created_at = now() - interval '2 hours' WHERE partition_id = :'b' AND msg_offset = 1;
+SELECT is(pg_temp.rows('{"queue": "t62q", "partition": "b"}'), 'b:2:pending', 'by default: the last hour');
+SELECT is(pg_temp.rows(jsonb_build_object('queue', 't62q', 'partition', 'b',
+                                          'from', now() - interval '2 hours')), 'b:2:pending b:1:pending',
+          'from is inclusive');
+SELECT is(pg_temp.rows(jsonb_build_object('queue', 't62q', 'partition', 'b', 'from', now() - interval '3 hours',
+                                          'to', date_trunc('minute', now() - interval '2 hours'))),
+          'b:1:pending', 'to is inclusive to the end of its minute');
+SELECT is(pg_temp.rows(jsonb_build_object('queue', 't62q', 'partition', 'b', 'from', now() - interval '3 hours',
+                                          'to', date_trunc('minute', now() - interval '2 hours') - interval '1 second')),
+          '', 'and not beyond it');
+SELECT is(pgcursor.list_messages(jsonb_build_object('queue', 't62q', 'from', now() + interval '1 day')),
+          '{"mode": {"type": "none", "hasQueueMode": false, "busGroupsCount": 0}, "messages": []}'::jsonb,
+          'an empty window: no messages, mode none');
+SELECT throws_ok($$SELECT pgcursor.list_messages('{"from": "yesterday-ish"}')$$, '22023',
+                 'from must be an ISO timestamp', 'a bad from names it');
+SELECT throws_ok($$SELECT pgcursor.list_messages('{"to": "x"}')$$, '22023', 'to must be an ISO timestamp', 'a bad to names it');
+SELECT throws_ok($$SELECT pgcursor.list_messages('{"limit": "0"}')$$, '22023', 'limit must be a positive integer',
+                 'a bad limit names it');
+SELECT throws_ok($$SELECT pgcursor.list_messages('{"offset": "-1"}')$$, '22023',
+                 'offset must be a non-negative integer', 'a bad offset names it');
+
+-- Bus only (rule 2): completed when every named group is past it.
+SELECT pg_temp.fill('t62bus', 'Default', 3) AS bus \gset
+SELECT pgcursor.pop('{"queue": "t62bus", "consumerGroup": "g1", "batch": 2, "autoAck": true}') IS NOT NULL AS p1 \gset
+SELECT pgcursor.pop('{"queue": "t62bus", "consumerGroup": "g2", "batch": 1, "autoAck": true}') IS NOT NULL AS p2 \gset
+SELECT pgcursor.pop('{"queue": "t62bus", "consumerGroup": "g2", "batch": 1}') IS NOT NULL AS p3 \gset
+SELECT is(pg_temp.rows('{"queue": "t62bus"}'), 'Default:3:pending Default:2:pending Default:1:completed',
+          'named groups only: completed once every one is past it; their leases are not processing');
+SELECT is(jsonb_path_query_array(pgcursor.list_messages('{"queue": "t62bus"}'), '$.messages[*].busStatus'),
+          '[{"consumedBy": 0, "totalGroups": 2}, {"consumedBy": 1, "totalGroups": 2},
+            {"consumedBy": 2, "totalGroups": 2}]'::jsonb, 'busStatus: named groups past it, of those on the partition');
+SELECT is(jsonb_path_query_array(pgcursor.list_messages('{"queue": "t62bus"}'), '$.messages[*].queueStatus'),
+          '["pending", "pending", "pending"]'::jsonb, 'queueStatus ignores the named groups');
+SELECT is(pgcursor.list_messages('{"queue": "t62bus"}') -> 'mode',
+          '{"type": "bus", "hasQueueMode": false, "busGroupsCount": 2}'::jsonb, 'mode bus');
+SELECT pg_temp.fill('t62queue', 'Default', 1) AS qm \gset
+SELECT pgcursor.pop('{"queue": "t62queue", "autoAck": true}') IS NOT NULL AS p4 \gset
+SELECT is(pgcursor.list_messages('{"queue": "t62queue"}') -> 'mode',
+          '{"type": "queue", "hasQueueMode": true, "busGroupsCount": 0}'::jsonb, 'mode queue');
+SELECT is(pg_temp.rows('{"queue": "t62queue"}'), 'Default:1:completed', 'queue mode: completed past its cursor');
+
+-- The detail: Queen's fields beside pgcursor's own.
+SELECT pgcursor.message(:'a', 't62q-a-1') AS d1 \gset
+SELECT is((SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(:'d1'::jsonb) k),
+          ARRAY['consumerGroups', 'createdAt', 'data', 'errorMessage', 'groups', 'id', 'isEncrypted', 'leaseExpiresAt',
+                'mode', 'namespace', 'offset', 'partition', 'partitionId', 'payload', 'producerSub', 'queue',
+                'queueConfig', 'queuePath', 'retryCount', 'status', 'task', 'traceId', 'transactionId'],
+          'the detail has pgcursor''s keys and Queen''s');
+SELECT is(:'d1'::jsonb - ARRAY['id', 'createdAt', 'partitionId', 'leaseExpiresAt', 'consumerGroups', 'groups'],
+          '{"data": {"k": 1}, "mode": {"type": "hybrid", "hasQueueMode": true, "busGroupsCount": 1,
+                                       "consumedByGroups": 1},
+            "task": "t62task", "queue": "t62q", "offset": 1, "status": "dead_letter", "payload": {"k": 1},
+            "traceId": null, "namespace": "t62ns", "partition": "a", "queuePath": "t62q/a", "retryCount": 0,
+            "isEncrypted": false, "producerSub": null, "errorMessage": "broken", "transactionId": "t62q-a-1",
+            "queueConfig": {"ttl": 3600, "priority": 4, "leaseTime": 300, "retryDelay": 1000, "retryLimit": 3}}'::jsonb,
+          'status, the dead letter''s reason and counter, config and mode');
+SELECT is(jsonb_path_query_array(:'d1'::jsonb, '$.consumerGroups[*] ? (@.name == "audit")'),
+          '[{"name": "audit", "consumed": true, "leaseExpiresAt": null}]'::jsonb,
+          'consumerGroups: each cursor row, consumed or not');
+SELECT is(jsonb_path_query_array(:'d1'::jsonb, '$.consumerGroups[*].name'), '["__QUEUE_MODE__", "audit"]'::jsonb,
+          '__QUEUE_MODE__ included');
+SELECT is(pgcursor.message(:'a', 't62q-a-3') ->> 'status', 'processing', 'the detail''s processing is exact: in the batch');
+SELECT is(pgcursor.message(:'a', 't62q-a-5') ->> 'status', 'pending', 'and outside it, pending');
+SELECT is(pgcursor.message(:'a', 't62q-a-5') -> 'errorMessage', 'null'::jsonb, 'no dead letter: errorMessage null');
+SELECT is(pgcursor.message(:'a', 't62q-a-5') ->> 'leaseExpiresAt',
+          pgcursor_internal.rfc3339_utc((SELECT lease_expires_at FROM pgcursor.cursors
+                                          WHERE partition_id = :'a' AND consumer_group = '__QUEUE_MODE__')),
+          'leaseExpiresAt of the partition''s __QUEUE_MODE__ lease');
+UPDATE pgcursor.messages SET payload = '{"encrypted": "eA==", "iv": "aXY=", "authTag": "dA=="}'
+ WHERE partition_id = :'b' AND msg_offset = 2;
+SELECT is(pgcursor.message(:'b', 't62q-b-2') -> 'isEncrypted', 'true'::jsonb, 'isEncrypted: stored as an envelope');
+
+-- delete_message.
+SELECT pg_temp.fill('t62del', 'Default', 4) AS del \gset
+SELECT pgcursor.pop('{"queue": "t62del", "consumerGroup": "g", "batch": 1, "autoAck": true}') IS NOT NULL AS p5 \gset
+SELECT pg_temp.dlq(:'del', 'g', 't62del-Default-2', 'x');
+SELECT pg_temp.dlq(:'del', 'h', 't62del-Default-2', 'y');
+SELECT pgcursor.record_trace(jsonb_build_object('partitionId', :'del', 'transactionId', 't62del-Default-2',
+                                                'data', '{"text": "seen"}'::jsonb, 'traceNames', 't62-name'))
+       IS NOT NULL AS traced \gset
+SELECT is(pgcursor.delete_message(:'del', 't62del-Default-2'),
+          jsonb_build_object('success', true, 'partitionId', :'del', 'transactionId', 't62del-Default-2',
+                             'message', 'Message deleted successfully'), 'delete answers success');
+SELECT is((SELECT count(*) FROM pgcursor.messages WHERE partition_id = :'del' AND msg_offset = 2), 0::bigint,
+          'the message row is gone');
+SELECT is((SELECT count(*) FROM pgcursor.transaction_index WHERE partition_id = :'del'
+            AND transaction_id = 't62del-Default-2'), 0::bigint, 'its transaction index entry is gone');
+SELECT is((SELECT count(*) FROM pgcursor.dead_letters WHERE partition_id = :'del'), 0::bigint,
+          'its dead letters of every group are gone');
+SELECT is((SELECT count(*) FROM pgcursor.trace_events WHERE partition_id = :'del')
+          + (SELECT count(*) FROM pgcursor.trace_names WHERE partition_id = :'del'), 0::bigint, 'its traces are gone');
+SELECT is((SELECT array_agg(consumer_group || '=' || cursor ORDER BY consumer_group) FROM pgcursor.cursors
+            WHERE partition_id = :'del'), ARRAY['g=2', 'h=2'],
+          'cursors stay where the dead-lettering acks left them');
+SELECT is(pgcursor.delete_message(:'del', 't62del-Default-2') ->> 'message', 'Message not found',
+          'deleting again: nothing to delete');
+SELECT is(pgcursor.delete_message(:'del', 't62del-Default-2') -> 'success', 'false'::jsonb, 'success false');
+SELECT is(pgcursor.push(jsonb_build_object('items', jsonb_build_array(jsonb_build_object(
+              'queue', 't62del', 'transactionId', 't62del-Default-2', 'payload', 'again')))) #>> '{0,status}',
+          'queued', 'the transactionId can be pushed again');
+-- A dead letter whose message retention already removed (index entry purged too).
+SELECT pg_temp.dlq(:'del', 'g', 't62del-Default-3', 'late');
+DELETE FROM pgcursor.messages WHERE partition_id = :'del' AND msg_offset = 3;
+DELETE FROM pgcursor.transaction_index WHERE partition_id = :'del' AND transaction_id = 't62del-Default-3';
+SELECT is(pgcursor.delete_message(:'del', 't62del-Default-3') -> 'success', 'true'::jsonb,
+          'a dead letter alone is deleted (matched on its own transactionId)');
+SELECT is((SELECT count(*) FROM pgcursor.dead_letters WHERE partition_id = :'del'), 0::bigint, 'and it is gone');
+-- The next message of a cursor deleted: the pop skips the gap.
+SELECT is(pgcursor.delete_message(:'del', 't62del-Default-4') -> 'success', 'true'::jsonb, 'delete the next pending one');
+SELECT is(jsonb_path_query_array(pgcursor.pop('{"queue": "t62del", "consumerGroup": "fresh", "batch": 10}'),
+                                 '$.messages[*].transactionId'),
+          '["t62del-Default-1", "t62del-Default-2"]'::jsonb, 'a new group gets what is left (the re-pushed one too)');
+
+-- retry_message.
+SELECT pg_temp.fill('t62retry', 'Default', 2) AS rt \gset
+SELECT pg_temp.dlq(:'rt', 'g', 't62retry-Default-1', 'boom');
+SELECT pgcursor.retry_message(:'rt', 't62retry-Default-1') AS retried \gset
+SELECT is(:'retried'::jsonb - 'requeued',
+          jsonb_build_object('success', true, 'partitionId', :'rt', 'transactionId', 't62retry-Default-1'),
+          'retry answers success');
+SELECT is(:'retried'::jsonb #> '{requeued,0,offset}', '3'::jsonb, 'the payload went back as a new message (offset 3)');
+SELECT is((SELECT payload FROM pgcursor.messages WHERE partition_id = :'rt' AND msg_offset = 3), '{"k": 1}'::jsonb,
+          'with the dead letter''s payload');
+SELECT is((SELECT count(*) FROM pgcursor.dead_letters WHERE partition_id = :'rt'), 0::bigint, 'the dead letter is gone');
+SELECT throws_ok(format('SELECT pgcursor.retry_message(%L, %L)', :'rt', 't62retry-Default-1'), 'P0002',
+                 'no dead letter for message t62retry-Default-1 in partition ' || :'rt', 'no dead letter: P0002');
+
+SELECT * FROM finish();
+ROLLBACK;
