@@ -579,8 +579,8 @@ fn check_order(db: &Db, key: &Key, list: &[&Delivery], acks: &[&AckRecord], v: &
     }
 }
 
-/// An ack refused after a purge left its message pending: it is delivered
-/// again (to whoever pops it next).
+/// An ack refused after a purge (its lease expired meanwhile) left its
+/// message pending: it is delivered again (to whoever pops it next).
 fn check_after_purge(
     db: &Db,
     key: &Key,
