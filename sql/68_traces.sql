@@ -50,12 +50,8 @@ BEGIN
     txid := req ->> 'transactionId';
     pid := (req ->> 'partitionId')::uuid;
     names := pgcursor_internal.trace_names_arg(req);
-    IF NOT EXISTS (SELECT 1 FROM pgcursor.transaction_index t
-                    WHERE t.partition_id = pid AND t.transaction_id = txid
-                      AND EXISTS (SELECT 1 FROM pgcursor.messages m
-                                   WHERE m.partition_id = pid AND m.msg_offset = t.msg_offset))
-       AND NOT EXISTS (SELECT 1 FROM pgcursor.messages m  -- purged from the index: the partition itself
-                        WHERE m.partition_id = pid AND m.transaction_id = txid) THEN
+    IF NOT EXISTS (SELECT 1 FROM pgcursor.messages m  -- the stored message (index messages_transaction_id)
+                    WHERE m.partition_id = pid AND m.transaction_id = txid) THEN
         RAISE EXCEPTION 'Message not found' USING ERRCODE = 'P0002';
     END IF;
     INSERT INTO pgcursor.trace_events (partition_id, id, transaction_id, consumer_group, event_type, data,
@@ -91,6 +87,18 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
      WHERE e.partition_id = pid AND e.transaction_id = txid
 $$;
 
+-- A page of a listing: lim from 1 to 1000, skip from 0; else 22023 naming it.
+CREATE OR REPLACE FUNCTION pgcursor_internal.check_page(lim integer, skip integer)
+RETURNS void LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF lim IS NULL OR lim < 1 OR lim > 1000 THEN
+        RAISE EXCEPTION 'limit must be an integer from 1 to 1000' USING ERRCODE = '22023';
+    END IF;
+    IF skip IS NULL OR skip < 0 THEN
+        RAISE EXCEPTION 'offset must be a non-negative integer' USING ERRCODE = '22023';
+    END IF;
+END $$;
+
 -- traces_by_name: the events carrying a name, oldest first, page by
 -- lim (1..1000) and skip -> {"traces": [{id, transaction_id, partition_id,
 -- event_type, data, consumer_group, worker_id, created_at, queue_name,
@@ -101,22 +109,16 @@ RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
     page jsonb;
 BEGIN
-    IF lim IS NULL OR lim < 1 OR lim > 1000 THEN
-        RAISE EXCEPTION 'limit must be an integer from 1 to 1000' USING ERRCODE = '22023';
-    END IF;
-    IF skip IS NULL OR skip < 0 THEN
-        RAISE EXCEPTION 'offset must be a non-negative integer' USING ERRCODE = '22023';
-    END IF;
+    PERFORM pgcursor_internal.check_page(lim, skip);
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'id', e.id, 'transaction_id', e.transaction_id, 'partition_id', e.partition_id,
                'event_type', e.event_type, 'data', e.data, 'consumer_group', e.consumer_group,
                'worker_id', e.worker_id, 'created_at', pgcursor_internal.rfc3339_utc(e.created_at),
                'queue_name', p.queue, 'partition_name', p.name,
                'trace_names', pgcursor_internal.event_names(e.partition_id, e.id),
-               'message_payload', (SELECT m.payload FROM pgcursor.transaction_index t
-                                     JOIN pgcursor.messages m ON m.partition_id = t.partition_id
-                                                             AND m.msg_offset = t.msg_offset
-                                    WHERE t.partition_id = e.partition_id AND t.transaction_id = e.transaction_id))
+               'message_payload', (SELECT m.payload FROM pgcursor.messages m
+                                    WHERE m.partition_id = e.partition_id AND m.transaction_id = e.transaction_id
+                                    ORDER BY m.msg_offset LIMIT 1))
              ORDER BY n.created_at, n.trace_id), '[]'::jsonb)
       INTO page
       FROM (SELECT x.partition_id, x.trace_id, x.created_at FROM pgcursor.trace_names x
@@ -138,12 +140,7 @@ RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
     page jsonb;
 BEGIN
-    IF lim IS NULL OR lim < 1 OR lim > 1000 THEN
-        RAISE EXCEPTION 'limit must be an integer from 1 to 1000' USING ERRCODE = '22023';
-    END IF;
-    IF skip IS NULL OR skip < 0 THEN
-        RAISE EXCEPTION 'offset must be a non-negative integer' USING ERRCODE = '22023';
-    END IF;
+    PERFORM pgcursor_internal.check_page(lim, skip);
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'trace_name', s.name, 'trace_count', s.events, 'message_count', s.messages,
                'last_seen', pgcursor_internal.rfc3339_utc(s.last_seen))

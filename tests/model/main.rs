@@ -308,7 +308,7 @@ fn env() -> &'static Env {
                  WHERE partition_id = $1 AND consumer_group = $2 ORDER BY msg_offset, failed_at",
             )
             .await;
-            let drop_queue = p("DELETE FROM pgcursor.queues WHERE name = $1").await;
+            let drop_queue = p("SELECT pgcursor.delete_queue($1)").await;
             // Message i of n created n - i + 1 seconds ago: a time names one message.
             let space_out = p(
                 "UPDATE pgcursor.messages m SET created_at = now() - (p.head - m.msg_offset + 1) * interval '1 second' \
@@ -851,7 +851,7 @@ async fn run_case(env: &'static Env, p: &Params, ops: &[Op]) -> Result<(), Strin
         }
         case.check_state().await?;
     }
-    // Passed: drop the queue (cascades) so repeated runs do not pile up rows.
+    // Passed: delete the queue (pgcursor.delete_queue, which removes its messages too) so repeated runs do not pile up rows.
     env.client
         .execute(&env.st.drop_queue, &[&queue])
         .await

@@ -1,6 +1,8 @@
 //! What every thin route does: read a JSON object body, call one `pgcursor`
 //! SQL function on a pooled connection, answer its jsonb as it is.
 
+use std::collections::BTreeMap;
+
 use actix_web::HttpResponse;
 use deadpool_postgres::Pool;
 use serde_json::Value;
@@ -20,6 +22,37 @@ pub fn object_body(bytes: &[u8]) -> Result<Value, ApiError> {
         ));
     }
     Ok(value)
+}
+
+/// The query parameters a listing function reads, as a JSON object of
+/// strings (the SQL checks each value and names the bad one); others are
+/// ignored. PostgreSQL cannot hold U+0000, so a value with one is a 400.
+pub fn query_fields(query: &BTreeMap<String, String>, names: &[&str]) -> Result<Value, ApiError> {
+    let mut fields = serde_json::Map::new();
+    for &name in names {
+        let Some(value) = query.get(name) else {
+            continue;
+        };
+        if value.contains('\0') {
+            return Err(ApiError::BadRequest(format!(
+                "{name} contains a NUL character"
+            )));
+        }
+        fields.insert(name.to_string(), Value::String(value.clone()));
+    }
+    Ok(Value::Object(fields))
+}
+
+/// A dead letter goes back onto its partition as stored: when its queue
+/// switched encryption on since, the SQL refuses the plaintext payload, and
+/// `action` (requeue, retry) says why it cannot be done.
+pub fn plaintext_refused(error: ApiError, action: &str) -> ApiError {
+    match error {
+        ApiError::EncryptedQueues(queues) => ApiError::Unavailable(format!(
+            "cannot {action}: the dead letter's payload is plaintext and {queues:?} now has encryptionEnabled"
+        )),
+        other => other,
+    }
 }
 
 /// A body that may be absent: empty (or only whitespace) reads as `{}`, as
@@ -151,6 +184,23 @@ pub async fn call_sealing(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn known_parameters_pass_as_strings_and_nul_is_refused() {
+        let query: BTreeMap<String, String> = [("queue", "orders"), ("limit", "5"), ("junk", "x")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(
+            query_fields(&query, &["queue", "limit", "offset"]).unwrap(),
+            serde_json::json!({"queue": "orders", "limit": "5"})
+        );
+        let nul = BTreeMap::from([("queue".to_string(), "a\0b".to_string())]);
+        assert!(matches!(
+            query_fields(&nul, &["queue"]),
+            Err(ApiError::BadRequest(m)) if m == "queue contains a NUL character"
+        ));
+    }
 
     #[test]
     fn jsonb_binary_is_its_text_after_the_version_byte() {

@@ -7,13 +7,12 @@
 use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
-use crate::routes::call::call_json;
+use crate::routes::call::{call_json, plaintext_refused, query_fields};
 
 /// Query parameters handed to `pgcursor.dead_letters` as strings.
 const PARAMETERS: [&str; 7] = [
@@ -37,7 +36,7 @@ async fn list(
     query: web::Query<BTreeMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
-    let request = listing_request(&query)?;
+    let request = query_fields(&query, &PARAMETERS)?;
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.dead_letters($1::jsonb)",
@@ -62,59 +61,6 @@ async fn requeue(
         &[&id],
     )
     .await
-    .map_err(|e| match e {
-        // The payload goes back as stored (the SQL moves it): an envelope
-        // is fine, plaintext cannot enter a queue encrypted since.
-        ApiError::EncryptedQueues(queues) => ApiError::Unavailable(format!(
-            "cannot requeue: the dead letter's payload is plaintext and {queues:?} now has encryptionEnabled"
-        )),
-        other => other,
-    })?;
+    .map_err(|e| plaintext_refused(e, "requeue"))?;
     Ok(answer.respond())
-}
-
-/// The known parameters as a JSON object of strings; others are ignored.
-/// PostgreSQL cannot hold U+0000, so a value with one is a 400 here.
-fn listing_request(query: &BTreeMap<String, String>) -> Result<Value, ApiError> {
-    let mut fields = Map::new();
-    for name in PARAMETERS {
-        let Some(value) = query.get(name) else {
-            continue;
-        };
-        if value.contains('\0') {
-            return Err(ApiError::BadRequest(format!(
-                "{name} contains a NUL character"
-            )));
-        }
-        fields.insert(name.to_string(), Value::String(value.clone()));
-    }
-    Ok(Value::Object(fields))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn known_parameters_pass_as_strings() {
-        let query: BTreeMap<String, String> = [
-            ("queue", "orders"),
-            ("limit", "5"),
-            ("from", "2025-01-01T00:00:00Z"),
-            ("junk", "x"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        assert_eq!(
-            listing_request(&query).unwrap(),
-            json!({"queue": "orders", "limit": "5", "from": "2025-01-01T00:00:00Z"})
-        );
-        let nul = BTreeMap::from([("queue".to_string(), "a\0b".to_string())]);
-        assert!(matches!(
-            listing_request(&nul),
-            Err(ApiError::BadRequest(m)) if m == "queue contains a NUL character"
-        ));
-    }
 }

@@ -11,13 +11,12 @@
 use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
-use crate::routes::call::call_json;
+use crate::routes::call::{call_json, plaintext_refused, query_fields};
 
 /// Query parameters handed to `pgcursor.list_messages` as strings.
 const PARAMETERS: [&str; 9] = [
@@ -50,7 +49,7 @@ async fn list(
     query: web::Query<BTreeMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
-    let filter = listing_filter(&query)?;
+    let filter = query_fields(&query, &PARAMETERS)?;
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.list_messages($1::jsonb)",
@@ -89,13 +88,7 @@ async fn retry(
         &[&partition_id, &transaction_id],
     )
     .await
-    .map_err(|e| match e {
-        // As the DLQ requeue: the payload goes back as stored.
-        ApiError::EncryptedQueues(queues) => ApiError::Unavailable(format!(
-            "cannot retry: the dead letter's payload is plaintext and {queues:?} now has encryptionEnabled"
-        )),
-        other => other,
-    })?;
+    .map_err(|e| plaintext_refused(e, "retry"))?;
     Ok(answer.respond())
 }
 
@@ -112,50 +105,9 @@ pub fn message_address((partition_id, transaction_id): (String, String)) -> Resu
     Ok((partition_id, transaction_id))
 }
 
-/// The known parameters as a JSON object of strings; others (C's
-/// `consumerGroup` among them) are ignored. A value with NUL is a 400.
-fn listing_filter(query: &BTreeMap<String, String>) -> Result<Value, ApiError> {
-    let mut fields = Map::new();
-    for name in PARAMETERS {
-        let Some(value) = query.get(name) else {
-            continue;
-        };
-        if value.contains('\0') {
-            return Err(ApiError::BadRequest(format!(
-                "{name} contains a NUL character"
-            )));
-        }
-        fields.insert(name.to_string(), Value::String(value.clone()));
-    }
-    Ok(Value::Object(fields))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn known_parameters_pass_as_strings() {
-        let query: BTreeMap<String, String> = [
-            ("queue", "orders"),
-            ("ns", "shop"),
-            ("status", "pending"),
-            ("consumerGroup", "ignored"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        assert_eq!(
-            listing_filter(&query).unwrap(),
-            json!({"queue": "orders", "ns": "shop", "status": "pending"})
-        );
-        let nul = BTreeMap::from([("task".to_string(), "a\0b".to_string())]);
-        assert!(matches!(
-            listing_filter(&nul),
-            Err(ApiError::BadRequest(m)) if m == "task contains a NUL character"
-        ));
-    }
 
     #[test]
     fn a_message_address_needs_a_uuid_and_no_nul() {
