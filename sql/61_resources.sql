@@ -95,15 +95,16 @@ $$;
 
 -- Per partition of a queue (of every queue when qname is null):
 --   total       messages ever pushed (its head)
+--   depth       unconsumed by the slowest group (head - lowest cursor; as partition_depth)
 --   pending     the slowest group's unconsumed offsets outside its live
 --               lease; with no cursor row, every offset (as partition_depth)
 --   processing  offsets under a live lease, summed over the groups
 --   completed, dead_lettered, discarded: lifetime, over its groups, retired included
 CREATE OR REPLACE FUNCTION pgcursor_internal.partition_stats(qname text)
-RETURNS TABLE (partition_id uuid, queue text, total bigint, pending bigint, processing bigint,
+RETURNS TABLE (partition_id uuid, queue text, total bigint, depth bigint, pending bigint, processing bigint,
                completed bigint, dead_lettered bigint, discarded bigint)
 LANGUAGE sql STABLE AS $$
-    SELECT p.id, p.queue, p.head,
+    SELECT p.id, p.queue, p.head, p.head - coalesce(min(c.cursor), 0),
            greatest(coalesce(max(p.head - c.cursor - pgcursor_internal.leased_offsets(c)), p.head), 0),
            coalesce(sum(pgcursor_internal.leased_offsets(c)), 0)::bigint,
            coalesce(sum(c.completed_total), 0)::bigint + coalesce(max(r.completed), 0),
@@ -116,11 +117,12 @@ LANGUAGE sql STABLE AS $$
     GROUP BY p.id
 $$;
 
--- Per queue: partitions, and total / pending / processing summed over them.
+-- Per queue: partitions, and total / depth / pending / processing summed over them.
 CREATE OR REPLACE FUNCTION pgcursor_internal.queue_stats()
-RETURNS TABLE (queue text, partitions bigint, total bigint, pending bigint, processing bigint)
+RETURNS TABLE (queue text, partitions bigint, total bigint, depth bigint, pending bigint, processing bigint)
 LANGUAGE sql STABLE AS $$
-    SELECT s.queue, count(*), sum(s.total)::bigint, sum(s.pending)::bigint, sum(s.processing)::bigint
+    SELECT s.queue, count(*), sum(s.total)::bigint, sum(s.depth)::bigint, sum(s.pending)::bigint,
+           sum(s.processing)::bigint
     FROM pgcursor_internal.partition_stats(NULL) s
     GROUP BY s.queue
 $$;
@@ -136,12 +138,12 @@ $$;
 
 -- One entry of the queue list: pgcursor's keys, Queen's beside them.
 CREATE OR REPLACE FUNCTION pgcursor_internal.queue_entry(q pgcursor.queues, partitions bigint, total bigint,
-                                                         pending bigint, processing bigint)
+                                                         depth bigint, pending bigint, processing bigint)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
         'id', q.name, 'name', q.name, 'queue', q.name, 'namespace', q.namespace, 'task', q.task,
         'partitions', coalesce(partitions, 0), 'partitionCount', coalesce(partitions, 0),
-        'depth', coalesce(pending, 0) + coalesce(processing, 0),
+        'depth', coalesce(depth, 0),
         'messages', jsonb_build_object('total', coalesce(total, 0), 'pending', coalesce(pending, 0),
                                        'processing', coalesce(processing, 0)),
         'consumerGroups', pgcursor_internal.queue_groups(q.name),
@@ -167,7 +169,7 @@ DECLARE
     skip   integer := pgcursor_internal.non_negative_int_arg(req, 'offset', 0);
 BEGIN
     RETURN jsonb_build_object('queues', (
-        SELECT coalesce(jsonb_agg(pgcursor_internal.queue_entry(q, s.partitions, s.total, s.pending, s.processing)
+        SELECT coalesce(jsonb_agg(pgcursor_internal.queue_entry(q, s.partitions, s.total, s.depth, s.pending, s.processing)
                                   ORDER BY q.created_at DESC, q.name), '[]'::jsonb)
         FROM (SELECT * FROM pgcursor.queues x
               WHERE (search IS NULL OR strpos(lower(x.name), lower(search)) > 0)
@@ -202,7 +204,7 @@ BEGIN
     -- newest stored message, and its cursor rows.
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'id', p.id, 'name', p.name, 'partitionId', p.id, 'partition', p.name, 'head', p.head,
-               'depth', p.head - coalesce(g.min_cursor, 0), 'createdAt', pgcursor_internal.rfc3339_utc(p.created_at),
+               'depth', s.depth, 'createdAt', pgcursor_internal.rfc3339_utc(p.created_at),
                'stats', pgcursor_internal.stats_json(s.total, s.pending, s.processing, s.completed,
                                                      s.discarded, s.dead_lettered),
                'oldestMessage', pgcursor_internal.rfc3339_utc(
@@ -217,8 +219,7 @@ BEGIN
     FROM pgcursor.partitions p
     JOIN pgcursor_internal.partition_stats(qname) s ON s.partition_id = p.id
     CROSS JOIN LATERAL (
-        SELECT min(c.cursor) AS min_cursor,
-               coalesce(jsonb_agg(jsonb_build_object(
+        SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'consumerGroup', c.consumer_group, 'cursor', c.cursor,
                    'lag', p.head - c.cursor, 'leased', pgcursor_internal.lease_is_live(c.lease_expires_at),
                    'retryCount', c.retry_count, 'lastAckAt', pgcursor_internal.rfc3339_utc(c.last_ack_at))
