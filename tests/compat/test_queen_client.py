@@ -765,3 +765,81 @@ def test_encrypted_queue_round_trips_plaintext_for_the_client() -> None:
         assert data(got) == payloads(2, "secret")
 
     run(body)
+
+
+# ---------------------------------------------------------------- resources
+# Admin's resource methods return the broker's JSON as is; these assert the
+# fields Queen's dashboard and queenctl read (wire-admin.md §6).
+
+
+def test_admin_list_queues_with_queens_fields_and_filters() -> None:
+    queue, ns = name(), name("ns")
+
+    async def body(client: Queen) -> None:
+        await client.queue(queue).namespace(ns).task("ship").config({"lease_time": 45, "priority": 2}).create()
+        await push_all(client, queue, payloads(3), partition="p1")
+        got = await pop_now(client, queue, batch=2, group="billing")
+        assert len(got) == 2
+
+        listed = await client.admin.list_queues(search=queue, limit=10, offset=0)
+        entries = [q for q in listed["queues"] if q["name"] == queue]
+        assert len(entries) == 1, listed
+        entry = entries[0]
+        assert (entry["namespace"], entry["task"], entry["partitions"]) == (ns, "ship", 1), entry
+        assert entry["messages"] == {"total": 3, "pending": 1, "processing": 2}, entry
+        assert (entry["partitionCount"], entry["leaseTime"], entry["priority"]) == (1, 45, 2), entry
+        assert {"retryLimit", "maxSize", "encryptionEnabled", "createdAt", "id"} <= entry.keys(), entry
+
+        by_namespace = await client.admin.list_queues(namespace=ns)
+        assert [q["name"] for q in by_namespace["queues"]] == [queue], by_namespace
+
+    run(body)
+
+
+def test_admin_get_queue_has_partition_stats() -> None:
+    queue = name()
+
+    async def body(client: Queen) -> None:
+        await create(client, queue)
+        await push_all(client, queue, payloads(2))
+        got = await pop_now(client, queue, batch=1, group="g")
+        assert (await client.ack(got, context={"group": "g"}))["success"] is True
+
+        detail = await client.admin.get_queue(queue)
+        assert (detail["name"], detail["namespace"], detail["task"]) == (queue, None, None), detail
+        datetime.fromisoformat(detail["createdAt"].replace("Z", "+00:00"))
+        [partition] = detail["partitions"]
+        assert partition["name"] == "Default", partition
+        assert partition["stats"] == {"total": 2, "pending": 1, "processing": 0, "completed": 1,
+                                      "failed": 0, "deadLetter": 0}, partition
+        assert partition["oldestMessage"] and partition["newestMessage"], partition
+        assert detail["totals"]["completed"] == 1, detail
+
+    run(body)
+
+
+def test_admin_overview_namespaces_and_tasks() -> None:
+    queue, ns, task = name(), name("ns"), name("task")
+
+    async def body(client: Queen) -> None:
+        await client.queue(queue).namespace(ns).task(task).create()
+        await push_all(client, queue, payloads(2))
+
+        overview = await client.admin.get_overview()
+        assert overview["queues"] >= 1, overview
+        messages = overview["messages"]
+        assert {"total", "pending", "processing", "completed", "failed", "deadLetter"} <= messages.keys()
+        assert messages["total"] >= 2 and messages["pending"] >= 2, overview
+        for figure in ("avg", "median", "min", "max"):
+            assert isinstance(overview["lag"]["time"][figure], (int, float)), overview
+        assert isinstance(overview["throughput"]["ingestedPerSecond"], (int, float)), overview
+        assert isinstance(overview["throughput"]["processedPerSecond"], (int, float)), overview
+
+        namespaces = (await client.admin.get_namespaces())["namespaces"]
+        assert {"namespace": ns, "queues": 1, "partitions": 1,
+                "messages": {"total": 2, "pending": 2}} in namespaces, namespaces
+        assert all(n["namespace"] for n in namespaces), namespaces
+        tasks = (await client.admin.get_tasks())["tasks"]
+        assert any(t["task"] == task and t["queues"] == 1 for t in tasks), tasks
+
+    run(body)
