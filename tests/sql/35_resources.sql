@@ -5,7 +5,7 @@
 BEGIN;
 -- one snapshot for the whole file: concurrent sessions change nothing here
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(35);
+SELECT plan(36);
 
 CREATE FUNCTION pg_temp.pid(q text, part text DEFAULT 'Default') RETURNS uuid LANGUAGE sql AS $$
     SELECT id FROM pgcursor.partitions WHERE queue = q AND name = part
@@ -109,6 +109,11 @@ SELECT is(pgcursor_internal.lag_figures(),
 SELECT is(pgcursor_internal.spread('{}'), '{"avg":0,"median":0,"min":0,"max":0}', 'nothing to measure: zeros');
 
 -- retired totals: deleting a group keeps what it counted
+SELECT is(ARRAY(SELECT format('%s.%s %s', c.relname, t.tgname, CASE WHEN t.tgtype & 1 = 1 THEN 'row' ELSE 'statement' END)
+                FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+                WHERE t.tgname LIKE '%retire_totals' ORDER BY 1),
+          '{"cursors.cursors_retire_totals statement","partitions.partitions_retire_totals statement"}'::text[],
+          'one statement-level trigger on each of cursors and partitions (no per-row work)');
 SELECT is(pg_temp.life('t35'), '{"pushed":7,"completed":4,"dead_lettered":0,"discarded":0}', 'lifetime totals of t35');
 DELETE FROM pgcursor.cursors WHERE consumer_group = 'fast';
 SELECT is(pg_temp.life('t35'), '{"pushed":7,"completed":4,"dead_lettered":0,"discarded":0}',
