@@ -267,16 +267,16 @@ async fn queue_list_has_queens_fields_newest_first_and_filters() {
     };
     assert_eq!(
         only(format!("namespace={ns}&task=first")).await,
-        [older.clone()]
+        [older.as_str()]
     );
     assert_eq!(
         only(format!("search={}", newer.to_uppercase())).await,
-        [newer.clone()],
+        [newer.as_str()],
         "search: part of the name, any case"
     );
     assert_eq!(
         only(format!("namespace={ns}&limit=1&offset=1")).await,
-        [older.clone()]
+        [older.as_str()]
     );
     assert_eq!(
         only(format!("namespace={ns}&task=&search=")).await.len(),
