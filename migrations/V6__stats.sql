@@ -23,14 +23,17 @@ CREATE INDEX retired_totals_queue ON pgcursor.retired_totals (queue);
 -- Per queue and minute, its lifetime totals at that minute (live + retired),
 -- written by housekeeping at most once a minute and kept for a bounded time.
 -- The difference of two snapshots is what happened between them: the
--- throughput of the overview, and per-queue, per-minute series.
+-- throughput of the overview, and per-queue, per-minute series. queue is
+-- null for one row per minute: the totals of every queue that no longer
+-- exists, so the rows of a minute always add up to the grand totals, while
+-- deleted queues cost no row each.
 CREATE TABLE pgcursor.stats_snapshots (
     minute        timestamptz NOT NULL,
-    queue         text NOT NULL,
+    queue         text,
     taken_at      timestamptz NOT NULL,
     pushed        bigint NOT NULL,
     completed     bigint NOT NULL,
     dead_lettered bigint NOT NULL,
     discarded     bigint NOT NULL,
-    PRIMARY KEY (minute, queue)
+    CONSTRAINT stats_snapshots_minute_queue UNIQUE NULLS NOT DISTINCT (minute, queue)
 );

@@ -289,9 +289,9 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
         SELECT sum(s.pushed) AS pushed, sum(s.completed) AS completed,
                extract(epoch FROM now() - min(s.taken_at)) AS seconds
         FROM pgcursor.stats_snapshots s JOIN base USING (minute)
-    ), current AS (
+    ), current AS (  -- the grand totals, as a snapshot's rows add up to them
         SELECT sum(t.pushed) AS pushed, sum(t.completed) AS completed
-        FROM pgcursor_internal.lifetime_totals() t WHERE t.queue IS NOT NULL
+        FROM pgcursor_internal.lifetime_totals() t
     )
     SELECT jsonb_build_object(
         'ingestedPerSecond',
@@ -362,9 +362,10 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
 $$;
 
 -- record_stats_snapshot: once per minute (later calls in the same minute
--- write nothing), every queue's lifetime totals into pgcursor.stats_snapshots;
--- snapshots older than `keep` are deleted. -> {"minute", "queues" (rows
--- written), "purged"}. pgcursor.housekeeping() calls it on every run.
+-- write nothing), every queue's lifetime totals into pgcursor.stats_snapshots,
+-- and those of every queue that no longer exists in one row with a null
+-- queue; snapshots older than `keep` are deleted. -> {"minute", "rows"
+-- (written), "purged"}. pgcursor.housekeeping() calls it on every run.
 CREATE OR REPLACE FUNCTION pgcursor.record_stats_snapshot(keep interval DEFAULT interval '24 hours')
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -374,13 +375,14 @@ DECLARE
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pgcursor.stats_snapshots s WHERE s.minute = this_minute) THEN
         INSERT INTO pgcursor.stats_snapshots (minute, queue, taken_at, pushed, completed, dead_lettered, discarded)
-        SELECT this_minute, t.queue, now(), t.pushed, t.completed, t.dead_lettered, t.discarded
-        FROM pgcursor_internal.lifetime_totals() t WHERE t.queue IS NOT NULL
+        SELECT this_minute, q.name, now(), sum(t.pushed), sum(t.completed), sum(t.dead_lettered), sum(t.discarded)
+        FROM pgcursor_internal.lifetime_totals() t LEFT JOIN pgcursor.queues q ON q.name = t.queue
+        GROUP BY q.name
         ON CONFLICT DO NOTHING;
         GET DIAGNOSTICS written = ROW_COUNT;
     END IF;
     DELETE FROM pgcursor.stats_snapshots s WHERE s.minute < now() - keep;
     GET DIAGNOSTICS purged = ROW_COUNT;
     RETURN jsonb_build_object('minute', pgcursor_internal.rfc3339_utc(this_minute),
-                              'queues', written, 'purged', purged);
+                              'rows', written, 'purged', purged);
 END $$;

@@ -41,5 +41,5 @@ BEGIN
         'evictedMessages', evicted,
         'deadLetters', pgcursor.purge_dead_letters(cutoff),
         'transactionIndex', pgcursor.purge_transaction_index(cutoff),
-        'statsSnapshots', (pgcursor.record_stats_snapshot() ->> 'queues')::bigint);
+        'statsSnapshots', (pgcursor.record_stats_snapshot() ->> 'rows')::bigint);
 END $$;

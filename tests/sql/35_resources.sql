@@ -139,24 +139,26 @@ SELECT is(pgcursor.overview() -> 'messages',
 -- snapshots: once a minute, bounded
 SELECT pg_temp.push('t35y', 'Default', 3);
 INSERT INTO pgcursor.stats_snapshots VALUES (now() - interval '25 hours', 'old', now() - interval '25 hours', 1, 1, 0, 0);
-SELECT is(pgcursor.record_stats_snapshot() - 'minute', '{"queues":3,"purged":1}',
-          'a snapshot row per queue name (deleted ones too); older than 24 h purged');
-SELECT is(pgcursor.record_stats_snapshot() - 'minute', '{"queues":0,"purged":0}', 'the same minute again: nothing');
-SELECT is((SELECT jsonb_build_array(pushed, completed) FROM pgcursor.stats_snapshots WHERE queue = 't35y'),
-          '[3,0]', 'the queue''s lifetime totals at that minute');
+SELECT is(pgcursor.record_stats_snapshot() - 'minute', '{"rows":3,"purged":1}',
+          'a snapshot row per existing queue and one for the deleted ones; older than 24 h purged');
+SELECT is(pgcursor.record_stats_snapshot() - 'minute', '{"rows":0,"purged":0}', 'the same minute again: nothing');
+SELECT is((SELECT jsonb_agg(jsonb_build_array(queue, pushed, completed) ORDER BY queue) FROM pgcursor.stats_snapshots),
+          '[["t35x",1,1],["t35y",3,0],[null,7,4]]',
+          'each queue''s lifetime totals at that minute; t35, deleted, in the null row');
 
 -- throughput: (now's totals - the newest snapshot at least 5 minutes old) / its age
 SELECT is(pgcursor_internal.throughput(300), '{"ingestedPerSecond":0,"processedPerSecond":0,"windowSeconds":null}',
           'no snapshot 5 minutes old yet: 0');
+-- the base: this minute's rows, made 10 minutes old with 600 fewer pushed and
+-- 300 fewer completed; a 3-minute-old one that must not be used
 INSERT INTO pgcursor.stats_snapshots
-SELECT to_timestamp(floor(extract(epoch FROM now() - interval '10 minutes') / 60) * 60), t.queue,
-       now() - interval '10 minutes', t.pushed - CASE t.queue WHEN 't35y' THEN 600 ELSE 0 END,
-       t.completed - CASE t.queue WHEN 't35' THEN 300 ELSE 0 END, 0, 0
-FROM pgcursor_internal.lifetime_totals() t WHERE t.queue IS NOT NULL;
+SELECT to_timestamp(floor(extract(epoch FROM now() - interval '10 minutes') / 60) * 60), s.queue,
+       now() - interval '10 minutes', s.pushed - CASE s.queue WHEN 't35y' THEN 600 ELSE 0 END,
+       s.completed - CASE WHEN s.queue IS NULL THEN 300 ELSE 0 END, 0, 0
+FROM pgcursor.stats_snapshots s;
 INSERT INTO pgcursor.stats_snapshots
-SELECT to_timestamp(floor(extract(epoch FROM now() - interval '3 minutes') / 60) * 60), t.queue,
-       now() - interval '3 minutes', 0, 0, 0, 0
-FROM pgcursor_internal.lifetime_totals() t WHERE t.queue IS NOT NULL;
+SELECT to_timestamp(floor(extract(epoch FROM now() - interval '3 minutes') / 60) * 60), NULL,
+       now() - interval '3 minutes', 0, 0, 0, 0;
 SELECT is(pgcursor_internal.throughput(300),
           '{"ingestedPerSecond":1,"processedPerSecond":0.5,"windowSeconds":600}',
           '600 pushed and 300 completed in 600 s; the 3-minute-old snapshot is too young');
