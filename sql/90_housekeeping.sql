@@ -13,9 +13,11 @@ $$;
 
 -- housekeeping: runs every purge and the eviction and answers what each
 -- removed, {"skipped": false, "completedMessages", "messages",
--- "evictedMessages", "deadLetters", "transactionIndex"}; with a cutoff, each
--- gets it (see each for its rule). Retention runs before eviction, so a
--- message past both counts as retention's. When another run holds the lock
+-- "evictedMessages", "deadLetters", "transactionIndex", "statsSnapshots"}; with
+-- a cutoff, each purge gets it (see each for its rule). statsSnapshots: the
+-- rows pgcursor.record_stats_snapshot() wrote (0 when this minute has its
+-- snapshot already). Retention runs before eviction, so a message past both
+-- counts as retention's. When another run holds the lock
 -- it does nothing and answers {"skipped": true, "reason": ...}. The lock is
 -- the transaction's: it is released at commit or rollback, never left behind.
 CREATE OR REPLACE FUNCTION pgcursor.housekeeping(cutoff timestamptz DEFAULT NULL)
@@ -38,5 +40,6 @@ BEGIN
         'messages', messages,
         'evictedMessages', evicted,
         'deadLetters', pgcursor.purge_dead_letters(cutoff),
-        'transactionIndex', pgcursor.purge_transaction_index(cutoff));
+        'transactionIndex', pgcursor.purge_transaction_index(cutoff),
+        'statsSnapshots', (pgcursor.record_stats_snapshot() ->> 'rows')::bigint);
 END $$;

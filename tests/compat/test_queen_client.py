@@ -801,43 +801,6 @@ def test_admin_lists_describes_and_reports_consumer_groups() -> None:
         lagging = await client.admin.get_lagging_consumers(min_lag_seconds=0)
         assert isinstance(lagging, list), lagging
         assert (await client.admin.refresh_consumer_stats())["success"] is True
-# ------------------------------------------------ message browser and traces
-
-
-def test_admin_lists_shows_retries_and_deletes_messages() -> None:
-    queue = name()
-
-    async def body(client: Queen) -> None:
-        await create(client, queue)
-        pushed = await push_all(client, queue, payloads(3))
-        got = await pop_now(client, queue, batch=3, group="billing")
-        result = await client.ack(got[1], "dlq", {"group": "billing", "error": "bad shape"})
-        assert result.get("dlq") is True, result
-        admin = client.admin
-
-        listing = await admin.list_messages(queue=queue, limit=10)
-        assert [m["transactionId"] for m in listing["messages"]] == [p["transactionId"] for p in reversed(pushed)]
-        assert [m["status"] for m in listing["messages"]] == ["pending", "dead_letter", "completed"], listing
-        assert listing["mode"]["type"] == "bus", listing
-        dead = await admin.list_messages(queue=queue, status="dead_letter")
-        assert [m["transactionId"] for m in dead["messages"]] == [pushed[1]["transactionId"]]
-
-        pid, tid = pushed[1]["partitionId"], pushed[1]["transactionId"]
-        detail = await admin.get_message(pid, tid)
-        assert detail["status"] == "dead_letter" and detail["errorMessage"] == "bad shape", detail
-        assert detail["payload"] == payloads(3)[1]
-        assert detail["queueConfig"]["retryLimit"] == 3, detail
-
-        retried = await admin.retry_message(pid, tid)
-        assert retried["success"] is True and len(retried["requeued"]) == 1, retried
-        assert (await client.queue(queue).dlq().get())["total"] == 0
-        again = await pop_now(client, queue, batch=10, group="billing")
-        assert data(again) == [payloads(3)[2], payloads(3)[1]]
-
-        deleted = await admin.delete_message(pushed[0]["partitionId"], pushed[0]["transactionId"])
-        assert deleted["success"] is True and deleted["message"] == "Message deleted successfully", deleted
-        missing = await admin.delete_message(pushed[0]["partitionId"], pushed[0]["transactionId"])
-        assert missing["success"] is False, missing
 
     run(body)
 
@@ -901,6 +864,51 @@ def test_update_consumer_group_timestamp_moves_its_subscription() -> None:
         mine = [g for g in groups if g["name"] == group]
         assert mine[0]["subscriptionMode"] == "timestamp", mine
         assert mine[0]["subscriptionTimestamp"].startswith("2026-01-01T00:00:00"), mine
+
+    run(body)
+
+
+# ------------------------------------------------ message browser and traces
+
+
+def test_admin_lists_shows_retries_and_deletes_messages() -> None:
+    queue = name()
+
+    async def body(client: Queen) -> None:
+        await create(client, queue)
+        pushed = await push_all(client, queue, payloads(3))
+        got = await pop_now(client, queue, batch=3, group="billing")
+        result = await client.ack(got[1], "dlq", {"group": "billing", "error": "bad shape"})
+        assert result.get("dlq") is True, result
+        admin = client.admin
+
+        listing = await admin.list_messages(queue=queue, limit=10)
+        assert [m["transactionId"] for m in listing["messages"]] == [p["transactionId"] for p in reversed(pushed)]
+        assert [m["status"] for m in listing["messages"]] == ["pending", "dead_letter", "completed"], listing
+        assert listing["mode"]["type"] == "bus", listing
+        dead = await admin.list_messages(queue=queue, status="dead_letter")
+        assert [m["transactionId"] for m in dead["messages"]] == [pushed[1]["transactionId"]]
+
+        pid, tid = pushed[1]["partitionId"], pushed[1]["transactionId"]
+        detail = await admin.get_message(pid, tid)
+        assert detail["status"] == "dead_letter" and detail["errorMessage"] == "bad shape", detail
+        assert detail["payload"] == payloads(3)[1]
+        assert detail["queueConfig"]["retryLimit"] == 3, detail
+
+        retried = await admin.retry_message(pid, tid)
+        assert retried["success"] is True and len(retried["requeued"]) == 1, retried
+        assert (await client.queue(queue).dlq().get())["total"] == 0
+        again = await pop_now(client, queue, batch=10, group="billing")
+        assert data(again) == [payloads(3)[2], payloads(3)[1]]
+
+        deleted = await admin.delete_message(pushed[0]["partitionId"], pushed[0]["transactionId"])
+        assert deleted["success"] is True and deleted["message"] == "Message deleted successfully", deleted
+        missing = await admin.delete_message(pushed[0]["partitionId"], pushed[0]["transactionId"])
+        assert missing["success"] is False, missing
+
+    run(body)
+
+
 def test_message_trace_is_read_back_by_message_by_name_and_in_names() -> None:
     queue = name()
     trace_name = f"{queue} order #7+x"  # needs escapes (the client quotes all but "/")
@@ -939,5 +947,83 @@ def test_message_trace_is_read_back_by_message_by_name_and_in_names() -> None:
         ours = [n for n in names["trace_names"] if n["trace_name"] == trace_name]
         assert ours == [{"trace_name": trace_name, "trace_count": 1, "message_count": 1,
                          "last_seen": events[0]["created_at"]}], names
+
+    run(body)
+
+
+# ---------------------------------------------------------------- resources
+# Admin's resource methods return the broker's JSON as is; these assert the
+# fields Queen's dashboard and queenctl read (wire-admin.md §6).
+
+
+def test_admin_list_queues_with_queens_fields_and_filters() -> None:
+    queue, ns = name(), name("ns")
+
+    async def body(client: Queen) -> None:
+        await client.queue(queue).namespace(ns).task("ship").config({"lease_time": 45, "priority": 2}).create()
+        await push_all(client, queue, payloads(3), partition="p1")
+        got = await pop_now(client, queue, batch=2, group="billing")
+        assert len(got) == 2
+
+        listed = await client.admin.list_queues(search=queue, limit=10, offset=0)
+        entries = [q for q in listed["queues"] if q["name"] == queue]
+        assert len(entries) == 1, listed
+        entry = entries[0]
+        assert (entry["namespace"], entry["task"], entry["partitions"]) == (ns, "ship", 1), entry
+        assert entry["messages"] == {"total": 3, "pending": 1, "processing": 2}, entry
+        assert (entry["partitionCount"], entry["leaseTime"], entry["priority"]) == (1, 45, 2), entry
+        assert {"retryLimit", "maxSize", "encryptionEnabled", "createdAt", "id"} <= entry.keys(), entry
+
+        by_namespace = await client.admin.list_queues(namespace=ns)
+        assert [q["name"] for q in by_namespace["queues"]] == [queue], by_namespace
+
+    run(body)
+
+
+def test_admin_get_queue_has_partition_stats() -> None:
+    queue = name()
+
+    async def body(client: Queen) -> None:
+        await create(client, queue)
+        await push_all(client, queue, payloads(2))
+        got = await pop_now(client, queue, batch=1, group="g")
+        assert (await client.ack(got, context={"group": "g"}))["success"] is True
+
+        detail = await client.admin.get_queue(queue)
+        assert (detail["name"], detail["namespace"], detail["task"]) == (queue, None, None), detail
+        datetime.fromisoformat(detail["createdAt"].replace("Z", "+00:00"))
+        [partition] = detail["partitions"]
+        assert partition["name"] == "Default", partition
+        assert partition["stats"] == {"total": 2, "pending": 1, "processing": 0, "completed": 1,
+                                      "failed": 0, "deadLetter": 0}, partition
+        assert partition["oldestMessage"] and partition["newestMessage"], partition
+        assert detail["totals"]["completed"] == 1, detail
+
+    run(body)
+
+
+def test_admin_overview_namespaces_and_tasks() -> None:
+    queue, ns, task = name(), name("ns"), name("task")
+
+    async def body(client: Queen) -> None:
+        await client.queue(queue).namespace(ns).task(task).create()
+        await push_all(client, queue, payloads(2))
+
+        overview = await client.admin.get_overview()
+        assert overview["queues"] >= 1, overview
+        messages = overview["messages"]
+        assert {"total", "pending", "processing", "completed", "failed", "deadLetter"} <= messages.keys()
+        assert messages["total"] >= 2 and messages["pending"] >= 2, overview
+        for figure in ("avg", "median", "min", "max"):
+            assert isinstance(overview["lag"]["time"][figure], (int, float)), overview
+        assert isinstance(overview["throughput"]["ingestedPerSecond"], (int, float)), overview
+        assert isinstance(overview["throughput"]["processedPerSecond"], (int, float)), overview
+
+        namespaces = (await client.admin.get_namespaces())["namespaces"]
+        assert {"namespace": ns, "queues": 1, "partitions": 1,
+                "messages": {"total": 2, "pending": 2}} in namespaces, namespaces
+        assert all(n["namespace"] for n in namespaces), namespaces
+        tasks = (await client.admin.get_tasks())["tasks"]
+        assert any(t["task"] == task and t["queues"] == 1 for t in tasks), tasks
 
     run(body)

@@ -328,7 +328,7 @@ impl Scene {
         let item = json!({"queue": self.queue, "partition": "Default", "payload": {"n": "x"},
                           "transactionId": "scene-push", "traceId": Uuid::nil()});
         let (query, body): (Vec<(&str, &str)>, Option<Value>) = match op.id.as_str() {
-            "openapi" | "health" | "listQueues" | "queueDetail" | "deleteQueue" | "overview"
+            "openapi" | "health" | "queueDetail" | "deleteQueue" | "overview"
             | "partitionCursors" | "message" | "requeueDeadLetter" => (vec![], None),
             "listMessages" => (vec![("queue", &self.queue)], None),
             "deleteMessage" | "retryMessage" | "messageTraces" => (vec![], None),
@@ -342,6 +342,17 @@ impl Scene {
                 ),
             ),
             "tracesByName" | "traceNames" => (vec![("limit", "10"), ("offset", "0")], None),
+            "listNamespaces" | "listTasks" => (vec![], None),
+            "listQueues" => (
+                vec![
+                    ("search", &self.queue),
+                    ("namespace", &self.namespace),
+                    ("task", "scene-task"),
+                    ("limit", "10"),
+                    ("offset", "0"),
+                ],
+                None,
+            ),
             "configure" => (
                 vec![],
                 Some(json!({"queue": self.queue, "namespace": self.namespace,

@@ -1,12 +1,13 @@
-//! GET /api/v1/resources/queues[/{queue}], /api/v1/resources/overview and
+//! GET /api/v1/resources/queues[/{queue}], /api/v1/resources/overview,
+//! /api/v1/resources/namespaces, /api/v1/resources/tasks and
 //! DELETE /api/v1/resources/queues/{queue}.
 
 use std::collections::BTreeSet;
 
-use pgcursor_tests::{client, Gateway};
+use pgcursor_tests::{client, db, Gateway};
 use serde_json::{json, Value};
 
-use crate::broker::{fresh_queue, get, keys, pop, post, push_n, send};
+use crate::broker::{ack_all, fresh_queue, get, keys, pop, post, push_n, send};
 
 const OPTION_KEYS: [&str; 14] = [
     "leaseTime",
@@ -56,13 +57,22 @@ async fn queue_views_show_partitions_depth_and_groups() {
     assert_eq!(
         keys(&entry),
         BTreeSet::from([
+            "id",
+            "name",
             "queue",
             "namespace",
             "task",
             "partitions",
+            "partitionCount",
             "depth",
+            "messages",
             "consumerGroups",
             "options",
+            "priority",
+            "leaseTime",
+            "retryLimit",
+            "maxSize",
+            "encryptionEnabled",
             "createdAt"
         ])
     );
@@ -90,6 +100,8 @@ async fn queue_views_show_partitions_depth_and_groups() {
     assert_eq!(
         keys(&detail),
         BTreeSet::from([
+            "id",
+            "name",
             "queue",
             "namespace",
             "task",
@@ -97,7 +109,8 @@ async fn queue_views_show_partitions_depth_and_groups() {
             "createdAt",
             "depth",
             "consumerGroups",
-            "partitions"
+            "partitions",
+            "totals"
         ])
     );
     let eu = &detail["partitions"][0];
@@ -117,9 +130,23 @@ async fn queue_views_show_partitions_depth_and_groups() {
     assert_eq!(status, 200);
     assert_eq!(
         keys(&overview),
-        BTreeSet::from(["queues", "partitions", "messages", "deadLetters"])
+        BTreeSet::from([
+            "queues",
+            "partitions",
+            "namespaces",
+            "tasks",
+            "messages",
+            "deadLetters",
+            "lag",
+            "throughput",
+            "timestamp",
+            "statsAge"
+        ])
     );
-    assert!(overview["messages"].as_i64().unwrap() >= 4, "{overview}");
+    assert!(
+        overview["messages"]["total"].as_i64().unwrap() >= 4,
+        "{overview}"
+    );
 }
 
 #[tokio::test]
@@ -151,5 +178,317 @@ async fn delete_removes_the_queue_with_its_messages_and_is_idempotent() {
     assert_eq!(
         (status, body),
         (200, json!({"deleted": false, "queue": queue}))
+    );
+}
+
+/// A number of a JSON answer, for sums.
+fn int(value: &Value) -> i64 {
+    value
+        .as_i64()
+        .unwrap_or_else(|| panic!("an integer: {value}"))
+}
+
+#[tokio::test]
+async fn queue_list_has_queens_fields_newest_first_and_filters() {
+    let gw = Gateway::start().await;
+    let older = fresh_queue("list-old");
+    let newer = format!("{older}-new");
+    let ns = format!("{older}-ns");
+    for (queue, task) in [(&older, "first"), (&newer, "second")] {
+        let body = json!({"queue": queue, "namespace": ns, "task": task,
+                          "options": {"leaseTime": 45, "retryLimit": 7, "priority": 3, "maxSize": 100}});
+        assert_eq!(post(&gw, "/api/v1/configure", &body).await.0, 200);
+    }
+    push_n(&gw, &newer, "a", 4).await;
+    push_n(&gw, &newer, "b", 2).await;
+    // One group leases 3 of partition a; the slowest group there has 4 unconsumed.
+    pop(
+        &gw,
+        &format!("{newer}/partition/a"),
+        "consumerGroup=billing&batch=3",
+    )
+    .await;
+
+    let (status, list) = get(&gw, &format!("/api/v1/resources/queues?namespace={ns}")).await;
+    assert_eq!(status, 200, "{list}");
+    let names: Vec<&str> = list["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, [newer.as_str(), older.as_str()], "newest first");
+    let entry = &list["queues"][0];
+    assert_eq!(entry["id"], json!(newer));
+    assert_eq!(entry["queue"], json!(newer));
+    assert_eq!(
+        entry["messages"],
+        json!({"total": 6, "pending": 3, "processing": 3}),
+        "b: 2 pending; a: 1 pending, 3 leased"
+    );
+    assert_eq!(entry["depth"], json!(6));
+    assert_eq!(
+        (
+            &entry["partitionCount"],
+            &entry["partitions"],
+            &entry["priority"],
+            &entry["leaseTime"],
+            &entry["retryLimit"],
+            &entry["maxSize"],
+            &entry["encryptionEnabled"]
+        ),
+        (
+            &json!(2),
+            &json!(2),
+            &json!(3),
+            &json!(45),
+            &json!(7),
+            &json!(100),
+            &json!(false)
+        )
+    );
+    assert_eq!(
+        list["queues"][1]["messages"],
+        json!({"total": 0, "pending": 0, "processing": 0})
+    );
+
+    let only = |query: String| {
+        let gw = &gw;
+        async move {
+            let (status, list) = get(gw, &format!("/api/v1/resources/queues?{query}")).await;
+            assert_eq!(status, 200, "{query}: {list}");
+            list["queues"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| q["name"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        only(format!("namespace={ns}&task=first")).await,
+        [older.as_str()]
+    );
+    assert_eq!(
+        only(format!("search={}", newer.to_uppercase())).await,
+        [newer.as_str()],
+        "search: part of the name, any case"
+    );
+    assert_eq!(
+        only(format!("namespace={ns}&limit=1&offset=1")).await,
+        [older.as_str()]
+    );
+    assert_eq!(
+        only(format!("namespace={ns}&task=&search=")).await.len(),
+        2,
+        "empty values count as absent"
+    );
+    for bad in ["limit=0", "limit=x", "offset=-1"] {
+        let (status, body) = get(&gw, &format!("/api/v1/resources/queues?{bad}")).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert!(
+            body["error"].as_str().unwrap().contains("must be"),
+            "{body}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn queue_detail_has_partition_stats_message_times_and_totals() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("detail");
+    push_n(&gw, &queue, "a", 5).await;
+    push_n(&gw, &queue, "b", 1).await;
+    let partition = |queue: &str| format!("{queue}/partition/a");
+    // billing completes 2 of a; audit holds a lease on 3 of a.
+    let done = pop(&gw, &partition(&queue), "consumerGroup=billing&batch=2").await;
+    ack_all(&gw, &done).await;
+    pop(&gw, &partition(&queue), "consumerGroup=audit&batch=3").await;
+
+    let (status, detail) = get(&gw, &format!("/api/v1/resources/queues/{queue}")).await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(
+        (&detail["id"], &detail["name"]),
+        (&json!(queue), &json!(queue))
+    );
+    let a = &detail["partitions"][0];
+    assert_eq!(
+        keys(a),
+        BTreeSet::from([
+            "id",
+            "name",
+            "partitionId",
+            "partition",
+            "head",
+            "depth",
+            "createdAt",
+            "stats",
+            "oldestMessage",
+            "newestMessage",
+            "consumerGroups"
+        ])
+    );
+    assert_eq!((&a["id"], &a["name"]), (&a["partitionId"], &json!("a")));
+    assert_eq!(
+        a["stats"],
+        json!({"total": 5, "pending": 3, "processing": 3, "completed": 2, "failed": 0,
+               "deadLetter": 0}),
+        "pending: billing's 3 (audit's 5 less its 3 leased: 2); processing: audit's lease"
+    );
+    assert!(
+        is_utc(&a["oldestMessage"]) && is_utc(&a["newestMessage"]),
+        "{a}"
+    );
+    assert_eq!(
+        detail["totals"],
+        json!({"total": 6, "pending": 4, "processing": 3, "completed": 2, "failed": 0,
+               "deadLetter": 0})
+    );
+
+    // Retention gone: a partition with no stored message has null times.
+    db().await
+        .execute(
+            "DELETE FROM pgcursor.messages m USING pgcursor.partitions p
+              WHERE p.id = m.partition_id AND p.queue = $1 AND p.name = 'b'",
+            &[&queue],
+        )
+        .await
+        .unwrap();
+    let (_, detail) = get(&gw, &format!("/api/v1/resources/queues/{queue}")).await;
+    let b = &detail["partitions"][1];
+    assert_eq!(
+        (&b["name"], &b["oldestMessage"], &b["newestMessage"]),
+        (&json!("b"), &Value::Null, &Value::Null)
+    );
+}
+
+#[tokio::test]
+async fn overview_counts_lifetime_totals_that_survive_deletes() {
+    let gw = Gateway::start().await;
+    let overview = || async {
+        let (status, body) = get(&gw, "/api/v1/resources/overview").await;
+        assert_eq!(status, 200, "{body}");
+        body
+    };
+    let before = overview().await;
+    assert_eq!(
+        keys(&before["messages"]),
+        BTreeSet::from([
+            "total",
+            "pending",
+            "processing",
+            "completed",
+            "failed",
+            "deadLetter"
+        ])
+    );
+    for figure in ["time", "offset"] {
+        assert_eq!(
+            keys(&before["lag"][figure]),
+            BTreeSet::from(["avg", "median", "min", "max"])
+        );
+    }
+    assert_eq!(
+        keys(&before["throughput"]),
+        BTreeSet::from(["ingestedPerSecond", "processedPerSecond", "windowSeconds"])
+    );
+    assert!(is_utc(&before["timestamp"]), "{before}");
+    assert_eq!(before["statsAge"], json!(0));
+
+    let queue = fresh_queue("overview");
+    let ns = format!("{queue}-ns");
+    let body = json!({"queue": queue, "namespace": ns, "task": "t"});
+    assert_eq!(post(&gw, "/api/v1/configure", &body).await.0, 200);
+    push_n(&gw, &queue, "Default", 3).await;
+    let answer = pop(&gw, &queue, "consumerGroup=ov&batch=2").await;
+    ack_all(&gw, &answer).await;
+    let after = overview().await;
+    // Other tests run at the same time and only ever add to these.
+    assert!(
+        int(&after["messages"]["total"]) >= int(&before["messages"]["total"]) + 3,
+        "{before} {after}"
+    );
+    assert!(
+        int(&after["messages"]["completed"]) >= int(&before["messages"]["completed"]) + 2,
+        "{before} {after}"
+    );
+    assert!(
+        int(&after["namespaces"]) >= 1 && int(&after["tasks"]) >= 1,
+        "{after}"
+    );
+
+    // Deleting the queue (and with it the group's cursor rows) keeps what
+    // they counted: lifetime totals never go down.
+    let path = format!("/api/v1/resources/queues/{queue}");
+    assert_eq!(send(client().delete(gw.url(&path))).await.0, 200);
+    let gone = overview().await;
+    for figure in ["total", "completed"] {
+        assert!(
+            int(&gone["messages"][figure]) >= int(&after["messages"][figure]),
+            "{figure}: {after} -> {gone}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn namespaces_and_tasks_list_non_empty_names_sorted() {
+    let gw = Gateway::start().await;
+    let base = fresh_queue("labels");
+    let (ns_a, ns_b) = (format!("{base}-a"), format!("{base}-b"));
+    let task_x = format!("{base}-x");
+    let configure = [
+        (format!("{base}-1"), json!(ns_b), json!(task_x)),
+        (format!("{base}-2"), json!(ns_a), json!(task_x)),
+        (format!("{base}-3"), json!(ns_a), json!("")),
+        (format!("{base}-4"), json!(""), Value::Null),
+    ];
+    for (queue, ns, task) in &configure {
+        let body = json!({"queue": queue, "namespace": ns, "task": task});
+        assert_eq!(post(&gw, "/api/v1/configure", &body).await.0, 200);
+    }
+    push_n(&gw, &format!("{base}-2"), "p", 3).await;
+    push_n(&gw, &format!("{base}-3"), "p", 1).await;
+    push_n(&gw, &format!("{base}-3"), "q", 1).await;
+
+    let (status, body) = get(&gw, "/api/v1/resources/namespaces").await;
+    assert_eq!(status, 200, "{body}");
+    let list = body["namespaces"].as_array().unwrap();
+    assert!(
+        list.iter().all(|n| n["namespace"] != json!("")),
+        "no empty name: {body}"
+    );
+    let names: Vec<&str> = list
+        .iter()
+        .map(|n| n["namespace"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "sorted by name");
+    let ours: Vec<&Value> = list
+        .iter()
+        .filter(|n| n["namespace"].as_str().unwrap().starts_with(&base))
+        .collect();
+    assert_eq!(
+        ours,
+        [
+            &json!({"namespace": ns_a, "queues": 2, "partitions": 3,
+                    "messages": {"total": 5, "pending": 5}}),
+            &json!({"namespace": ns_b, "queues": 1, "partitions": 0,
+                    "messages": {"total": 0, "pending": 0}})
+        ]
+    );
+
+    let (status, body) = get(&gw, "/api/v1/resources/tasks").await;
+    assert_eq!(status, 200, "{body}");
+    let list = body["tasks"].as_array().unwrap();
+    assert!(list.iter().all(|t| t["task"] != json!("")), "{body}");
+    let ours: Vec<&Value> = list
+        .iter()
+        .filter(|t| t["task"].as_str().unwrap().starts_with(&base))
+        .collect();
+    assert_eq!(
+        ours,
+        [&json!({"task": task_x, "queues": 2, "partitions": 1,
+                 "messages": {"total": 3, "pending": 3}})]
     );
 }

@@ -182,15 +182,16 @@ SELECT pg_temp.aged('t80h', 2, '{"retentionSeconds":60,"transactionIndexRetentio
 UPDATE pgcursor.transaction_index SET created_at = now() - interval '1 hour' WHERE partition_id = :'h';
 SELECT pgcursor.housekeeping() AS hk \gset
 SELECT is((SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(:'hk'::jsonb) k),
-          '["completedMessages","deadLetters","evictedMessages","messages","skipped","transactionIndex"]',
-          'housekeeping answers five counts and that it ran');
+          '["completedMessages","deadLetters","evictedMessages","messages","skipped","statsSnapshots","transactionIndex"]',
+          'housekeeping answers five counts, the snapshot rows it wrote and that it ran');
 SELECT ok(((:'hk'::jsonb) ->> 'messages')::int >= 2 AND ((:'hk'::jsonb) ->> 'transactionIndex')::int >= 2,
           'and ran the message and index purges');
 SELECT is(ARRAY[pg_temp.offsets(:'h'), (SELECT count(*)::text FROM pgcursor.transaction_index WHERE partition_id = :'h')],
           '{"",0}', 't80h emptied');
 SELECT is(pgcursor.housekeeping(now() - interval '10 years'),
-          '{"skipped":false,"completedMessages":0,"messages":0,"evictedMessages":0,"deadLetters":0,"transactionIndex":0}',
-          'an old cutoff removes nothing');
+          '{"skipped":false,"completedMessages":0,"messages":0,"evictedMessages":0,"deadLetters":0,"transactionIndex":0,
+            "statsSnapshots":0}',
+          'an old cutoff removes nothing (and this minute has its snapshot already)');
 
 -- One run at a time: this transaction's runs above hold the housekeeping
 -- lock until it ends, so a run from another session (a gateway's clock, a

@@ -1,8 +1,13 @@
 //! The queue views (read-only) and queue deletion (admin):
-//! GET /api/v1/resources/queues, GET|DELETE /api/v1/resources/queues/{queue},
-//! GET /api/v1/resources/overview.
+//! GET /api/v1/resources/queues?search=&namespace=&task=&limit=&offset=,
+//! GET|DELETE /api/v1/resources/queues/{queue}, GET /api/v1/resources/overview,
+//! GET /api/v1/resources/namespaces, GET /api/v1/resources/tasks
+//! (wire-admin.md §6). The list's filters are checked by the SQL (22023 → 400).
+
+use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::{Map, Value};
 
 use crate::app::AppState;
 use crate::auth::Level;
@@ -19,16 +24,47 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/api/v1/resources/queues/{queue}",
             web::delete().to(delete_queue),
         )
-        .route("/api/v1/resources/overview", web::get().to(overview));
+        .route("/api/v1/resources/overview", web::get().to(overview))
+        .route("/api/v1/resources/namespaces", web::get().to(namespaces))
+        .route("/api/v1/resources/tasks", web::get().to(tasks));
 }
+
+/// Query parameters of the queue list handed to `pgcursor.queues_overview`.
+const LIST_PARAMETERS: [&str; 5] = ["search", "namespace", "task", "limit", "offset"];
 
 async fn list_queues(
     req: HttpRequest,
     state: web::Data<AppState>,
+    query: web::Query<BTreeMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
-    let answer = call_json(&state.pool, "SELECT pgcursor.queues_overview()", &[]).await?;
+    let filter = list_filter(&query)?;
+    let answer = call_json(
+        &state.pool,
+        "SELECT pgcursor.queues_overview($1::jsonb)",
+        &[&filter],
+    )
+    .await?;
     Ok(answer.respond())
+}
+
+/// The known parameters as a JSON object of strings; an empty value counts
+/// as absent and others are ignored. PostgreSQL cannot hold U+0000, so a
+/// value with one is a 400 here.
+fn list_filter(query: &BTreeMap<String, String>) -> Result<Value, ApiError> {
+    let mut fields = Map::new();
+    for name in LIST_PARAMETERS {
+        let Some(value) = query.get(name).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        if value.contains('\0') {
+            return Err(ApiError::BadRequest(format!(
+                "{name} contains a NUL character"
+            )));
+        }
+        fields.insert(name.to_string(), Value::String(value.clone()));
+    }
+    Ok(Value::Object(fields))
 }
 
 /// Unknown queue: the SQL raises P0002, a 404.
@@ -59,4 +95,47 @@ async fn overview(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpRe
     state.auth.require(&req, Level::ReadOnly)?;
     let answer = call_json(&state.pool, "SELECT pgcursor.overview()", &[]).await?;
     Ok(answer.respond())
+}
+
+async fn namespaces(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadOnly)?;
+    let answer = call_json(&state.pool, "SELECT pgcursor.namespaces()", &[]).await?;
+    Ok(answer.respond())
+}
+
+async fn tasks(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadOnly)?;
+    let answer = call_json(&state.pool, "SELECT pgcursor.tasks()", &[]).await?;
+    Ok(answer.respond())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn query(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn list_filter_keeps_known_non_empty_parameters_as_strings() {
+        let q = query(&[
+            ("search", "ord"),
+            ("limit", "5"),
+            ("namespace", ""),
+            ("junk", "x"),
+        ]);
+        assert_eq!(
+            list_filter(&q).unwrap(),
+            json!({"search": "ord", "limit": "5"})
+        );
+        assert!(matches!(
+            list_filter(&query(&[("task", "a\0b")])),
+            Err(ApiError::BadRequest(m)) if m == "task contains a NUL character"
+        ));
+    }
 }
