@@ -57,15 +57,22 @@ RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
     SELECT round(coalesce(n, 0) / (bucket_minutes * 60), 2)::float8
 $$;
 
--- The window of a request: from (default now - default_span), to (default
--- now), from not after to, at most 366 days long; and its bucket size.
+-- The window of a request: from (default to - default_span), to (default
+-- now), both in the years 1970 to 9999, from not after to, at most 366 days
+-- long; and its bucket size.
 CREATE OR REPLACE FUNCTION pgcursor_internal.time_window(
     req jsonb, default_span interval,
     OUT since timestamptz, OUT upto timestamptz, OUT bucket_minutes integer)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     upto := coalesce(pgcursor_internal.timestamp_arg(req, 'to'), now());
+    IF NOT upto BETWEEN '1970-01-02Z' AND '9999-01-01Z' THEN
+        RAISE EXCEPTION 'to must be a time between 1970 and 9999' USING ERRCODE = '22023';
+    END IF;
     since := coalesce(pgcursor_internal.timestamp_arg(req, 'from'), upto - default_span);
+    IF NOT since BETWEEN '1970-01-01Z' AND '9999-01-01Z' THEN
+        RAISE EXCEPTION 'from must be a time between 1970 and 9999' USING ERRCODE = '22023';
+    END IF;
     IF since > upto THEN
         RAISE EXCEPTION 'from must not be after to' USING ERRCODE = '22023';
     END IF;
@@ -274,7 +281,8 @@ BEGIN
 END $$;
 
 -- status_queues (§4.2): {"queues": [{id, name, namespace, task, createdAt,
--- partitions, messages {total, pending (processing included), processing,
+-- partitions, messages {total, pending (the slowest group's unconsumed, leased
+-- included: the depth), processing,
 -- completed (lifetime)}}], "pagination": {limit, offset}}, newest queue
 -- first. req: namespace, task, limit (100), offset (0); others ignored.
 CREATE OR REPLACE FUNCTION pgcursor.status_queues(req jsonb DEFAULT '{}')
@@ -294,7 +302,7 @@ BEGIN
                        'partitions', coalesce(s.partitions, 0),
                        'messages', jsonb_build_object(
                            'total', coalesce(s.total, 0),
-                           'pending', coalesce(s.pending + s.processing, 0),
+                           'pending', coalesce(s.depth, 0),
                            'processing', coalesce(s.processing, 0),
                            'completed', coalesce(t.completed, 0)))
                      ORDER BY q.created_at DESC, q.name), '[]'::jsonb)
