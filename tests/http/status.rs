@@ -138,9 +138,10 @@ async fn status_shows_leases_dead_letters_and_filters() {
     assert_eq!(post(&gw, "/api/v1/configure", &body).await.0, 200);
     let pushed = push_n(&gw, &queue, "Default", 6).await;
     let pid = &pushed[0]["partitionId"];
-    kill(&gw, pid, "Default", "g1", 1, "boom").await;
-    kill(&gw, pid, "Default", "g1", 2, "boom").await;
-    kill(&gw, pid, "Default", "g2", 3, "bang").await;
+    let (g1, g2) = (fresh_queue("g1"), fresh_queue("g2"));
+    kill(&gw, pid, "Default", &g1, 1, "boom").await;
+    kill(&gw, pid, "Default", &g1, 2, "boom").await;
+    kill(&gw, pid, "Default", &g2, 3, "bang").await;
     pop(&gw, &queue, "batch=4").await; // a live lease over 4 messages
 
     let status = ok(&gw, &format!("/api/v1/status?namespace={namespace}")).await;
@@ -199,7 +200,7 @@ async fn status_queue_list_detail_and_messages() {
     )
     .await;
     pop(&gw, &format!("{queue}/partition/b"), "batch=1").await; // leases b-1
-    kill(&gw, &b[0]["partitionId"], "b", "g", 2, "x").await;
+    kill(&gw, &b[0]["partitionId"], "b", &fresh_queue("g"), 2, "x").await;
 
     let list = ok(
         &gw,
