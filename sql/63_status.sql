@@ -108,12 +108,52 @@ BEGIN
                     AND (tk IS NULL OR q.task = tk));
 END $$;
 
--- Per snapshot minute in [since, upto], over the selected queues (names
--- NULL: all), what happened from that snapshot to the next one (or to the
--- live totals, for the newest): pushed, completed, dead-lettered, discarded.
--- A snapshot's rows add up to the grand totals, so summing before
--- differencing keeps a deleted queue's move into the null-queue row from
--- counting; a figure that went down (a filtered queue deleted) counts 0.
+-- Per (snapshot minute, queue) in [since, upto], over the selected queues
+-- (names NULL: every existing queue), what the queue did until its next
+-- snapshot (or its live totals, for the newest). A queue created in reach,
+-- with no earlier life under its name, starts from zeros at the minute of
+-- its creation, so what it did before its first snapshot counts there;
+-- otherwise its first snapshot in reach is only a base.
+CREATE OR REPLACE FUNCTION pgcursor_internal.queue_minute_figures(since timestamptz, upto timestamptz, names text[])
+RETURNS TABLE (minute timestamptz, queue text, pushed bigint, completed bigint, dead_lettered bigint,
+               discarded bigint)
+LANGUAGE sql STABLE AS $$
+    WITH reach AS (
+        SELECT coalesce((SELECT max(x.minute) FROM pgcursor.stats_snapshots x WHERE x.minute < since), since) AS low
+    ), points AS (
+        SELECT s.minute, 1 AS kind, s.queue, s.pushed, s.completed, s.dead_lettered, s.discarded
+        FROM pgcursor.stats_snapshots s, reach
+        WHERE s.minute >= reach.low AND s.queue IS NOT NULL AND (names IS NULL OR s.queue = ANY (names))
+        UNION ALL
+        SELECT pgcursor_internal.bucket_start(q.created_at, 1), 0, q.name, 0, 0, 0, 0
+        FROM pgcursor.queues q, reach
+        WHERE q.created_at >= reach.low AND (names IS NULL OR q.name = ANY (names))
+          AND NOT EXISTS (SELECT 1 FROM pgcursor.stats_snapshots s WHERE s.queue = q.name AND s.taken_at < q.created_at)
+          AND NOT EXISTS (SELECT 1 FROM pgcursor.retired_totals r WHERE r.queue = q.name)
+        UNION ALL
+        SELECT 'infinity', 2, t.queue, t.pushed, t.completed, t.dead_lettered, t.discarded
+        FROM pgcursor_internal.lifetime_totals() t
+        WHERE t.queue IS NOT NULL AND (names IS NULL OR t.queue = ANY (names))
+    ), steps AS (
+        SELECT p.minute, p.queue, lead(p.pushed) OVER w - p.pushed AS pushed,
+               lead(p.completed) OVER w - p.completed AS completed,
+               lead(p.dead_lettered) OVER w - p.dead_lettered AS dead_lettered,
+               lead(p.discarded) OVER w - p.discarded AS discarded
+        FROM points p WINDOW w AS (PARTITION BY p.queue ORDER BY p.minute, p.kind)
+    )
+    SELECT s.minute, s.queue, greatest(s.pushed, 0)::bigint, greatest(s.completed, 0)::bigint,
+           greatest(s.dead_lettered, 0)::bigint, greatest(s.discarded, 0)::bigint
+    FROM steps s
+    WHERE s.minute >= since AND s.minute <= upto AND s.pushed IS NOT NULL
+$$;
+
+-- Per snapshot minute in [since, upto], what happened from that snapshot
+-- to the next one (or to the live totals, for the newest): pushed,
+-- completed, dead-lettered, discarded. Over every queue (names NULL), a
+-- snapshot's rows add up to the grand totals, so they are summed before
+-- differencing: a deleted queue's move into the null-queue row counts
+-- nothing. Over selected queues, each queue's own differences are summed
+-- (queue_minute_figures). A figure that went down counts 0.
 CREATE OR REPLACE FUNCTION pgcursor_internal.minute_figures(since timestamptz, upto timestamptz, names text[])
 RETURNS TABLE (minute timestamptz, pushed bigint, completed bigint, dead_lettered bigint, discarded bigint)
 LANGUAGE sql STABLE AS $$
@@ -121,15 +161,15 @@ LANGUAGE sql STABLE AS $$
         SELECT s.minute, sum(s.pushed) AS pushed, sum(s.completed) AS completed,
                sum(s.dead_lettered) AS dead_lettered, sum(s.discarded) AS discarded
         FROM pgcursor.stats_snapshots s
-        WHERE s.minute >= coalesce((SELECT max(x.minute) FROM pgcursor.stats_snapshots x WHERE x.minute < since),
+        WHERE names IS NULL
+          AND s.minute >= coalesce((SELECT max(x.minute) FROM pgcursor.stats_snapshots x WHERE x.minute < since),
                                    since)
-          AND (names IS NULL OR s.queue = ANY (names))
         GROUP BY s.minute
         UNION ALL
         SELECT 'infinity', coalesce(sum(t.pushed), 0), coalesce(sum(t.completed), 0),
                coalesce(sum(t.dead_lettered), 0), coalesce(sum(t.discarded), 0)
         FROM pgcursor_internal.lifetime_totals() t
-        WHERE names IS NULL OR t.queue = ANY (names)
+        WHERE names IS NULL
     ), steps AS (
         SELECT p.minute, lead(p.pushed) OVER w - p.pushed AS pushed, lead(p.completed) OVER w - p.completed AS completed,
                lead(p.dead_lettered) OVER w - p.dead_lettered AS dead_lettered,
@@ -140,6 +180,12 @@ LANGUAGE sql STABLE AS $$
            greatest(s.dead_lettered, 0)::bigint, greatest(s.discarded, 0)::bigint
     FROM steps s
     WHERE s.minute >= since AND s.minute <= upto AND s.pushed IS NOT NULL
+    UNION ALL
+    SELECT f.minute, sum(f.pushed)::bigint, sum(f.completed)::bigint, sum(f.dead_lettered)::bigint,
+           sum(f.discarded)::bigint
+    FROM pgcursor_internal.queue_minute_figures(since, upto, names) f
+    WHERE names IS NOT NULL
+    GROUP BY f.minute
 $$;
 
 -- The figures of minute_figures summed per bucket, every bucket of the

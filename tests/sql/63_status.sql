@@ -3,7 +3,7 @@
 -- status figures, the status queue views and the analytics answers.
 BEGIN;
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(45);
+SELECT plan(48);
 
 -- A clean slate inside this transaction (rolled back at the end).
 DELETE FROM pgcursor.queues;
@@ -171,6 +171,21 @@ SELECT is(pgcursor.analytics('worker-metrics', '{"from":"2026-01-01T10:00:00Z","
           '{"totalPushMessages":14,"totalPopMessages":0,"totalAckMessages":5,"totalDlqMessages":0,"pendingMessages":9}',
           'worker-metrics: the window''s totals');
 SELECT throws_ok($$SELECT pgcursor.analytics('nope')$$, '22023', 'unknown analytics: nope', 'unknown analytics');
+
+-- A queue created in the window, before any snapshot of it, counts from its creation.
+SELECT pgcursor.configure('{"queue":"q63c","namespace":"ns63c"}');
+SELECT FROM pgcursor.push('{"items":[{"queue":"q63c","payload":1},{"queue":"q63c","payload":2}]}');
+UPDATE pgcursor.queues SET created_at = '2026-01-01 10:03:20Z' WHERE name = 'q63c';
+SELECT is(pg_temp.field(pgcursor.status('{"from":"2026-01-01T10:00:00Z","to":"2026-01-01T10:30:00Z","queue":"q63c"}')
+                        -> 'throughput', 'timestamp'), '["2026-01-01T10:03:00Z"]', 'a new queue: from the minute it was created');
+SELECT is((SELECT jsonb_agg(jsonb_build_array(x -> 'bucket', x -> 'pushMessages'))
+           FROM jsonb_array_elements(pgcursor.analytics('queue-ops', '{"from":"2026-01-01T10:00:00Z","to":"2026-01-01T10:30:00Z","queue":"q63c"}')
+                                     -> 'series') x),
+          '[["2026-01-01T10:03:00Z",2]]', 'queue-ops: the same');
+UPDATE pgcursor.queues SET created_at = '2026-01-01 09:00Z' WHERE name = 'q63c';
+SELECT is(pg_temp.field(pgcursor.status('{"from":"2026-01-01T10:00:00Z","to":"2026-01-01T10:30:00Z","queue":"q63c"}')
+                        -> 'throughput', 'ingested'), '[]',
+          'created before the window and never snapshotted: nothing to measure against');
 
 SELECT * FROM finish();
 ROLLBACK;
