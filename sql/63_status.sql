@@ -446,16 +446,18 @@ BEGIN
                                  CASE WHEN r.has_queue_mode THEN r.queue_cursor END, r.lease_from, r.lease_to),
                    'createdAt', pgcursor_internal.rfc3339_utc(r.created_at))
                  ORDER BY r.created_at DESC, r.pid DESC, r.msg_offset DESC), '[]'::jsonb)
-        FROM (SELECT w.* FROM (
-                  SELECT p.id AS pid, p.name AS partition, f.*, m.msg_offset, m.transaction_id, m.message_id,
+        FROM (SELECT w.*, f.* FROM (
+                  SELECT p.id AS pid, p.name AS partition, m.msg_offset, m.transaction_id, m.message_id,
                          m.created_at
                   FROM pgcursor.partitions p
-                  CROSS JOIN LATERAL pgcursor_internal.partition_consumption(p.id) f
-                  CROSS JOIN LATERAL (SELECT x.* FROM pgcursor.messages x WHERE x.partition_id = p.id
+                  CROSS JOIN LATERAL (SELECT x.msg_offset, x.transaction_id, x.message_id, x.created_at
+                                      FROM pgcursor.messages x WHERE x.partition_id = p.id
                                       ORDER BY x.msg_offset DESC LIMIT skip::bigint + lim) m
-                  WHERE p.queue = qname) w
-              ORDER BY w.created_at DESC, w.pid DESC, w.msg_offset DESC
-              OFFSET skip LIMIT lim) r);
+                  WHERE p.queue = qname
+                  ORDER BY m.created_at DESC, p.id DESC, m.msg_offset DESC
+                  OFFSET skip LIMIT lim) w
+              -- where the consumers stand, only for the partitions of the page
+              CROSS JOIN LATERAL pgcursor_internal.partition_consumption(w.pid) f) r);
 END $$;
 
 -- status_analytics (§4.5): messages created per interval (minute, hour or
