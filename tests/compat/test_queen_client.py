@@ -1027,3 +1027,59 @@ def test_admin_overview_namespaces_and_tasks() -> None:
         assert any(t["task"] == task and t["queues"] == 1 for t in tasks), tasks
 
     run(body)
+
+
+def test_admin_status_queue_stats_detail_and_analytics() -> None:
+    queue, ns = name(), name("ns")
+
+    async def body(client: Queen) -> None:
+        await client.queue(queue).namespace(ns).task("ship").create()
+        await push_all(client, queue, payloads(3), partition="p1")
+        got = await pop_now(client, queue, batch=1, group="g")
+        assert (await client.ack(got, context={"group": "g"}))["success"] is True
+
+        status = await client.admin.get_status(namespace=ns)
+        assert status["bucketMinutes"] == 1, status
+        assert len(status["throughput"]) == status["pointCount"] >= 60, status
+        stamps = [b["timestamp"] for b in status["throughput"]]
+        assert stamps == sorted(stamps, reverse=True), stamps
+        for figure in ("ingested", "processed", "ingestedPerSecond", "processedPerSecond", "popPerSecond"):
+            assert isinstance(status["throughput"][0][figure], (int, float)), status["throughput"][0]
+        messages = status["messages"]
+        assert (messages["total"], messages["completed"], messages["pending"]) == (3, 1, 2), messages
+        for kind in ("push", "pop", "ack"):
+            assert isinstance(messages["batchEfficiency"][kind], (int, float)), messages
+        assert status["leases"]["active"] == 0, status
+        assert status["deadLetterQueue"]["topErrors"] == [], status
+        assert [(q["name"], q["namespace"], q["task"]) for q in status["queues"]] == [(queue, ns, "ship")], status
+
+        stats = await client.admin.get_queue_stats(namespace=ns, limit=10)
+        [entry] = stats["queues"]
+        assert entry["name"] == queue and entry["partitions"] == 1, entry
+        assert entry["messages"] == {"total": 3, "pending": 2, "processing": 0, "completed": 1}, entry
+
+        detail = await client.admin.get_queue_detail(queue)
+        assert detail["queue"]["name"] == queue and detail["queue"]["namespace"] == ns, detail
+        assert {"leaseTime", "retryLimit", "ttl", "maxQueueSize", "deadLetterQueue"} <= detail["queue"]["config"].keys()
+        [partition] = detail["partitions"]
+        assert partition["name"] == "p1" and partition["cursor"]["totalConsumed"] == 1, partition
+        assert detail["totals"]["messages"]["total"] == 3, detail
+
+        analytics = await client.admin.get_analytics(queue=queue, interval="minute")
+        assert analytics["interval"] == "minute", analytics
+        assert sum(p["messages"] for p in analytics["dataPoints"]) == 3, analytics
+
+        workers = await client.admin.get_worker_metrics()
+        assert workers["workers"] == [] and isinstance(workers["timeSeries"], list), workers
+        system = await client.admin.get_system_metrics()
+        assert system["replicas"] == [] and system["replicaCount"] == 0, system
+
+    run(body)
+
+
+def test_admin_status_of_an_unknown_queue_raises() -> None:
+    async def body(client: Queen) -> None:
+        with pytest.raises(Exception):
+            await client.admin.get_queue_detail(name())
+
+    run(body)

@@ -23,5 +23,6 @@ mod queue_options;
 mod resilience;
 mod resources;
 mod routes;
+mod status;
 mod traces;
 mod transaction;

@@ -343,6 +343,33 @@ impl Scene {
             ),
             "tracesByName" | "traceNames" => (vec![("limit", "10"), ("offset", "0")], None),
             "listNamespaces" | "listTasks" => (vec![], None),
+            "status" | "statusAnalytics" => (
+                vec![
+                    ("interval", "hour"),
+                    ("from", "2026-01-01T00:00:00Z"),
+                    ("to", "2026-01-01T01:00:00Z"),
+                    ("queue", &self.queue),
+                    ("namespace", &self.namespace),
+                    ("task", "scene-task"),
+                ],
+                None,
+            ),
+            "statusQueues" => (
+                vec![
+                    ("namespace", &self.namespace),
+                    ("task", "scene-task"),
+                    ("limit", "10"),
+                    ("offset", "0"),
+                ],
+                None,
+            ),
+            "statusQueue" | "analyticsPostgresStats" => (vec![], None),
+            "statusQueueMessages" => (vec![("limit", "10"), ("offset", "0")], None),
+            "analyticsQueueOps"
+            | "analyticsQueueLag"
+            | "analyticsRetention"
+            | "analyticsQueueParkedReplicas" => (vec![("queue", &self.queue)], None),
+            "analyticsSystemMetrics" | "analyticsWorkerMetrics" => (vec![], None),
             "listQueues" => (
                 vec![
                     ("search", &self.queue),

@@ -30,6 +30,7 @@ route_families! {
     pop,
     push,
     resources,
+    status,
     traces,
     transaction,
 }

@@ -1,0 +1,143 @@
+//! Status and analytics (read-only, wire-admin.md §4), each route one SQL
+//! function that checks its parameters (22023 → 400 naming the field):
+//! GET /api/v1/status?from=&to=&queue=&namespace=&task= (`pgcursor.status`),
+//! GET /api/v1/status/queues?namespace=&task=&limit=&offset= (`pgcursor.status_queues`),
+//! GET /api/v1/status/queues/{queue} (`pgcursor.status_queue`, unknown → 404),
+//! GET /api/v1/status/queues/{queue}/messages?limit=&offset= (`pgcursor.status_queue_messages`),
+//! GET /api/v1/status/analytics?interval=&from=&to=&queue=&namespace=&task=
+//! (`pgcursor.status_analytics`), and GET /api/v1/analytics/{kind}?from=&to=&queue=
+//! for queue-ops, queue-lag, retention, system-metrics, worker-metrics,
+//! queue-parked-replicas and postgres-stats (`pgcursor.analytics`).
+
+use std::collections::BTreeMap;
+
+use actix_web::{web, HttpRequest, HttpResponse};
+
+use crate::app::AppState;
+use crate::auth::Level;
+use crate::error::ApiError;
+use crate::routes::call::{call_json, query_fields};
+
+/// The /api/v1/analytics/* routes, each answered by `pgcursor.analytics(kind)`.
+const ANALYTICS: [&str; 7] = [
+    "queue-ops",
+    "queue-lag",
+    "retention",
+    "system-metrics",
+    "worker-metrics",
+    "queue-parked-replicas",
+    "postgres-stats",
+];
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/api/v1/status", web::get().to(status))
+        .route("/api/v1/status/queues", web::get().to(queues))
+        .route("/api/v1/status/analytics", web::get().to(analytics_overview))
+        .route("/api/v1/status/queues/{queue}", web::get().to(queue))
+        .route(
+            "/api/v1/status/queues/{queue}/messages",
+            web::get().to(queue_messages),
+        );
+    for kind in ANALYTICS {
+        cfg.route(
+            &format!("/api/v1/analytics/{kind}"),
+            web::get().to(
+                move |req: HttpRequest, state: web::Data<AppState>, query: Query| {
+                    analytics(req, state, query, kind)
+                },
+            ),
+        );
+    }
+}
+
+type Query = web::Query<BTreeMap<String, String>>;
+
+/// `SELECT <function>($1::jsonb)` with the named query parameters.
+async fn filtered(
+    req: &HttpRequest,
+    state: &AppState,
+    query: &Query,
+    sql: &str,
+    names: &[&str],
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(req, Level::ReadOnly)?;
+    let filter = query_fields(query, names)?;
+    Ok(call_json(&state.pool, sql, &[&filter]).await?.respond())
+}
+
+async fn status(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: Query,
+) -> Result<HttpResponse, ApiError> {
+    let names = ["from", "to", "queue", "namespace", "task"];
+    filtered(&req, &state, &query, "SELECT pgcursor.status($1::jsonb)", &names).await
+}
+
+async fn queues(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: Query,
+) -> Result<HttpResponse, ApiError> {
+    let names = ["namespace", "task", "limit", "offset"];
+    let sql = "SELECT pgcursor.status_queues($1::jsonb)";
+    filtered(&req, &state, &query, sql, &names).await
+}
+
+async fn analytics_overview(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: Query,
+) -> Result<HttpResponse, ApiError> {
+    let names = ["interval", "from", "to", "queue", "namespace", "task"];
+    let sql = "SELECT pgcursor.status_analytics($1::jsonb)";
+    filtered(&req, &state, &query, sql, &names).await
+}
+
+/// Unknown queue: the SQL raises P0002, a 404.
+async fn queue(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    queue: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadOnly)?;
+    let queue = queue.into_inner();
+    let answer = call_json(&state.pool, "SELECT pgcursor.status_queue($1)", &[&queue]).await?;
+    Ok(answer.respond())
+}
+
+/// Unknown queue: `[]`.
+async fn queue_messages(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    queue: web::Path<String>,
+    query: Query,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadOnly)?;
+    let queue = queue.into_inner();
+    let filter = query_fields(&query, &["limit", "offset"])?;
+    let answer = call_json(
+        &state.pool,
+        "SELECT pgcursor.status_queue_messages($1, $2::jsonb)",
+        &[&queue, &filter],
+    )
+    .await?;
+    Ok(answer.respond())
+}
+
+async fn analytics(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: Query,
+    kind: &'static str,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadOnly)?;
+    let filter = query_fields(&query, &["from", "to", "queue"])?;
+    let answer = call_json(
+        &state.pool,
+        "SELECT pgcursor.analytics($1, $2::jsonb)",
+        &[&kind, &filter],
+    )
+    .await?;
+    Ok(answer.respond())
+}

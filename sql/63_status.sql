@@ -1,0 +1,501 @@
+-- Status and analytics (wire-admin.md §4): the dashboard's overview with its
+-- throughput series, the status queue list, queue detail and message list,
+-- the message-count analytics and the /analytics/* series.
+--
+--   SELECT pgcursor.status('{"from":"2026-01-01T10:00:00Z","to":"2026-01-01T11:00:00Z"}');
+--   SELECT pgcursor.status_queues('{"namespace":"shop"}');
+--   SELECT pgcursor.status_queue('orders');
+--   SELECT pgcursor.status_queue_messages('orders', '{"limit":"50"}');
+--   SELECT pgcursor.status_analytics('{"interval":"hour"}');
+--   SELECT pgcursor.analytics('queue-ops', '{"queue":"orders"}');
+--
+-- Every per-minute figure comes from pgcursor.stats_snapshots (lifetime
+-- totals per queue and minute, written by housekeeping): the difference of
+-- two consecutive snapshots is what was pushed, completed, dead-lettered and
+-- discarded between them. Nothing is written on the push/pop/ack path, so
+-- figures pgcursor does not count there (pops, message age at pop, request
+-- counts, process samples) are 0 or [] as §4 allows.
+
+-- The window's bucket size in minutes (§4): <= 60 min -> 1, <= 6 h -> 5,
+-- <= 24 h -> 15, <= 7 d -> 60, longer -> 360.
+CREATE OR REPLACE FUNCTION pgcursor_internal.bucket_minutes(since timestamptz, upto timestamptz)
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN upto - since <= interval '60 minutes' THEN 1
+                WHEN upto - since <= interval '6 hours' THEN 5
+                WHEN upto - since <= interval '24 hours' THEN 15
+                WHEN upto - since <= interval '7 days' THEN 60
+                ELSE 360 END
+$$;
+
+-- The bucket a time falls in, by its start: the time truncated to the
+-- minute (UTC), less its minute-of-hour modulo bucket_minutes. So 360-minute
+-- buckets start on every hour, as in Queen.
+CREATE OR REPLACE FUNCTION pgcursor_internal.bucket_start(ts timestamptz, bucket_minutes integer)
+RETURNS timestamptz LANGUAGE sql IMMUTABLE AS $$
+    SELECT (date_trunc('minute', ts AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
+           - make_interval(mins => extract(minute FROM ts AT TIME ZONE 'UTC')::integer % bucket_minutes)
+$$;
+
+-- Every bucket start of a window, oldest first: from the bucket of `since`
+-- to `upto`, a bucket (at most an hour: see bucket_start) apart.
+CREATE OR REPLACE FUNCTION pgcursor_internal.bucket_series(since timestamptz, upto timestamptz, bucket_minutes integer)
+RETURNS SETOF timestamptz LANGUAGE sql IMMUTABLE AS $$
+    SELECT generate_series(pgcursor_internal.bucket_start(since, bucket_minutes), upto,
+                           make_interval(mins => least(bucket_minutes, 60)))
+$$;
+
+-- A series label: RFC 3339 UTC to the second, one format for every bucket
+-- (the dashboard sorts the labels as strings).
+CREATE OR REPLACE FUNCTION pgcursor_internal.bucket_label(ts timestamptz)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+$$;
+
+-- A count per second over a bucket: n / (bucket_minutes * 60), 2 decimals.
+CREATE OR REPLACE FUNCTION pgcursor_internal.per_second(n numeric, bucket_minutes integer)
+RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
+    SELECT round(coalesce(n, 0) / (bucket_minutes * 60), 2)::float8
+$$;
+
+-- The window of a request: from (default to - default_span), to (default
+-- now), both in the years 1970 to 9999, from not after to, at most 366 days
+-- long; and its bucket size.
+CREATE OR REPLACE FUNCTION pgcursor_internal.time_window(
+    req jsonb, default_span interval,
+    OUT since timestamptz, OUT upto timestamptz, OUT bucket_minutes integer)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    upto := coalesce(pgcursor_internal.timestamp_arg(req, 'to'), now());
+    IF NOT upto BETWEEN '1970-01-02Z' AND '9999-01-01Z' THEN
+        RAISE EXCEPTION 'to must be a time between 1970 and 9999' USING ERRCODE = '22023';
+    END IF;
+    since := coalesce(pgcursor_internal.timestamp_arg(req, 'from'), upto - default_span);
+    IF NOT since BETWEEN '1970-01-01Z' AND '9999-01-01Z' THEN
+        RAISE EXCEPTION 'from must be a time between 1970 and 9999' USING ERRCODE = '22023';
+    END IF;
+    IF since > upto THEN
+        RAISE EXCEPTION 'from must not be after to' USING ERRCODE = '22023';
+    END IF;
+    IF upto - since > interval '366 days' THEN
+        RAISE EXCEPTION 'from..to must not span more than 366 days' USING ERRCODE = '22023';
+    END IF;
+    bucket_minutes := pgcursor_internal.bucket_minutes(since, upto);
+END $$;
+
+-- {from, to} of a window as the answers show it.
+CREATE OR REPLACE FUNCTION pgcursor_internal.time_range(since timestamptz, upto timestamptz)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object('from', pgcursor_internal.rfc3339_utc(since), 'to', pgcursor_internal.rfc3339_utc(upto))
+$$;
+
+-- The queues a queue/namespace/task filter selects, or NULL without one
+-- (every queue, deleted ones included). A queue filter alone names the
+-- queue even when it no longer exists (its snapshots keep its name).
+CREATE OR REPLACE FUNCTION pgcursor_internal.selected_queues(req jsonb)
+RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    qname text := pgcursor_internal.optional_text(req, 'queue');
+    ns    text := pgcursor_internal.optional_text(req, 'namespace');
+    tk    text := pgcursor_internal.optional_text(req, 'task');
+BEGIN
+    IF qname IS NULL AND ns IS NULL AND tk IS NULL THEN
+        RETURN NULL;
+    ELSIF ns IS NULL AND tk IS NULL THEN
+        RETURN ARRAY[qname];
+    END IF;
+    RETURN ARRAY(SELECT q.name FROM pgcursor.queues q
+                  WHERE (qname IS NULL OR q.name = qname) AND (ns IS NULL OR q.namespace = ns)
+                    AND (tk IS NULL OR q.task = tk));
+END $$;
+
+-- Per (snapshot minute, queue) in [since, upto], over the selected queues
+-- (names NULL: every existing queue), what the queue did until its next
+-- snapshot (or its live totals, for the newest). A queue created in reach,
+-- with no earlier life under its name, starts from zeros at the minute of
+-- its creation, so what it did before its first snapshot counts there;
+-- otherwise its first snapshot in reach is only a base.
+CREATE OR REPLACE FUNCTION pgcursor_internal.queue_minute_figures(since timestamptz, upto timestamptz, names text[])
+RETURNS TABLE (minute timestamptz, queue text, pushed bigint, completed bigint, dead_lettered bigint,
+               discarded bigint)
+LANGUAGE sql STABLE AS $$
+    WITH reach AS (
+        SELECT coalesce((SELECT max(x.minute) FROM pgcursor.stats_snapshots x WHERE x.minute < since), since) AS low
+    ), points AS (
+        SELECT s.minute, 1 AS kind, s.queue, s.pushed, s.completed, s.dead_lettered, s.discarded
+        FROM pgcursor.stats_snapshots s, reach
+        WHERE s.minute >= reach.low AND s.queue IS NOT NULL AND (names IS NULL OR s.queue = ANY (names))
+        UNION ALL
+        SELECT pgcursor_internal.bucket_start(q.created_at, 1), 0, q.name, 0, 0, 0, 0
+        FROM pgcursor.queues q, reach
+        WHERE q.created_at >= reach.low AND (names IS NULL OR q.name = ANY (names))
+          AND NOT EXISTS (SELECT 1 FROM pgcursor.stats_snapshots s WHERE s.queue = q.name AND s.taken_at < q.created_at)
+          AND NOT EXISTS (SELECT 1 FROM pgcursor.retired_totals r WHERE r.queue = q.name)
+        UNION ALL
+        SELECT 'infinity', 2, t.queue, t.pushed, t.completed, t.dead_lettered, t.discarded
+        FROM pgcursor_internal.lifetime_totals() t
+        WHERE t.queue IS NOT NULL AND (names IS NULL OR t.queue = ANY (names))
+    ), steps AS (
+        SELECT p.minute, p.queue, lead(p.pushed) OVER w - p.pushed AS pushed,
+               lead(p.completed) OVER w - p.completed AS completed,
+               lead(p.dead_lettered) OVER w - p.dead_lettered AS dead_lettered,
+               lead(p.discarded) OVER w - p.discarded AS discarded
+        FROM points p WINDOW w AS (PARTITION BY p.queue ORDER BY p.minute, p.kind)
+    )
+    SELECT s.minute, s.queue, greatest(s.pushed, 0)::bigint, greatest(s.completed, 0)::bigint,
+           greatest(s.dead_lettered, 0)::bigint, greatest(s.discarded, 0)::bigint
+    FROM steps s
+    WHERE s.minute >= since AND s.minute <= upto AND s.pushed IS NOT NULL
+$$;
+
+-- Per snapshot minute in [since, upto], what happened from that snapshot
+-- to the next one (or to the live totals, for the newest): pushed,
+-- completed, dead-lettered, discarded. Over every queue (names NULL), a
+-- snapshot's rows add up to the grand totals, so they are summed before
+-- differencing: a deleted queue's move into the null-queue row counts
+-- nothing. Over selected queues, each queue's own differences are summed
+-- (queue_minute_figures). A figure that went down counts 0.
+CREATE OR REPLACE FUNCTION pgcursor_internal.minute_figures(since timestamptz, upto timestamptz, names text[])
+RETURNS TABLE (minute timestamptz, pushed bigint, completed bigint, dead_lettered bigint, discarded bigint)
+LANGUAGE sql STABLE AS $$
+    WITH points AS (
+        SELECT s.minute, sum(s.pushed) AS pushed, sum(s.completed) AS completed,
+               sum(s.dead_lettered) AS dead_lettered, sum(s.discarded) AS discarded
+        FROM pgcursor.stats_snapshots s
+        WHERE names IS NULL
+          AND s.minute >= coalesce((SELECT max(x.minute) FROM pgcursor.stats_snapshots x WHERE x.minute < since),
+                                   since)
+        GROUP BY s.minute
+        UNION ALL
+        SELECT 'infinity', coalesce(sum(t.pushed), 0), coalesce(sum(t.completed), 0),
+               coalesce(sum(t.dead_lettered), 0), coalesce(sum(t.discarded), 0)
+        FROM pgcursor_internal.lifetime_totals() t
+        WHERE names IS NULL
+    ), steps AS (
+        SELECT p.minute, lead(p.pushed) OVER w - p.pushed AS pushed, lead(p.completed) OVER w - p.completed AS completed,
+               lead(p.dead_lettered) OVER w - p.dead_lettered AS dead_lettered,
+               lead(p.discarded) OVER w - p.discarded AS discarded
+        FROM points p WINDOW w AS (ORDER BY p.minute)
+    )
+    SELECT s.minute, greatest(s.pushed, 0)::bigint, greatest(s.completed, 0)::bigint,
+           greatest(s.dead_lettered, 0)::bigint, greatest(s.discarded, 0)::bigint
+    FROM steps s
+    WHERE s.minute >= since AND s.minute <= upto AND s.pushed IS NOT NULL
+    UNION ALL
+    SELECT f.minute, sum(f.pushed)::bigint, sum(f.completed)::bigint, sum(f.dead_lettered)::bigint,
+           sum(f.discarded)::bigint
+    FROM pgcursor_internal.queue_minute_figures(since, upto, names) f
+    WHERE names IS NOT NULL
+    GROUP BY f.minute
+$$;
+
+-- The figures of minute_figures summed per bucket, every bucket of the
+-- window included (zeros where nothing happened), oldest first.
+CREATE OR REPLACE FUNCTION pgcursor_internal.bucket_figures(since timestamptz, upto timestamptz,
+                                                            bucket_minutes integer, names text[])
+RETURNS TABLE (bucket timestamptz, pushed bigint, completed bigint, dead_lettered bigint, discarded bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT b, coalesce(f.pushed, 0)::bigint, coalesce(f.completed, 0)::bigint,
+           coalesce(f.dead_lettered, 0)::bigint, coalesce(f.discarded, 0)::bigint
+    FROM pgcursor_internal.bucket_series(since, upto, bucket_minutes) b
+    LEFT JOIN (SELECT pgcursor_internal.bucket_start(m.minute, bucket_minutes) AS bucket, sum(m.pushed) AS pushed,
+                      sum(m.completed) AS completed, sum(m.dead_lettered) AS dead_lettered,
+                      sum(m.discarded) AS discarded
+               FROM pgcursor_internal.minute_figures(since, upto, names) m
+               GROUP BY 1) f ON f.bucket = b
+    ORDER BY b
+$$;
+
+-- The throughput series of /status, newest first: ingested (pushed) and
+-- processed (completed) with their rates, dlqCount (dead-lettered); the
+-- figures pgcursor does not record are 0.
+CREATE OR REPLACE FUNCTION pgcursor_internal.throughput_series(since timestamptz, upto timestamptz,
+                                                               bucket_minutes integer, names text[])
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'timestamp', pgcursor_internal.bucket_label(f.bucket),
+               'ingested', f.pushed, 'processed', f.completed,
+               'ingestedPerSecond', pgcursor_internal.per_second(f.pushed, bucket_minutes),
+               'processedPerSecond', pgcursor_internal.per_second(f.completed, bucket_minutes),
+               'popPerSecond', 0, 'popMessages', 0, 'avgLagMs', 0, 'maxLagMs', 0,
+               'avgEventLoopLagMs', 0, 'maxEventLoopLagMs', 0, 'dbErrors', 0, 'ackFailed', 0,
+               'dlqCount', f.dead_lettered, 'queenCpuUserPct', 0, 'queenCpuSysPct', 0,
+               'dbPoolActive', 0, 'dbPoolIdle', 0, 'dbPoolSize', 0, 'minFreeSlots', 0, 'queenRssMb', 0)
+             ORDER BY f.bucket DESC), '[]'::jsonb)
+    FROM pgcursor_internal.bucket_figures(since, upto, bucket_minutes, names) f
+$$;
+
+-- /status `messages` over the selected queues: lifetime total (pushed),
+-- completed, failed (discarded) and deadLetter; pending and processing now;
+-- requests and batchEfficiency 0 (pgcursor counts no requests).
+CREATE OR REPLACE FUNCTION pgcursor_internal.status_messages(names text[])
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    WITH life AS (
+        SELECT coalesce(sum(t.pushed), 0) AS pushed, coalesce(sum(t.completed), 0) AS completed,
+               coalesce(sum(t.dead_lettered), 0) AS dead_lettered, coalesce(sum(t.discarded), 0) AS discarded
+        FROM pgcursor_internal.lifetime_totals() t WHERE names IS NULL OR t.queue = ANY (names)
+    ), live AS (
+        SELECT coalesce(sum(s.pending), 0) AS pending, coalesce(sum(s.processing), 0) AS processing
+        FROM pgcursor_internal.partition_stats(NULL) s WHERE names IS NULL OR s.queue = ANY (names)
+    )
+    SELECT jsonb_build_object(
+        'total', life.pushed, 'pending', live.pending, 'processing', live.processing,
+        'completed', life.completed, 'failed', life.discarded, 'deadLetter', life.dead_lettered,
+        'requests', jsonb_build_object('push', 0, 'pop', 0, 'ack', 0),
+        'batchEfficiency', jsonb_build_object('push', 0, 'pop', 0, 'ack', 0))
+    FROM life, live
+$$;
+
+-- /status `leases`: live leases, the partitions they are on, the sizes of
+-- their batches and how much of those is already acked.
+CREATE OR REPLACE FUNCTION pgcursor_internal.status_leases(names text[])
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'active', count(*), 'partitionsWithLeases', count(DISTINCT c.partition_id),
+        'totalBatchSize', coalesce(sum(b.size), 0),
+        'totalAcked', coalesce(sum(b.size - pgcursor_internal.leased_offsets(c)), 0))
+    FROM pgcursor.cursors c
+    JOIN pgcursor.partitions p ON p.id = c.partition_id
+    CROSS JOIN LATERAL (SELECT coalesce(c.batch_end - c.batch_start + 1, 0) AS size) b
+    WHERE pgcursor_internal.lease_is_live(c.lease_expires_at) AND (names IS NULL OR p.queue = ANY (names))
+$$;
+
+-- /status `deadLetterQueue`: the dead letters stored now, the partitions
+-- they are on and the five most frequent errors (then by error).
+CREATE OR REPLACE FUNCTION pgcursor_internal.status_dead_letters(names text[])
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    WITH d AS (
+        SELECT d.partition_id, d.error FROM pgcursor.dead_letters d
+        JOIN pgcursor.partitions p ON p.id = d.partition_id
+        WHERE names IS NULL OR p.queue = ANY (names)
+    )
+    SELECT jsonb_build_object(
+        'totalMessages', (SELECT count(*) FROM d),
+        'affectedPartitions', (SELECT count(DISTINCT d.partition_id) FROM d),
+        'topErrors', (SELECT coalesce(jsonb_agg(jsonb_build_object('error', e.error, 'count', e.n)
+                                                ORDER BY e.n DESC, e.error), '[]'::jsonb)
+                      FROM (SELECT d.error, count(*) AS n FROM d GROUP BY d.error
+                            ORDER BY count(*) DESC, d.error LIMIT 5) e))
+$$;
+
+-- /status `queues`: the selected queues that ever had a message, by name,
+-- with totalConsumed (lifetime completed) and the per-queue figures C reads.
+CREATE OR REPLACE FUNCTION pgcursor_internal.status_queue_list(names text[])
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'id', q.name, 'name', q.name, 'namespace', q.namespace, 'task', q.task,
+               'partitions', s.partitions, 'totalConsumed', coalesce(t.completed, 0),
+               'pending', s.pending, 'processing', s.processing, 'completed', coalesce(t.completed, 0),
+               'failed', coalesce(t.discarded, 0), 'dlq', coalesce(t.dead_lettered, 0))
+             ORDER BY q.name), '[]'::jsonb)
+    FROM pgcursor.queues q
+    JOIN pgcursor_internal.queue_stats() s ON s.queue = q.name AND s.total > 0
+    LEFT JOIN pgcursor_internal.lifetime_totals() t ON t.queue = q.name
+    WHERE names IS NULL OR q.name = ANY (names)
+$$;
+
+-- Seconds since the newest snapshot was taken (the series' resolution), -1 with none.
+CREATE OR REPLACE FUNCTION pgcursor_internal.stats_age()
+RETURNS integer LANGUAGE sql STABLE AS $$
+    SELECT coalesce(floor(extract(epoch FROM now() - max(s.taken_at)))::integer, -1)
+    FROM pgcursor.stats_snapshots s
+$$;
+
+-- status: the dashboard's overview (§4.1). req: from, to (default the last
+-- hour), queue, namespace, task; values may be strings, empty = absent.
+CREATE OR REPLACE FUNCTION pgcursor.status(req jsonb DEFAULT '{}')
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    given  jsonb := pgcursor_internal.without_empty_values(req);
+    w      record := pgcursor_internal.time_window(given, interval '1 hour');
+    names  text[] := pgcursor_internal.selected_queues(given);
+    series jsonb := pgcursor_internal.throughput_series(w.since, w.upto, w.bucket_minutes, names);
+BEGIN
+    RETURN jsonb_build_object(
+        'timeRange', pgcursor_internal.time_range(w.since, w.upto),
+        'pointCount', jsonb_array_length(series), 'bucketMinutes', w.bucket_minutes,
+        'throughput', series,
+        'messages', pgcursor_internal.status_messages(names),
+        'leases', pgcursor_internal.status_leases(names),
+        'deadLetterQueue', pgcursor_internal.status_dead_letters(names),
+        'workers', '[]'::jsonb,
+        'queues', pgcursor_internal.status_queue_list(names),
+        'errors', jsonb_build_object(
+            'dbErrors', 0, 'ackFailed', 0,
+            'dlqMessages', (SELECT coalesce(sum((x ->> 'dlqCount')::bigint), 0)
+                            FROM jsonb_array_elements(series) x)),
+        'statsAge', pgcursor_internal.stats_age());
+END $$;
+
+-- status_queues (§4.2): {"queues": [{id, name, namespace, task, createdAt,
+-- partitions, messages {total, pending (the slowest group's unconsumed, leased
+-- included: the depth), processing,
+-- completed (lifetime)}}], "pagination": {limit, offset}}, newest queue
+-- first. req: namespace, task, limit (100), offset (0); others ignored.
+CREATE OR REPLACE FUNCTION pgcursor.status_queues(req jsonb DEFAULT '{}')
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    given jsonb := pgcursor_internal.without_empty_values(req);
+    ns    text := pgcursor_internal.optional_text(given, 'namespace');
+    tk    text := pgcursor_internal.optional_text(given, 'task');
+    lim   integer := pgcursor_internal.positive_int_arg(given, 'limit', 100);
+    skip  integer := pgcursor_internal.non_negative_int_arg(given, 'offset', 0);
+BEGIN
+    RETURN jsonb_build_object(
+        'queues', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'id', q.name, 'name', q.name, 'namespace', q.namespace, 'task', q.task,
+                       'createdAt', pgcursor_internal.rfc3339_utc(q.created_at),
+                       'partitions', coalesce(s.partitions, 0),
+                       'messages', jsonb_build_object(
+                           'total', coalesce(s.total, 0),
+                           'pending', coalesce(s.depth, 0),
+                           'processing', coalesce(s.processing, 0),
+                           'completed', coalesce(t.completed, 0)))
+                     ORDER BY q.created_at DESC, q.name), '[]'::jsonb)
+            FROM (SELECT * FROM pgcursor.queues x
+                  WHERE (ns IS NULL OR x.namespace = ns) AND (tk IS NULL OR x.task = tk)
+                  ORDER BY x.created_at DESC, x.name LIMIT lim OFFSET skip) q
+            LEFT JOIN pgcursor_internal.queue_stats() s ON s.queue = q.name
+            LEFT JOIN pgcursor_internal.lifetime_totals() t ON t.queue = q.name),
+        'pagination', jsonb_build_object('limit', lim, 'offset', skip));
+END $$;
+
+-- One partition's messages object of status_queue (§4.3), from the slowest
+-- group: pending = after its cursor (leased included), processing = leased
+-- and not acked, deadLetter = dead letters stored, completed = total less
+-- both, failed = 0.
+CREATE OR REPLACE FUNCTION pgcursor_internal.status_partition_messages(total bigint, depth bigint,
+                                                                       processing bigint, dead bigint)
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+    SELECT jsonb_build_object('total', total, 'pending', depth, 'processing', processing,
+                              'completed', greatest(total - depth - dead, 0), 'failed', 0, 'deadLetter', dead)
+$$;
+
+-- status_queue (§4.3): {queue {id, name, namespace, task, priority,
+-- createdAt, config}, partitions [...], totals}. Unknown -> P0002.
+CREATE OR REPLACE FUNCTION pgcursor.status_queue(qname text)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    q pgcursor.queues;
+    parts jsonb;
+BEGIN
+    SELECT * INTO q FROM pgcursor.queues WHERE name = qname;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'queue not found: %', qname USING ERRCODE = 'P0002';
+    END IF;
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'id', p.id, 'name', p.name, 'createdAt', pgcursor_internal.rfc3339_utc(p.created_at),
+               'messages', m.messages, 'stats', m.messages,
+               'cursor', jsonb_build_object('totalConsumed', s.completed, 'batchesConsumed', 0),
+               'lastActivity', pgcursor_internal.rfc3339_utc(greatest(e.newest, g.last_ack)),
+               'oldestMessage', pgcursor_internal.rfc3339_utc(e.oldest),
+               'newestMessage', pgcursor_internal.rfc3339_utc(e.newest))
+             ORDER BY p.name), '[]'::jsonb)
+    INTO parts
+    FROM pgcursor.partitions p
+    JOIN pgcursor_internal.partition_stats(qname) s ON s.partition_id = p.id
+    CROSS JOIN LATERAL (
+        SELECT (SELECT x.created_at FROM pgcursor.messages x WHERE x.partition_id = p.id
+                ORDER BY x.msg_offset LIMIT 1) AS oldest,
+               (SELECT x.created_at FROM pgcursor.messages x WHERE x.partition_id = p.id
+                ORDER BY x.msg_offset DESC LIMIT 1) AS newest,
+               (SELECT count(*) FROM pgcursor.dead_letters d WHERE d.partition_id = p.id) AS dead) e
+    CROSS JOIN LATERAL (SELECT max(c.last_ack_at) AS last_ack FROM pgcursor.cursors c
+                        WHERE c.partition_id = p.id) g
+    CROSS JOIN LATERAL (SELECT pgcursor_internal.status_partition_messages(s.total, s.depth, s.processing, e.dead)
+                               AS messages) m
+    WHERE p.queue = qname;
+    RETURN jsonb_build_object(
+        'queue', jsonb_build_object(
+            'id', q.name, 'name', q.name, 'namespace', q.namespace, 'task', q.task, 'priority', q.priority,
+            'createdAt', pgcursor_internal.rfc3339_utc(q.created_at),
+            'config', jsonb_build_object('leaseTime', q.lease_time, 'retryLimit', q.retry_limit, 'retryDelay', 0,
+                                         'ttl', q.retention_seconds, 'maxQueueSize', q.max_size,
+                                         'deadLetterQueue', pgcursor_internal.dead_lettering_enabled(q))),
+        'partitions', parts,
+        'totals', (SELECT t || jsonb_build_object('messages', t)
+                   FROM (SELECT jsonb_object_agg(k, s) AS t
+                         FROM (SELECT k, coalesce(sum((x -> 'messages' ->> k)::bigint), 0) AS s
+                               FROM unnest(ARRAY['total', 'pending', 'processing', 'completed', 'failed',
+                                                 'deadLetter']) k
+                               LEFT JOIN jsonb_array_elements(parts) x ON true
+                               GROUP BY k) sums) a));
+END $$;
+
+-- status_queue_messages (§4.4): the queue's stored messages, newest first
+-- (then by partition and offset, descending), [{id, transactionId,
+-- partitionId, queuePath, queue, partition, status, createdAt}], status by
+-- the queue-mode rule only. req: limit (50, at most 1000), offset (0).
+-- Unknown queue: []. Each partition gives at most offset + limit rows
+-- through its primary key.
+CREATE OR REPLACE FUNCTION pgcursor.status_queue_messages(qname text, req jsonb DEFAULT '{}')
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    given jsonb := pgcursor_internal.without_empty_values(req);
+    lim   integer := least(pgcursor_internal.positive_int_arg(given, 'limit', 50), 1000);
+    skip  integer := pgcursor_internal.non_negative_int_arg(given, 'offset', 0);
+BEGIN
+    RETURN (
+        SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', coalesce(r.message_id::text, r.pid || ':' || r.msg_offset),
+                   'transactionId', r.transaction_id, 'partitionId', r.pid,
+                   'queuePath', qname || '/' || r.partition, 'queue', qname, 'partition', r.partition,
+                   'offset', r.msg_offset,
+                   'status', pgcursor_internal.message_status(
+                                 r.msg_offset, pgcursor_internal.is_dead_lettered(r.pid, r.msg_offset),
+                                 CASE WHEN r.has_queue_mode THEN r.queue_cursor END, r.lease_from, r.lease_to),
+                   'createdAt', pgcursor_internal.rfc3339_utc(r.created_at))
+                 ORDER BY r.created_at DESC, r.pid DESC, r.msg_offset DESC), '[]'::jsonb)
+        FROM (SELECT w.*, f.* FROM (
+                  SELECT p.id AS pid, p.name AS partition, m.msg_offset, m.transaction_id, m.message_id,
+                         m.created_at
+                  FROM pgcursor.partitions p
+                  CROSS JOIN LATERAL (SELECT x.msg_offset, x.transaction_id, x.message_id, x.created_at
+                                      FROM pgcursor.messages x WHERE x.partition_id = p.id
+                                      ORDER BY x.msg_offset DESC LIMIT skip::bigint + lim) m
+                  WHERE p.queue = qname
+                  ORDER BY m.created_at DESC, p.id DESC, m.msg_offset DESC
+                  OFFSET skip LIMIT lim) w
+              -- where the consumers stand, only for the partitions of the page
+              CROSS JOIN LATERAL pgcursor_internal.partition_consumption(w.pid) f) r);
+END $$;
+
+-- status_analytics (§4.5): messages created per interval (minute, hour or
+-- day; default hour) that are still stored, in the selected queues, one
+-- point per interval from truncated from (default now - 24 h) to truncated
+-- to (default now), oldest first, zeros included; at most 100000 points.
+CREATE OR REPLACE FUNCTION pgcursor.status_analytics(req jsonb DEFAULT '{}')
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    given jsonb := pgcursor_internal.without_empty_values(req);
+    unit  text := coalesce(pgcursor_internal.optional_text(given, 'interval'), 'hour');
+    w     record := pgcursor_internal.time_window(given, interval '24 hours');
+    names text[] := pgcursor_internal.selected_queues(given);
+    step  interval;
+    first timestamptz;
+    last  timestamptz;
+BEGIN
+    IF unit NOT IN ('minute', 'hour', 'day') THEN
+        RAISE EXCEPTION 'interval must be minute, hour or day' USING ERRCODE = '22023';
+    END IF;
+    step := ('1 ' || unit)::interval;
+    first := date_trunc(unit, w.since AT TIME ZONE 'UTC') AT TIME ZONE 'UTC';
+    last := date_trunc(unit, w.upto AT TIME ZONE 'UTC') AT TIME ZONE 'UTC';
+    IF (extract(epoch FROM last - first) / extract(epoch FROM step)) >= 100000 THEN
+        RAISE EXCEPTION 'from..to holds more than 100000 intervals of a %', unit USING ERRCODE = '22023';
+    END IF;
+    RETURN jsonb_build_object(
+        'dataPoints', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object('timestamp', pgcursor_internal.bucket_label(t),
+                                                         'messages', coalesce(c.n, 0)) ORDER BY t), '[]'::jsonb)
+            FROM generate_series(first, last, step) t
+            LEFT JOIN (SELECT date_trunc(unit, m.created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS at,
+                              count(*) AS n
+                       FROM pgcursor.partitions p
+                       JOIN pgcursor.messages m ON m.partition_id = p.id
+                        AND m.created_at >= first AND m.created_at < last + step
+                       WHERE names IS NULL OR p.queue = ANY (names)
+                       GROUP BY 1) c ON c.at = t),
+        'interval', unit, 'from', pgcursor_internal.rfc3339_utc(w.since),
+        'to', pgcursor_internal.rfc3339_utc(w.upto));
+END $$;

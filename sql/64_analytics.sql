@@ -1,0 +1,223 @@
+-- The /api/v1/analytics/* series (wire-admin.md §4.6), in Queen's shapes.
+--
+--   SELECT pgcursor.analytics('queue-ops', '{"queue":"orders"}');
+--   SELECT pgcursor.analytics('postgres-stats');
+--
+-- What pgcursor has per minute is what stats_snapshots give (sql/63_status.sql):
+-- pushed, completed, dead-lettered, discarded per queue. queue-ops and
+-- worker-metrics fill those; pops, empty pops, message age at pop, parked
+-- long-polls, transactions, request counts, partition churn and process
+-- samples are not recorded (that would cost the hot path), so they are 0,
+-- and the routes made only of them (queue-lag, system-metrics,
+-- queue-parked-replicas, retention) answer empty series. postgres-stats is
+-- a live reading of PostgreSQL's statistics views over schema pgcursor.
+
+-- queue-ops: {timeRange, bucketMinutes, series [per (bucket, queue) with
+-- any figure, oldest first, then by queue], queues [their names, sorted]}.
+CREATE OR REPLACE FUNCTION pgcursor_internal.queue_ops(since timestamptz, upto timestamptz, bucket_minutes integer,
+                                                       names text[])
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    WITH b AS (
+        SELECT pgcursor_internal.bucket_start(f.minute, bucket_minutes) AS bucket, f.queue,
+               sum(f.pushed) AS pushed, sum(f.completed) AS completed, sum(f.dead_lettered) AS dead_lettered
+        FROM pgcursor_internal.queue_minute_figures(since, upto, names) f
+        GROUP BY 1, 2
+        HAVING sum(f.pushed) + sum(f.completed) + sum(f.dead_lettered) + sum(f.discarded) > 0
+    )
+    SELECT jsonb_build_object(
+        'timeRange', pgcursor_internal.time_range(since, upto), 'bucketMinutes', bucket_minutes,
+        'series', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                              'bucket', pgcursor_internal.bucket_label(b.bucket), 'queueName', b.queue,
+                              'pushMessages', b.pushed, 'pushRequests', 0, 'popMessages', 0, 'popEmpty', 0,
+                              'ackSuccess', b.completed, 'ackFailed', 0, 'ackRequests', 0, 'transactions', 0,
+                              'dlqCount', b.dead_lettered,
+                              'partitionsCreated', 0, 'partitionsDeleted', 0, 'partitionCount', 0,
+                              'avgLagMs', 0, 'maxLagMs', 0,
+                              'pushPerSecond', pgcursor_internal.per_second(b.pushed, bucket_minutes),
+                              'popPerSecond', 0,
+                              'ackPerSecond', pgcursor_internal.per_second(b.completed, bucket_minutes),
+                              'emptyPerSecond', 0, 'parkedCount', 0)
+                            ORDER BY b.bucket, b.queue), '[]'::jsonb) FROM b),
+        'queues', (SELECT coalesce(jsonb_agg(DISTINCT b.queue), '[]'::jsonb) FROM b))
+$$;
+
+-- worker-metrics: the broker-wide series of pushes and acks (newest first,
+-- every bucket), no workers, per-queue entries and totals of the window.
+CREATE OR REPLACE FUNCTION pgcursor_internal.worker_metrics(since timestamptz, upto timestamptz,
+                                                            bucket_minutes integer)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    WITH f AS (SELECT * FROM pgcursor_internal.bucket_figures(since, upto, bucket_minutes, NULL))
+    SELECT jsonb_build_object(
+        'timeRange', pgcursor_internal.time_range(since, upto), 'bucketMinutes', bucket_minutes,
+        'pointCount', (SELECT count(*) FROM f),
+        'timeSeries', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                  'timestamp', pgcursor_internal.bucket_label(f.bucket),
+                                  'pushPerSecond', pgcursor_internal.per_second(f.pushed, bucket_minutes),
+                                  'popPerSecond', 0,
+                                  'ackPerSecond', pgcursor_internal.per_second(f.completed, bucket_minutes),
+                                  'avgLagMs', 0, 'maxLagMs', 0, 'avgEventLoopLagMs', 0, 'maxEventLoopLagMs', 0,
+                                  'avgFreeSlots', 0, 'minFreeSlots', 0, 'dbConnections', 0, 'avgJobQueueSize', 0,
+                                  'maxJobQueueSize', 0, 'dbErrors', 0, 'ackFailed', 0,
+                                  'dlqCount', f.dead_lettered, 'pushMessages', f.pushed, 'popMessages', 0,
+                                  'ackMessages', f.completed, 'ackSuccess', f.completed, 'pushRequests', 0,
+                                  'popRequests', 0, 'ackRequests', 0, 'jobsDone', 0, 'backoffSize', 0,
+                                  'lagCount', 0)
+                                ORDER BY f.bucket DESC), '[]'::jsonb) FROM f),
+        'workers', '[]'::jsonb, 'queues', '[]'::jsonb,
+        'summary', (SELECT jsonb_build_object(
+                               'totalPushMessages', coalesce(sum(f.pushed), 0),
+                               'totalPopMessages', 0,
+                               'totalAckMessages', coalesce(sum(f.completed), 0),
+                               'totalDlqMessages', coalesce(sum(f.dead_lettered), 0),
+                               'pendingMessages', (SELECT coalesce(sum(s.pending + s.processing), 0)
+                                                   FROM pgcursor_internal.partition_stats(NULL) s))
+                    FROM f))
+$$;
+
+-- A cache hit ratio in percent, 2 decimals (100 when nothing was read).
+CREATE OR REPLACE FUNCTION pgcursor_internal.hit_ratio(hits numeric, reads numeric)
+RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN coalesce(hits, 0) + coalesce(reads, 0) = 0 THEN 100
+                ELSE round(100 * hits / (hits + reads), 2)::float8 END
+$$;
+
+-- The cache figures of postgres-stats: database, tables, top 20 indexes,
+-- summary, over schema pgcursor.
+CREATE OR REPLACE FUNCTION pgcursor_internal.postgres_cache_stats()
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'databaseCache', (SELECT jsonb_build_object('database', d.datname, 'diskReads', d.blks_read,
+                                                    'cacheHits', d.blks_hit,
+                                                    'cacheHitRatio', pgcursor_internal.hit_ratio(d.blks_hit, d.blks_read))
+                          FROM pg_stat_database d WHERE d.datname = current_database()),
+        'tableCache', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                  'schema', t.schemaname, 'table', t.relname, 'diskReads', t.heap_blks_read,
+                                  'cacheHits', t.heap_blks_hit,
+                                  'cacheHitRatio', pgcursor_internal.hit_ratio(t.heap_blks_hit, t.heap_blks_read))
+                                ORDER BY coalesce(t.heap_blks_read, 0) + coalesce(t.heap_blks_hit, 0) DESC, t.relname),
+                              '[]'::jsonb)
+                       FROM pg_statio_user_tables t WHERE t.schemaname = 'pgcursor'),
+        'indexCache', (SELECT coalesce(jsonb_agg(x.e ORDER BY x.n DESC, x.e ->> 'index'), '[]'::jsonb)
+                       FROM (SELECT jsonb_build_object(
+                                        'schema', i.schemaname, 'table', i.relname, 'index', i.indexrelname,
+                                        'diskReads', i.idx_blks_read, 'cacheHits', i.idx_blks_hit,
+                                        'cacheHitRatio', pgcursor_internal.hit_ratio(i.idx_blks_hit, i.idx_blks_read)) AS e,
+                                    coalesce(i.idx_blks_read, 0) + coalesce(i.idx_blks_hit, 0) AS n
+                             FROM pg_statio_user_indexes i WHERE i.schemaname = 'pgcursor'
+                             ORDER BY n DESC, i.indexrelname LIMIT 20) x),
+        'cacheSummary', jsonb_build_object(
+            'tables', (SELECT jsonb_build_object('diskReads', coalesce(sum(t.heap_blks_read), 0),
+                                                 'cacheHits', coalesce(sum(t.heap_blks_hit), 0),
+                                                 'hitRatio', pgcursor_internal.hit_ratio(sum(t.heap_blks_hit),
+                                                                                         sum(t.heap_blks_read)))
+                       FROM pg_statio_user_tables t WHERE t.schemaname = 'pgcursor'),
+            'indexes', (SELECT jsonb_build_object('diskReads', coalesce(sum(i.idx_blks_read), 0),
+                                                  'cacheHits', coalesce(sum(i.idx_blks_hit), 0),
+                                                  'hitRatio', pgcursor_internal.hit_ratio(sum(i.idx_blks_hit),
+                                                                                          sum(i.idx_blks_read)))
+                        FROM pg_statio_user_indexes i WHERE i.schemaname = 'pgcursor')))
+$$;
+
+-- The table figures of postgres-stats: dead tuples, HOT updates,
+-- autovacuum, sizes, over schema pgcursor.
+CREATE OR REPLACE FUNCTION pgcursor_internal.postgres_table_stats()
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    WITH t AS (SELECT * FROM pg_stat_user_tables s WHERE s.schemaname = 'pgcursor')
+    SELECT jsonb_build_object(
+        'deadTuples', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                  'schema', x.schemaname, 'table', x.relname, 'deadTuples', x.n_dead_tup,
+                                  'liveTuples', x.n_live_tup,
+                                  'deadPercentage', round(100.0 * x.n_dead_tup
+                                                          / greatest(x.n_dead_tup + x.n_live_tup, 1), 2)::float8,
+                                  'lastVacuum', pgcursor_internal.rfc3339_utc(x.last_vacuum),
+                                  'lastAutovacuum', pgcursor_internal.rfc3339_utc(x.last_autovacuum))
+                                ORDER BY x.n_dead_tup DESC, x.relname), '[]'::jsonb)
+                       FROM (SELECT * FROM t WHERE t.n_dead_tup > 0 ORDER BY t.n_dead_tup DESC, t.relname LIMIT 15) x),
+        'hotUpdates', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                  'schema', x.schemaname, 'table', x.relname, 'totalUpdates', x.n_tup_upd,
+                                  'hotUpdates', x.n_tup_hot_upd,
+                                  'hotUpdatePercentage', round(100.0 * x.n_tup_hot_upd
+                                                               / greatest(x.n_tup_upd, 1), 2)::float8)
+                                ORDER BY x.n_tup_upd DESC, x.relname), '[]'::jsonb)
+                       FROM (SELECT * FROM t ORDER BY t.n_tup_upd DESC, t.relname LIMIT 15) x),
+        'autovacuumStatus', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                        'table', x.relname,
+                                        'lastAutovacuum', pgcursor_internal.rfc3339_utc(x.last_autovacuum),
+                                        'deadTuples', x.n_dead_tup, 'autovacuumCount', x.autovacuum_count,
+                                        'autoanalyzeCount', x.autoanalyze_count)
+                                      ORDER BY x.n_dead_tup DESC, x.relname), '[]'::jsonb)
+                             FROM (SELECT * FROM t WHERE t.n_dead_tup > 1000
+                                   ORDER BY t.n_dead_tup DESC, t.relname LIMIT 10) x),
+        'tableSizes', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                  'table', x.relname, 'totalSize', pg_size_pretty(x.total),
+                                  'totalSizeBytes', x.total, 'tableSize', pg_size_pretty(x.heap),
+                                  'tableSizeBytes', x.heap, 'indexSize', pg_size_pretty(x.idx),
+                                  'indexSizeBytes', x.idx)
+                                ORDER BY x.total DESC, x.relname), '[]'::jsonb)
+                       FROM (SELECT t.relname, pg_total_relation_size(t.relid) AS total,
+                                    pg_relation_size(t.relid) AS heap, pg_indexes_size(t.relid) AS idx
+                             FROM t ORDER BY 2 DESC, t.relname LIMIT 20) x))
+$$;
+
+-- postgres-stats: a reading of PostgreSQL's statistics over schema
+-- pgcursor (§4.6). bufferUsage is [] (it needs pg_buffercache).
+CREATE OR REPLACE FUNCTION pgcursor_internal.postgres_stats()
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'timestamp', pgcursor_internal.rfc3339_utc(now()), 'database', current_database(),
+        'activeQueries', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                     'pid', a.pid,
+                                     'duration', round(extract(epoch FROM clock_timestamp() - a.query_start), 3)::float8,
+                                     'state', a.state, 'query', left(a.query, 200),
+                                     'waitEventType', a.wait_event_type, 'waitEvent', a.wait_event)
+                                   ORDER BY a.query_start), '[]'::jsonb)
+                          FROM (SELECT * FROM pg_stat_activity s
+                                WHERE s.state IS DISTINCT FROM 'idle' AND s.pid <> pg_backend_pid()
+                                  AND s.backend_type = 'client backend'
+                                  AND s.query_start < clock_timestamp() - interval '1 second'
+                                ORDER BY s.query_start LIMIT 10) a),
+        'bufferConfig', (SELECT jsonb_build_object('sharedBuffers', s.setting,
+                                                   'sharedBuffersSize', pg_size_pretty(s.setting::bigint
+                                                                                       * 8192))
+                         FROM pg_settings s WHERE s.name = 'shared_buffers'),
+        'bufferUsage', '[]'::jsonb)
+        || pgcursor_internal.postgres_cache_stats() || pgcursor_internal.postgres_table_stats()
+$$;
+
+-- analytics: one of the /api/v1/analytics/* answers (§4.6) by its route's
+-- name: queue-ops, queue-lag, retention, system-metrics, worker-metrics,
+-- queue-parked-replicas, postgres-stats. req: from, to (default the last
+-- hour), queue (queue-ops, queue-lag, retention, queue-parked-replicas);
+-- values may be strings, empty = absent. Another name -> 22023.
+CREATE OR REPLACE FUNCTION pgcursor.analytics(kind text, req jsonb DEFAULT '{}')
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    given jsonb := pgcursor_internal.without_empty_values(req);
+    w     record := pgcursor_internal.time_window(given, interval '1 hour');
+    names text[] := pgcursor_internal.selected_queues(
+                        jsonb_build_object('queue', pgcursor_internal.optional_text(given, 'queue')));
+    span  jsonb := pgcursor_internal.time_range(w.since, w.upto);
+BEGIN
+    CASE kind
+    WHEN 'queue-ops' THEN
+        RETURN pgcursor_internal.queue_ops(w.since, w.upto, w.bucket_minutes, names);
+    WHEN 'queue-lag' THEN
+        RETURN '[]'::jsonb;
+    WHEN 'retention' THEN
+        RETURN jsonb_build_object('timeRange', span, 'bucketMinutes', w.bucket_minutes, 'series', '[]'::jsonb,
+                                  'totals', jsonb_build_object('retentionMsgs', 0, 'completedRetentionMsgs', 0,
+                                                               'evictionMsgs', 0, 'totalMsgs', 0, 'eventCount', 0));
+    WHEN 'system-metrics' THEN
+        RETURN jsonb_build_object('timeRange', span, 'replicas', '[]'::jsonb, 'replicaCount', 0,
+                                  'bucketMinutes', w.bucket_minutes, 'pointCount', 0);
+    WHEN 'worker-metrics' THEN
+        RETURN pgcursor_internal.worker_metrics(w.since, w.upto, w.bucket_minutes);
+    WHEN 'queue-parked-replicas' THEN
+        RETURN jsonb_build_object('timeRange', span, 'bucketMinutes', w.bucket_minutes, 'series', '[]'::jsonb,
+                                  'replicas', '[]'::jsonb);
+    WHEN 'postgres-stats' THEN
+        RETURN pgcursor_internal.postgres_stats();
+    ELSE
+        RAISE EXCEPTION 'unknown analytics: %', kind USING ERRCODE = '22023';
+    END CASE;
+END $$;
