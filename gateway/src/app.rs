@@ -25,6 +25,8 @@ pub struct AppState {
     pub auth: Auth,
     pub wakeups: crate::notify::PushWakeups,
     pub encryption: crate::encryption::Encryption,
+    /// The process-wide metrics recorder (gateway/src/metrics.rs).
+    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -74,8 +76,11 @@ pub async fn serve(config: Config) -> Result<(), StartupError> {
     }
     let bind = config.bind;
     let limit = config.max_body_bytes;
+    let metrics = crate::metrics::install();
+    spawn_metrics_upkeep(metrics.clone());
     let state = web::Data::new(AppState {
         pool: db::pool(&config),
+        metrics,
         wakeups: crate::notify::PushWakeups::start(&config),
         encryption: crate::encryption::Encryption::new(config.encryption_key.clone()),
         config,
@@ -93,18 +98,38 @@ pub async fn serve(config: Config) -> Result<(), StartupError> {
                     .error_handler(json_payload_error),
             )
             .wrap(ErrorHandlers::new().default_handler(move |res| json_errors(res, limit)))
-            // Outermost, so every answer (errors, 404s) carries the CORS headers.
+            // So every answer (errors, 404s) carries the CORS headers, but
+            // the Prometheus exposition (wire-admin.md §8.1).
             .wrap_fn(|req, srv| {
+                let cors = crate::cors::applies_to(req.path());
                 if crate::cors::is_preflight(req.method()) {
-                    let answer = req.into_response(crate::cors::preflight());
+                    let answer = req.into_response(crate::cors::preflight(cors));
                     return Either::Left(ready(Ok(answer.map_into_right_body())));
                 }
                 let call = srv.call(req);
                 Either::Right(async move {
                     let mut answer = call.await?;
-                    crate::cors::add_headers(answer.headers_mut());
+                    if cors {
+                        crate::cors::add_headers(answer.headers_mut());
+                    }
                     Ok(answer.map_into_left_body())
                 })
+            })
+            // Outermost: every request is counted and timed, by route pattern.
+            .wrap_fn(|req, srv| {
+                let started = std::time::Instant::now();
+                let call = srv.call(req);
+                async move {
+                    let answer = call.await?;
+                    let request = answer.request();
+                    crate::metrics::record_request(
+                        request.match_pattern(),
+                        request.method(),
+                        answer.status().as_u16(),
+                        started.elapsed(),
+                    );
+                    Ok(answer)
+                }
             })
             .configure(configure)
     })
@@ -113,6 +138,18 @@ pub async fn serve(config: Config) -> Result<(), StartupError> {
     .map_err(|source| StartupError::Bind { bind, source })?;
     info!("listening on http://{bind}");
     server.run().await.map_err(StartupError::Serve)
+}
+
+/// Histogram samples wait in the recorder until a scrape folds them in;
+/// without scrapes they would pile up, so fold them in every few seconds.
+fn spawn_metrics_upkeep(handle: metrics_exporter_prometheus::PrometheusHandle) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            every.tick().await;
+            handle.run_upkeep();
+        }
+    });
 }
 
 fn json_payload_error(e: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
