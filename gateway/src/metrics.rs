@@ -225,17 +225,31 @@ impl AckTally {
     /// the normalised status the request gave item `index`. An answer that
     /// cannot be read counts nothing (the route passes it on regardless).
     pub fn add_answer<'s>(&mut self, answer: &str, status: impl Fn(usize) -> Option<&'s str>) {
-        let Ok(items) = serde_json::from_str::<Vec<AckAnswer>>(answer) else {
-            return;
-        };
-        for item in items {
-            if let Some(outcome) =
-                ack_outcome(status(item.index), item.success, item.dlq, item.noop)
-            {
+        let mut facts = Vec::new();
+        if !scan_ack_answer(answer, &mut facts) {
+            // Not jsonb's layout after all: read it properly.
+            let Ok(items) = serde_json::from_str::<Vec<AckAnswer>>(answer) else {
+                return;
+            };
+            facts = items
+                .into_iter()
+                .map(|i| {
+                    (
+                        i.index,
+                        i.success,
+                        i.dlq,
+                        i.noop,
+                        i.error.map(|e| ack_error(&e)),
+                    )
+                })
+                .collect();
+        }
+        for (index, success, dlq, noop, error) in facts {
+            if let Some(outcome) = ack_outcome(status(index), success, dlq, noop) {
                 self.outcomes[outcome] += 1;
             }
-            if let Some(error) = item.error {
-                self.errors[ack_error(&error)] += 1;
+            if let Some(error) = error {
+                self.errors[error] += 1;
             }
         }
     }
@@ -258,6 +272,64 @@ impl AckTally {
                 counter.increment(n);
             }
         }
+    }
+}
+
+/// (index, success, dlq, noop, error as an ACK_ERRORS index) of one item.
+type ItemFacts = (usize, bool, bool, bool, Option<usize>);
+
+/// Reads an ack_group answer the way jsonb prints it, without building it:
+/// jsonb orders keys by length, then bytes, so every item begins
+/// `{"dlq": B, "noop": B, "error": null|"...", "index": N, "success": B`,
+/// and the one string a client chose (`transactionId`) comes after. Inside a
+/// string every `"` is escaped, so `{"dlq": ` only ever starts an item. False
+/// when the text is not laid out so (the caller then parses it).
+fn scan_ack_answer(answer: &str, facts: &mut Vec<ItemFacts>) -> bool {
+    const START: &str = r#"{"dlq": "#;
+    let mut rest = answer;
+    while let Some(at) = rest.find(START) {
+        let mut item = &rest[at + START.len()..];
+        let Some(fact) = scan_item(&mut item) else {
+            return false;
+        };
+        facts.push(fact);
+        rest = item;
+    }
+    !facts.is_empty()
+}
+
+fn scan_item(s: &mut &str) -> Option<ItemFacts> {
+    let dlq = scan_bool(s)?;
+    *s = s.strip_prefix(r#", "noop": "#)?;
+    let noop = scan_bool(s)?;
+    *s = s.strip_prefix(r#", "error": "#)?;
+    let error = if let Some(after) = s.strip_prefix("null") {
+        *s = after;
+        None
+    } else {
+        let text = s.strip_prefix('"')?;
+        // §12's strings hold no `"`: an escaped one would end the string
+        // early here, and the next strip_prefix declines.
+        let end = text.find('"')?;
+        let error = &text[..end];
+        *s = &text[end + 1..];
+        Some(ack_error(error))
+    };
+    *s = s.strip_prefix(r#", "index": "#)?;
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    let index = s[..digits].parse().ok()?;
+    *s = s[digits..].strip_prefix(r#", "success": "#)?;
+    let success = scan_bool(s)?;
+    Some((index, success, dlq, noop, error))
+}
+
+fn scan_bool(s: &mut &str) -> Option<bool> {
+    if let Some(after) = s.strip_prefix("true") {
+        *s = after;
+        Some(true)
+    } else {
+        *s = s.strip_prefix("false")?;
+        Some(false)
     }
 }
 
@@ -360,6 +432,39 @@ mod tests {
     }
 
     #[test]
+    fn the_scan_reads_what_a_parse_reads() {
+        let answer = r#"[{"dlq": true, "noop": false, "error": null, "index": 7, "success": true, "leaseReleased": true, "transactionId": "{\"dlq\": false"},
+            {"dlq": false, "noop": true, "error": "superseded by an earlier nack", "index": 12, "success": false, "leaseReleased": false, "transactionId": "x"}]"#;
+        let mut facts = Vec::new();
+        assert!(scan_ack_answer(answer, &mut facts));
+        let parsed: Vec<ItemFacts> = serde_json::from_str::<Vec<AckAnswer>>(answer)
+            .unwrap()
+            .into_iter()
+            .map(|i| {
+                (
+                    i.index,
+                    i.success,
+                    i.dlq,
+                    i.noop,
+                    i.error.map(|e| ack_error(&e)),
+                )
+            })
+            .collect();
+        assert_eq!(facts, parsed);
+        assert_eq!(
+            facts.len(),
+            2,
+            "the escaped pattern in a transactionId is no item"
+        );
+        // Another layout (keys reordered): the scan declines, the parse counts.
+        let reordered =
+            r#"[{"index": 0, "success": true, "error": null, "dlq": false, "noop": false}]"#;
+        assert!(!scan_ack_answer(reordered, &mut Vec::new()));
+        let t = tally(reordered, &["retry"]);
+        assert_eq!(t.outcomes[outcome("retry")], 1);
+    }
+
+    #[test]
     fn errors_are_a_bounded_set() {
         assert_eq!(
             ack_error("transaction not found"),
@@ -394,6 +499,44 @@ mod tests {
     fn methods_outside_the_standard_set_share_a_label() {
         assert_eq!(method_label(&Method::GET), "GET");
         assert_eq!(method_label(&Method::from_bytes(b"BREW").unwrap()), "other");
+    }
+
+    /// What the hot path pays (run by hand: `cargo test -p gateway
+    /// cost_of_recording -- --ignored --nocapture`; debug builds are slower).
+    #[test]
+    #[ignore]
+    fn cost_of_recording() {
+        install();
+        let n = 100_000u32;
+        let started = Instant::now();
+        for i in 0..n {
+            record_request(
+                Some("/api/v1/pop/queue/{queue}".to_string()),
+                &Method::GET,
+                200 + (i % 2) as u16,
+                Duration::from_micros(u64::from(i % 5000)),
+            );
+        }
+        let per_request = started.elapsed() / n;
+        let item = r#"{"dlq": false, "noop": false, "error": null, "index": 0, "success": true, "leaseReleased": true, "transactionId": "0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90"}"#;
+        let answer = format!("[{}]", vec![item; 100].join(", "));
+        let pushed = answer.replace(r#""success": true"#, r#""status": "queued""#);
+        let rounds = 2_000u32;
+        let started = Instant::now();
+        for _ in 0..rounds {
+            let mut tally = AckTally::default();
+            tally.add_answer(&answer, |_| Some("completed"));
+            tally.record();
+        }
+        let per_ack = started.elapsed() / rounds;
+        let started = Instant::now();
+        for _ in 0..rounds {
+            count_pushed(&pushed);
+        }
+        let per_push = started.elapsed() / rounds;
+        println!(
+            "per request: {per_request:?}; per 100-item ack answer: {per_ack:?}; per 100-item push answer: {per_push:?}"
+        );
     }
 
     #[test]
