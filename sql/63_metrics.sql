@@ -14,13 +14,18 @@
 --   lag_seconds        age of its oldest unconsumed message (0 when caught up;
 --                      offsets deleted by retention are skipped)
 --   leased_partitions  cursor rows holding a live lease
+--   expired_leases     cursor rows whose lease expired and nobody has leased
+--                      again yet (an expiry itself changes nothing: the next
+--                      pop takes the partition over)
 CREATE OR REPLACE FUNCTION pgcursor_internal.group_metrics()
 RETURNS TABLE (queue text, consumer_group text, partitions bigint, depth bigint, lag_seconds numeric,
-               leased_partitions bigint)
+               leased_partitions bigint, expired_leases bigint)
 LANGUAGE sql STABLE AS $$
     SELECT p.queue, c.consumer_group, count(*), sum(greatest(p.head - c.cursor, 0))::bigint,
            round(coalesce(max(extract(epoch FROM now() - o.created_at)), 0), 3),
-           count(*) FILTER (WHERE pgcursor_internal.lease_is_live(c.lease_expires_at))
+           count(*) FILTER (WHERE pgcursor_internal.lease_is_live(c.lease_expires_at)),
+           count(*) FILTER (WHERE c.lease_id IS NOT NULL
+                              AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at))
     FROM pgcursor.cursors c
     JOIN pgcursor.partitions p ON p.id = c.partition_id
     LEFT JOIN LATERAL (
@@ -44,7 +49,7 @@ $$;
 -- queue ever (deleted ones included), "queues": [{queue, partitions, depth,
 -- deadLetters, pushed, completed, deadLettered, discarded}] for the live
 -- queues, "groups": [{queue, consumerGroup, partitions, depth, lagSeconds,
--- leasedPartitions}]}. Lists are sorted by name; every figure is ≥ 0.
+-- leasedPartitions, expiredLeases}]}. Lists are sorted by name; every figure is ≥ 0.
 CREATE OR REPLACE FUNCTION pgcursor.metrics_snapshot()
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     WITH life AS (SELECT * FROM pgcursor_internal.lifetime_totals()),
@@ -74,7 +79,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                        'queue', g.queue, 'consumerGroup', g.consumer_group,
                        'partitions', g.partitions, 'depth', g.depth,
                        'lagSeconds', greatest(g.lag_seconds, 0),
-                       'leasedPartitions', g.leased_partitions)
+                       'leasedPartitions', g.leased_partitions, 'expiredLeases', g.expired_leases)
                        ORDER BY g.queue, g.consumer_group), '[]'::jsonb)
                    FROM pgcursor_internal.group_metrics() g))
     FROM pgcursor.maintenance() m

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use crate::broker::{configure_queue, fresh_queue, get, messages, pop, post, push_n, request};
 
 /// (family, type) of everything a scrape shows with a database behind it.
-const FAMILIES: [(&str, &str); 32] = [
+const FAMILIES: [(&str, &str); 33] = [
     ("queen_uptime_seconds", "gauge"),
     ("queen_process_resident_memory_bytes", "gauge"),
     ("queen_process_virtual_memory_bytes", "gauge"),
@@ -46,6 +46,7 @@ const FAMILIES: [(&str, &str); 32] = [
     ("pgcursor_consumer_group_depth", "gauge"),
     ("pgcursor_consumer_group_lag_seconds", "gauge"),
     ("pgcursor_consumer_group_leased_partitions", "gauge"),
+    ("pgcursor_consumer_group_expired_leases", "gauge"),
 ];
 
 type Family = MetricFamily<PrometheusType, PrometheusValue>;

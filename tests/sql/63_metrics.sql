@@ -50,15 +50,16 @@ SELECT FROM pg_temp.pop('t63', 'b', 'h', 1);         -- h leases b:1
 SELECT pgcursor.delete_queue('t63x');
 
 SELECT is(pg_temp.grp('t63', 'g'),
-          '{"partitions": 2, "depth": 1, "lagSeconds": 20.000, "leasedPartitions": 0}',
+          '{"partitions": 2, "depth": 1, "lagSeconds": 20.000, "leasedPartitions": 0, "expiredLeases": 0}',
           'g: one message left (a:3, 20 s old); b caught up adds no lag');
 SELECT is(pg_temp.grp('t63', 'h'),
-          '{"partitions": 2, "depth": 5, "lagSeconds": 40.000, "leasedPartitions": 1}',
+          '{"partitions": 2, "depth": 5, "lagSeconds": 40.000, "leasedPartitions": 1, "expiredLeases": 0}',
           'h: every message; lag is its oldest unconsumed (a:1); one live lease');
 
 UPDATE pgcursor.cursors SET lease_expires_at = now() - interval '1 second'
  WHERE consumer_group = 'h';
-SELECT is(pg_temp.grp('t63', 'h') -> 'leasedPartitions', '0', 'an expired lease is not counted');
+SELECT is(pg_temp.grp('t63', 'h') - 'depth' - 'lagSeconds' - 'partitions',
+          '{"leasedPartitions": 0, "expiredLeases": 1}', 'an expired lease is not live, and shows until a pop takes over');
 
 -- Retention deleted a:1: h's oldest unconsumed is then a:2 (or b:1, 35 s).
 DELETE FROM pgcursor.messages WHERE partition_id = pg_temp.pid('t63', 'a') AND msg_offset = 1;

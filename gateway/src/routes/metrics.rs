@@ -75,6 +75,7 @@ struct GroupFigures {
     depth: u64,
     lag_seconds: f64,
     leased_partitions: u64,
+    expired_leases: u64,
 }
 
 async fn prometheus(state: web::Data<AppState>) -> HttpResponse {
@@ -209,6 +210,10 @@ fn database_families(s: &Snapshot) {
         "pgcursor_consumer_group_leased_partitions",
         "Partitions the group holds a live lease on"
     );
+    describe_gauge!(
+        "pgcursor_consumer_group_expired_leases",
+        "Partitions whose lease for the group expired and that no pop has leased again yet"
+    );
     for g in &s.groups {
         let labels = [
             ("queue", g.queue.clone()),
@@ -218,6 +223,7 @@ fn database_families(s: &Snapshot) {
         set(gauge!("pgcursor_consumer_group_depth", &labels), g.depth as f64);
         set(gauge!("pgcursor_consumer_group_lag_seconds", &labels), g.lag_seconds);
         set(gauge!("pgcursor_consumer_group_leased_partitions", &labels), g.leased_partitions as f64);
+        set(gauge!("pgcursor_consumer_group_expired_leases", &labels), g.expired_leases as f64);
     }
 }
 
