@@ -6,6 +6,8 @@
 
 use openmetrics_parser::prometheus::parse_prometheus;
 use openmetrics_parser::{MetricFamily, MetricsExposition, PrometheusType, PrometheusValue};
+use std::time::{Duration, Instant};
+
 use pgcursor_tests::{client, Gateway, PrivateCluster};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -398,25 +400,53 @@ async fn without_the_database_a_scrape_still_answers_the_process_families() {
     ])
     .await;
     let up = scrape(&gw).await;
+    for family in DATABASE_FAMILIES {
+        assert!(up.has(family), "{family}, while the database is up");
+    }
+
+    // A slow database: the query waits on a lock, its timeout ends it.
+    let (locker, connection) = tokio_postgres::connect(cluster.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    locker
+        .batch_execute("BEGIN; LOCK TABLE pgcursor.dead_letters IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let slow = scrape(&gw).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "the scrape took {took:?}");
+    assert_process_families_only(&slow, "a slow database");
+    locker.batch_execute("ROLLBACK").await.unwrap();
     assert!(
-        up.has("queen_dlq_depth"),
-        "the database families, while it is up"
+        scrape(&gw).await.has("queen_dlq_depth"),
+        "back after the lock"
     );
+
     cluster.stop();
-    let down = scrape(&gw).await;
+    assert_process_families_only(&scrape(&gw).await, "no database");
+    cluster.start_again();
+}
+
+/// Families only the database query supplies (on an empty database too).
+const DATABASE_FAMILIES: [&str; 4] = [
+    "queen_dlq_depth",
+    "queen_maintenance_mode_enabled",
+    "queen_cluster_dlq_total",
+    "pgcursor_cluster_messages_total",
+];
+
+fn assert_process_families_only(exposition: &Exposition, what: &str) {
     for family in [
         "queen_uptime_seconds",
         "queen_db_pool_size",
+        "pgcursor_notify_listener_up",
         "queen_cluster_push_requests_total",
     ] {
-        assert!(down.has(family), "{family} without the database");
+        assert!(exposition.has(family), "{family} with {what}");
     }
-    for family in [
-        "queen_dlq_depth",
-        "queen_maintenance_mode_enabled",
-        "pgcursor_queue_messages_total",
-    ] {
-        assert!(!down.has(family), "{family} needs the database");
+    for family in DATABASE_FAMILIES {
+        assert!(!exposition.has(family), "{family} with {what}");
     }
-    cluster.start_again();
 }

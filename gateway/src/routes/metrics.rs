@@ -23,10 +23,11 @@ use crate::db;
 /// How long a scrape waits for its database figures (a connection and the
 /// query): Prometheus' own scrape timeout is 10 s by default.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(2);
-/// One round trip; the timeout ends the statement in PostgreSQL too, and the
-/// implicit transaction takes the setting away with it.
+/// One round trip. PostgreSQL ends the query itself before the scrape gives
+/// up on it, so the connection goes back to the pool idle, not mid-query;
+/// the implicit transaction takes the setting away with it.
 const SNAPSHOT_SQL: &str =
-    "SET LOCAL statement_timeout = 2000; SELECT pgcursor.metrics_snapshot()::text";
+    "SET LOCAL statement_timeout = 1500; SELECT pgcursor.metrics_snapshot()::text";
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
