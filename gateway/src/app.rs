@@ -6,7 +6,7 @@ use actix_web::dev::ServiceResponse;
 use actix_web::error::JsonPayloadError;
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
-use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use actix_web::{web, App, HttpMessage, HttpRequest, HttpResponse, HttpServer};
 use deadpool_postgres::Pool;
 use futures::future::{ready, Either};
 use serde_json::json;
@@ -48,8 +48,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.default_service(web::to(no_such_route));
 }
 
-/// The JSON 404 of a path (or method) no route serves.
-pub(crate) async fn no_such_route() -> Result<HttpResponse, ApiError> {
+/// The JSON 404 of a path (or method) no route serves. It marks the
+/// request, so the metrics label it `unmatched` without matching its path
+/// against every route again.
+pub(crate) async fn no_such_route(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    req.extensions_mut().insert(crate::metrics::NoRoute);
     Err(ApiError::NotFound("no such route".into()))
 }
 
@@ -122,8 +125,9 @@ pub async fn serve(config: Config) -> Result<(), StartupError> {
                 async move {
                     let answer = call.await?;
                     let request = answer.request();
+                    let routed = !request.extensions().contains::<crate::metrics::NoRoute>();
                     crate::metrics::record_request(
-                        request.match_pattern(),
+                        routed.then(|| request.match_pattern()).flatten(),
                         request.method(),
                         answer.status().as_u16(),
                         started.elapsed(),

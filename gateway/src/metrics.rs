@@ -43,6 +43,9 @@ pub const ACK_ERRORS: [&str; 7] = [
     "other",
 ];
 
+/// Marks a request no route served (app.rs `no_such_route`).
+pub struct NoRoute;
+
 /// The gateway's own counters, registered once with their fixed labels.
 pub struct Counters {
     pub push_requests: Counter,

@@ -192,6 +192,11 @@ async fn every_family_is_there_with_its_type_and_the_counters_move() {
         answer[0]["error"], "transaction not found",
         "{code} {answer}"
     );
+    // No route: labelled `unmatched`, never by the path asked for.
+    let (code, _) = get(&gw, &format!("/no/such/{queue}")).await;
+    assert_eq!(code, 404);
+    let (code, _) = post(&gw, &format!("/api/v1/push/{queue}"), &json!({})).await;
+    assert_eq!(code, 404);
     let (code, _) = post(&gw, "/api/v1/transaction", &json!({"operations": []})).await;
     assert!(code == 200 || code == 400, "{code}");
 
@@ -253,6 +258,21 @@ async fn every_family_is_there_with_its_type_and_the_counters_move() {
         ("status", "200"),
     ];
     assert_eq!(moved("pgcursor_http_requests_total", &pop_route), 3.0);
+    let unmatched = [("route", "unmatched"), ("status", "404")];
+    assert_eq!(
+        moved(
+            "pgcursor_http_requests_total",
+            &[("method", "GET"), unmatched[0], unmatched[1]]
+        ),
+        1.0
+    );
+    assert_eq!(
+        moved(
+            "pgcursor_http_requests_total",
+            &[("method", "POST"), unmatched[0], unmatched[1]]
+        ),
+        1.0
+    );
     let requests = after
         .family("pgcursor_http_requests_total")
         .expect("requests");
