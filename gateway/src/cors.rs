@@ -25,10 +25,18 @@ pub fn is_preflight(method: &Method) -> bool {
     method == Method::OPTIONS
 }
 
-/// The answer to a preflight: 200, empty, with the headers.
-pub fn preflight() -> HttpResponse {
+/// The Prometheus exposition carries no CORS headers (§8.1): browsers of
+/// other origins have no business scraping it.
+pub fn applies_to(path: &str) -> bool {
+    path != "/metrics/prometheus"
+}
+
+/// The answer to a preflight: 200, empty, with the headers when `cors`.
+pub fn preflight(cors: bool) -> HttpResponse {
     let mut response = HttpResponse::Ok().finish();
-    add_headers(response.headers_mut());
+    if cors {
+        add_headers(response.headers_mut());
+    }
     response
 }
 
@@ -48,12 +56,22 @@ mod tests {
 
     #[test]
     fn a_preflight_is_an_empty_200_with_every_header() {
-        let response = preflight();
+        let response = preflight(true);
         assert_eq!(response.status().as_u16(), 200);
         for (name, value) in HEADERS {
             assert_eq!(response.headers().get(name).unwrap(), value, "{name}");
         }
         assert!(is_preflight(&Method::OPTIONS));
         assert!(!is_preflight(&Method::GET));
+    }
+
+    #[test]
+    fn the_prometheus_exposition_alone_goes_without() {
+        assert!(!applies_to("/metrics/prometheus"));
+        assert!(applies_to("/metrics"));
+        assert!(applies_to("/metrics/prometheus/x"));
+        let response = preflight(false);
+        assert_eq!(response.status().as_u16(), 200);
+        assert!(response.headers().is_empty());
     }
 }

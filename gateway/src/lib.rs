@@ -10,6 +10,7 @@ pub mod db;
 pub mod encryption;
 pub mod error;
 pub mod housekeeping;
+pub mod metrics;
 pub mod notify;
 pub mod routes;
 

@@ -12,6 +12,7 @@
 //! server's graceful shutdown (10 s) is not held up, and then cut short, by
 //! long-polls waiting for a 30 s timeout: they answer what they have.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +49,8 @@ pub struct PushWakeups {
     sender: broadcast::Sender<Wake>,
     /// Becomes true once, when the server is asked to stop.
     stopping: watch::Sender<bool>,
+    /// True while the listener's LISTEN is in effect (a metrics gauge).
+    listening: Arc<AtomicBool>,
 }
 
 impl PushWakeups {
@@ -55,10 +58,16 @@ impl PushWakeups {
     /// stop signal, on the current runtime.
     pub fn start(config: &Config) -> PushWakeups {
         let (sender, _) = broadcast::channel(CAPACITY);
-        tokio::spawn(listen_forever(listener_config(config), sender.clone()));
+        let listening = Arc::new(AtomicBool::new(false));
+        tokio::spawn(listen_forever(
+            listener_config(config),
+            sender.clone(),
+            listening.clone(),
+        ));
         let wakeups = PushWakeups {
             sender,
             stopping: watch::Sender::new(false),
+            listening,
         };
         tokio::spawn(stop_waiting_on_signal(wakeups.clone()));
         wakeups
@@ -71,6 +80,11 @@ impl PushWakeups {
             receiver: self.sender.subscribe(),
             stopping: self.stopping.subscribe(),
         }
+    }
+
+    /// Whether the listener is connected and listening right now.
+    pub fn is_listening(&self) -> bool {
+        self.listening.load(Ordering::Relaxed)
     }
 
     /// Ends every wait, now and later.
@@ -146,11 +160,16 @@ fn listener_config(config: &Config) -> tokio_postgres::Config {
 }
 
 /// Listens, reconnecting with exponential backoff; one warning per outage.
-async fn listen_forever(pg: tokio_postgres::Config, sender: broadcast::Sender<Wake>) {
+async fn listen_forever(
+    pg: tokio_postgres::Config,
+    sender: broadcast::Sender<Wake>,
+    listening: Arc<AtomicBool>,
+) {
     let mut backoff = MIN_BACKOFF;
     let mut healthy = true;
     loop {
-        let (listened, why) = listen_once(&pg, &sender).await;
+        let (listened, why) = listen_once(&pg, &sender, &listening).await;
+        listening.store(false, Ordering::Relaxed);
         if listened {
             backoff = MIN_BACKOFF;
         }
@@ -170,6 +189,7 @@ async fn listen_forever(pg: tokio_postgres::Config, sender: broadcast::Sender<Wa
 async fn listen_once(
     pg: &tokio_postgres::Config,
     sender: &broadcast::Sender<Wake>,
+    up: &AtomicBool,
 ) -> (bool, String) {
     let (client, mut connection) = match pg.connect(NoTls).await {
         Ok(pair) => pair,
@@ -186,6 +206,7 @@ async fn listen_once(
             done = &mut listen, if !listening => match done {
                 Ok(()) => {
                     listening = true;
+                    up.store(true, Ordering::Relaxed);
                     info!("push listener: listening on {CHANNEL}");
                     let _ = sender.send(Wake::Everything);
                 }
@@ -212,6 +233,7 @@ mod tests {
         PushWakeups {
             sender: broadcast::channel(4).0,
             stopping: watch::Sender::new(false),
+            listening: Arc::new(AtomicBool::new(false)),
         }
     }
 

@@ -17,6 +17,7 @@ mod inspect;
 mod long_poll;
 mod maintenance;
 mod messages;
+mod metrics;
 mod operations;
 mod produce_consume;
 mod queue_options;

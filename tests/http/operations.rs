@@ -55,6 +55,8 @@ pub struct Operation {
     pub has_body: bool,
     /// The documented success status (the lowest 2xx response; 201 for a trace).
     pub success: u16,
+    /// Whether that success answer is JSON (the Prometheus exposition is text).
+    pub json_success: bool,
 }
 
 impl Operation {
@@ -107,6 +109,17 @@ pub async fn operations(gw: &Gateway) -> Vec<Operation> {
                     .map(|p| p["name"].as_str().unwrap().to_string())
                     .collect()
             };
+            let success: u16 = op["responses"]
+                .as_object()
+                .into_iter()
+                .flat_map(|r| r.keys())
+                .filter_map(|code| code.parse().ok())
+                .filter(|code| (200..300).contains(code))
+                .min()
+                .unwrap_or(200);
+            let json_success = op["responses"][success.to_string()]["content"]
+                .as_object()
+                .is_none_or(|types| types.contains_key("application/json"));
             operations.push(Operation {
                 id: op["operationId"].as_str().expect("operationId").to_string(),
                 method: method.to_uppercase().parse().expect("an HTTP method"),
@@ -115,14 +128,8 @@ pub async fn operations(gw: &Gateway) -> Vec<Operation> {
                 path_params: names("path"),
                 query_params: names("query"),
                 has_body: op.get("requestBody").is_some(),
-                success: op["responses"]
-                    .as_object()
-                    .into_iter()
-                    .flat_map(|r| r.keys())
-                    .filter_map(|code| code.parse().ok())
-                    .filter(|code| (200..300).contains(code))
-                    .min()
-                    .unwrap_or(200),
+                success,
+                json_success,
             });
         }
     }
@@ -328,8 +335,10 @@ impl Scene {
         let item = json!({"queue": self.queue, "partition": "Default", "payload": {"n": "x"},
                           "transactionId": "scene-push", "traceId": Uuid::nil()});
         let (query, body): (Vec<(&str, &str)>, Option<Value>) = match op.id.as_str() {
-            "openapi" | "health" | "queueDetail" | "deleteQueue" | "overview"
-            | "partitionCursors" | "message" | "requeueDeadLetter" => (vec![], None),
+            "openapi" | "health" | "metrics" | "prometheusMetrics" | "queueDetail"
+            | "deleteQueue" | "overview" | "partitionCursors" | "message" | "requeueDeadLetter" => {
+                (vec![], None)
+            }
             "listMessages" => (vec![("queue", &self.queue)], None),
             "deleteMessage" | "retryMessage" | "messageTraces" => (vec![], None),
             "recordTrace" => (

@@ -67,6 +67,7 @@ async fn ack_single(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
+    crate::metrics::counters().ack_requests.increment(1);
     let request = parse_single(&parse_json(&body)?)?;
     respond(&state, request).await
 }
@@ -77,12 +78,14 @@ async fn ack_batch(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
+    crate::metrics::counters().ack_requests.increment(1);
     let request = parse_batch(&parse_json(&body)?, state.config.max_ack_items)?;
     respond(&state, request).await
 }
 
 async fn respond(state: &AppState, request: AckRequest) -> Result<HttpResponse, ApiError> {
     let mut outcomes = run_groups(state, &request).await?;
+    tally(&request, &outcomes).record();
     match outcomes.as_mut_slice() {
         // One group answers for every item, in request order: its answer is
         // the response, passed on unread.
@@ -365,6 +368,20 @@ async fn run_groups<'a>(
         )));
     }
     Ok(outcomes)
+}
+
+/// The items' outcomes and errors, for the metrics (a read of the small
+/// fields of each answer; the answers themselves pass on unread).
+fn tally(request: &AckRequest, outcomes: &Outcomes) -> crate::metrics::AckTally {
+    let mut tally = crate::metrics::AckTally::default();
+    let status = |index: usize| request.items.get(index).map(|item| item.status);
+    for (group, outcome) in outcomes {
+        match outcome {
+            Ok(answer) => tally.add_answer(&answer.0, status),
+            Err(_) => tally.add_failed_group(group.len()),
+        }
+    }
+    tally
 }
 
 /// Places each group's per-item answers at their request index; a failed

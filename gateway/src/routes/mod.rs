@@ -26,6 +26,7 @@ route_families! {
     lease,
     maintenance,
     messages,
+    metrics,
     openapi,
     pop,
     push,

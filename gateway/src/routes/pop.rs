@@ -25,8 +25,10 @@ use crate::routes::call::RawJson;
 /// (`partitionsClaimed` is absent when not) or pops are paused by maintenance
 /// mode (`paused`, answered at once, never waited on). The gateway passes the
 /// answer on unread.
-const POP_SQL: &str =
-    "SELECT a, a ? 'partitionsClaimed' OR a ? 'paused' FROM pgcursor.pop($1::jsonb) AS a";
+/// Third: how many messages it delivers (for the metrics, counted here so
+/// the gateway need not read the answer).
+const POP_SQL: &str = "SELECT a, a ? 'partitionsClaimed' OR a ? 'paused', \
+     coalesce(jsonb_array_length(a -> 'messages'), 0) FROM pgcursor.pop($1::jsonb) AS a";
 /// The longest a pop may wait; a larger `timeout` is capped to it (the queen
 /// client's HTTP timeout is its pop timeout + 5 s, so capping is safe).
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -95,7 +97,11 @@ async fn respond(
     selection: Map<String, Value>,
 ) -> Result<HttpResponse, ApiError> {
     let pop = PopRequest::parse(req.query_string(), selection)?;
-    let answer = pop_or_wait(state, &pop).await?.answer;
+    let counters = crate::metrics::counters();
+    counters.pop_requests.increment(1);
+    let look = pop_or_wait(state, &pop).await?;
+    counters.pop_messages.increment(look.messages);
+    let answer = look.answer;
     // Envelopes of encrypted queues are opened here; other answers pass unread.
     Ok(state.encryption.open_answer(answer).respond())
 }
@@ -166,6 +172,8 @@ struct Look {
     answer: RawJson,
     /// Claimed something, or paused: no reason to wait.
     settled: bool,
+    /// Messages in the answer.
+    messages: u64,
 }
 
 async fn look(client: &Client, pop: &PopRequest) -> Result<Look, ApiError> {
@@ -174,6 +182,7 @@ async fn look(client: &Client, pop: &PopRequest) -> Result<Look, ApiError> {
     Ok(Look {
         answer: row.try_get(0)?,
         settled: row.try_get(1)?,
+        messages: u64::try_from(row.try_get::<_, i32>(2)?).unwrap_or(0),
     })
 }
 

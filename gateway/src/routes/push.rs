@@ -22,6 +22,7 @@ async fn push(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
+    crate::metrics::counters().push_requests.increment(1);
     let request = object_body(&body)?;
     check_item_count(&request, state.config.max_push_items)?;
     let text = body_text(&body)?;
@@ -33,6 +34,7 @@ async fn push(
         Items::Push,
     )
     .await?;
+    crate::metrics::count_pushed(&answer.0);
     Ok(answer.respond())
 }
 

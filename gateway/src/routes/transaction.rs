@@ -23,6 +23,7 @@ async fn transaction(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
+    crate::metrics::counters().transactions.increment(1);
     let request = object_body(&body)?;
     check_size(
         &request,

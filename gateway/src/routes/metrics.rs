@@ -1,0 +1,281 @@
+//! GET /metrics (JSON, wire-admin.md §5.1) and GET /metrics/prometheus (text
+//! exposition, §5.2), both open to everyone (access none).
+//!
+//! A scrape renders the process-wide recorder (the gateway's counters and
+//! request histograms, gateway/src/metrics.rs), then a fresh one holding the
+//! point-in-time gauges: process, pool and listener state, and what one
+//! `pgcursor.metrics_snapshot()` call says, run with a short statement
+//! timeout. When that call fails the scrape still answers 200, without the
+//! database families.
+
+use std::time::Duration;
+
+use actix_web::{web, HttpResponse};
+use metrics::{describe_counter, describe_gauge, gauge, Counter, Gauge};
+use metrics_exporter_prometheus::PrometheusBuilder;
+use serde::Deserialize;
+use serde_json::json;
+use tracing::debug;
+
+use crate::app::AppState;
+use crate::db;
+
+/// How long a scrape waits for its database figures (a connection and the
+/// query): Prometheus' own scrape timeout is 10 s by default.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(2);
+/// One round trip. PostgreSQL ends the query itself before the scrape gives
+/// up on it, so the connection goes back to the pool idle, not mid-query;
+/// the implicit transaction takes the setting away with it.
+const SNAPSHOT_SQL: &str =
+    "SET LOCAL statement_timeout = 1500; SELECT pgcursor.metrics_snapshot()::text";
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/metrics", web::get().to(json_metrics))
+        .route("/metrics/prometheus", web::get().to(prometheus));
+}
+
+/// `pgcursor.metrics_snapshot()`, as read here.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    maintenance_mode: bool,
+    pop_maintenance_mode: bool,
+    dead_letters: u64,
+    totals: Lifetime,
+    queues: Vec<QueueFigures>,
+    groups: Vec<GroupFigures>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Lifetime {
+    pushed: u64,
+    completed: u64,
+    dead_lettered: u64,
+    discarded: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct QueueFigures {
+    queue: String,
+    partitions: u64,
+    depth: u64,
+    dead_letters: u64,
+    #[serde(flatten)]
+    lifetime: Lifetime,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GroupFigures {
+    queue: String,
+    consumer_group: String,
+    partitions: u64,
+    depth: u64,
+    lag_seconds: f64,
+    leased_partitions: u64,
+    expired_leases: u64,
+}
+
+async fn prometheus(state: web::Data<AppState>) -> HttpResponse {
+    let snapshot = match tokio::time::timeout(SNAPSHOT_TIMEOUT, snapshot(&state)).await {
+        Ok(Ok(snapshot)) => Some(snapshot),
+        Ok(Err(why)) => {
+            debug!("scrape without database figures: {why}");
+            None
+        }
+        Err(_) => {
+            debug!("scrape without database figures: timed out");
+            None
+        }
+    };
+    let mut body = state.metrics.render();
+    body.push_str(&render_gauges(&state, snapshot.as_ref()));
+    HttpResponse::Ok()
+        .content_type(CONTENT_TYPE)
+        .insert_header(("cache-control", "no-cache"))
+        .body(body)
+}
+
+async fn snapshot(state: &AppState) -> Result<Snapshot, String> {
+    let client = state
+        .pool
+        .get()
+        .await
+        .map_err(|e| db::pool_error_detail(&e))?;
+    let messages = client
+        .simple_query(SNAPSHOT_SQL)
+        .await
+        .map_err(|e| db::error_detail(&e))?;
+    let text = messages
+        .iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0),
+            _ => None,
+        })
+        .ok_or("metrics_snapshot answered no row")?;
+    serde_json::from_str(text).map_err(|e| format!("unreadable metrics_snapshot: {e}"))
+}
+
+/// The point-in-time families, on a recorder of their own.
+fn render_gauges(state: &AppState, snapshot: Option<&Snapshot>) -> String {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    metrics::with_local_recorder(&recorder, || {
+        process_gauges(state);
+        if let Some(snapshot) = snapshot {
+            database_families(snapshot);
+        }
+    });
+    recorder.handle().render()
+}
+
+fn set(gauge: Gauge, value: f64) {
+    gauge.set(value.max(0.0));
+}
+
+fn process_gauges(state: &AppState) {
+    describe_gauge!("queen_uptime_seconds", "Seconds since the gateway started serving");
+    set(gauge!("queen_uptime_seconds"), crate::metrics::uptime().as_secs() as f64);
+    if let Some((rss, virt)) = crate::metrics::memory() {
+        describe_gauge!("queen_process_resident_memory_bytes", "Resident set size of the gateway process");
+        describe_gauge!("queen_process_virtual_memory_bytes", "Virtual memory size of the gateway process");
+        set(gauge!("queen_process_resident_memory_bytes"), rss as f64);
+        set(gauge!("queen_process_virtual_memory_bytes"), virt as f64);
+    }
+    let pool = state.pool.status();
+    describe_gauge!("queen_db_pool_size", "Database connections open in the pool");
+    describe_gauge!("queen_db_pool_idle", "Pool connections open and not checked out");
+    describe_gauge!("queen_db_pool_active", "Pool connections checked out by a request");
+    describe_gauge!("pgcursor_db_pool_max_size", "The most connections the pool opens (PGCURSOR_POOL_SIZE)");
+    describe_gauge!("pgcursor_db_pool_waiters", "Requests waiting for a pool connection");
+    set(gauge!("queen_db_pool_size"), pool.size as f64);
+    set(gauge!("queen_db_pool_idle"), pool.available as f64);
+    set(gauge!("queen_db_pool_active"), pool.size.saturating_sub(pool.available) as f64);
+    set(gauge!("pgcursor_db_pool_max_size"), pool.max_size as f64);
+    set(gauge!("pgcursor_db_pool_waiters"), pool.waiting as f64);
+    describe_gauge!(
+        "pgcursor_notify_listener_up",
+        "1 while the push-notification listener (long-poll wake-ups) is connected and listening"
+    );
+    set(
+        gauge!("pgcursor_notify_listener_up"),
+        f64::from(u8::from(state.wakeups.is_listening())),
+    );
+}
+
+fn database_families(s: &Snapshot) {
+    describe_gauge!("queen_maintenance_mode_enabled", "1 while push maintenance is on");
+    describe_gauge!("pgcursor_pop_maintenance_mode_enabled", "1 while pop maintenance is on");
+    set(gauge!("queen_maintenance_mode_enabled"), f64::from(u8::from(s.maintenance_mode)));
+    set(
+        gauge!("pgcursor_pop_maintenance_mode_enabled"),
+        f64::from(u8::from(s.pop_maintenance_mode)),
+    );
+    describe_gauge!("queen_dlq_depth", "Dead letters stored now");
+    set(gauge!("queen_dlq_depth", "scope" => "cluster"), s.dead_letters as f64);
+    describe_counter!(
+        "queen_cluster_dlq_total",
+        "Messages dead-lettered, lifetime, every queue ever (deleted ones included)"
+    );
+    absolute(counter_of("queen_cluster_dlq_total", &[("scope", "cluster")]), s.totals.dead_lettered);
+    describe_counter!(
+        "pgcursor_cluster_messages_total",
+        "Messages by fate, lifetime, every queue ever: pushed, completed, dead_lettered, discarded"
+    );
+    lifetime("pgcursor_cluster_messages_total", &[("scope", "cluster")], &s.totals);
+
+    describe_gauge!("pgcursor_queue_partitions", "Partitions of the queue");
+    describe_gauge!("pgcursor_queue_depth", "Messages of the queue its slowest consumer group has not consumed");
+    describe_gauge!("queen_dlq_depth_by_queue", "Dead letters stored now, per queue");
+    describe_counter!(
+        "pgcursor_queue_messages_total",
+        "Messages of the queue by fate, lifetime: pushed, completed, dead_lettered, discarded"
+    );
+    for q in &s.queues {
+        let queue = q.queue.clone();
+        set(gauge!("pgcursor_queue_partitions", "queue" => queue.clone()), q.partitions as f64);
+        set(gauge!("pgcursor_queue_depth", "queue" => queue.clone()), q.depth as f64);
+        set(gauge!("queen_dlq_depth_by_queue", "queue" => queue), q.dead_letters as f64);
+        lifetime("pgcursor_queue_messages_total", &[("queue", &q.queue)], &q.lifetime);
+    }
+
+    describe_gauge!("pgcursor_consumer_group_partitions", "Partitions of the queue the group has a cursor on");
+    describe_gauge!("pgcursor_consumer_group_depth", "Messages after the group's cursors");
+    describe_gauge!(
+        "pgcursor_consumer_group_lag_seconds",
+        "Age of the group's oldest unconsumed message (0 when caught up)"
+    );
+    describe_gauge!(
+        "pgcursor_consumer_group_leased_partitions",
+        "Partitions the group holds a live lease on"
+    );
+    describe_gauge!(
+        "pgcursor_consumer_group_expired_leases",
+        "Partitions whose lease for the group expired and that no pop has leased again yet"
+    );
+    for g in &s.groups {
+        let labels = [
+            ("queue", g.queue.clone()),
+            ("consumer_group", g.consumer_group.clone()),
+        ];
+        set(gauge!("pgcursor_consumer_group_partitions", &labels), g.partitions as f64);
+        set(gauge!("pgcursor_consumer_group_depth", &labels), g.depth as f64);
+        set(gauge!("pgcursor_consumer_group_lag_seconds", &labels), g.lag_seconds);
+        set(gauge!("pgcursor_consumer_group_leased_partitions", &labels), g.leased_partitions as f64);
+        set(gauge!("pgcursor_consumer_group_expired_leases", &labels), g.expired_leases as f64);
+    }
+}
+
+fn counter_of(name: &'static str, labels: &[(&'static str, &str)]) -> Counter {
+    let labels: Vec<(&'static str, String)> =
+        labels.iter().map(|(k, v)| (*k, v.to_string())).collect();
+    metrics::counter!(name, &labels)
+}
+
+fn absolute(counter: Counter, value: u64) {
+    counter.absolute(value);
+}
+
+/// One lifetime family, labelled by fate.
+fn lifetime(name: &'static str, labels: &[(&'static str, &str)], figures: &Lifetime) {
+    for (fate, value) in [
+        ("pushed", figures.pushed),
+        ("completed", figures.completed),
+        ("dead_lettered", figures.dead_lettered),
+        ("discarded", figures.discarded),
+    ] {
+        let mut all = labels.to_vec();
+        all.push(("fate", fate));
+        absolute(counter_of(name, &all), value);
+    }
+}
+
+/// §5.1's object, with the values pgcursor has filled for real: rates are
+/// per second since start.
+async fn json_metrics(state: web::Data<AppState>) -> HttpResponse {
+    let uptime = crate::metrics::uptime().as_secs_f64();
+    let (requests, messages) = crate::metrics::totals();
+    let rate = |n: u64| {
+        if uptime > 0.0 {
+            (n as f64 / uptime * 100.0).round() / 100.0
+        } else {
+            0.0
+        }
+    };
+    let pool = state.pool.status();
+    let rss = crate::metrics::memory().map_or(0, |(rss, _)| rss);
+    HttpResponse::Ok().json(json!({
+        "uptime": uptime.floor() as u64,
+        "requests": {"total": requests, "rate": rate(requests)},
+        "messages": {"total": messages, "rate": rate(messages)},
+        "database": {
+            "poolSize": pool.size,
+            "idleConnections": pool.available,
+            "waitingRequests": pool.waiting,
+        },
+        "memory": {"rss": rss, "heapTotal": 0, "heapUsed": 0, "external": 0, "arrayBuffers": 0},
+        "cpu": {"user": 0, "system": 0},
+    }))
+}

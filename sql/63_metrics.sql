@@ -1,0 +1,86 @@
+-- Metrics: the database-derived figures behind GET /metrics/prometheus
+-- (wire-admin.md §5.2), in one call a scrape makes with a short timeout.
+--
+--   SELECT pgcursor.metrics_snapshot();
+--
+-- Cheap by construction: it reads the queues, partitions, cursors,
+-- retired-totals and dead-letter tables, and touches messages only through
+-- one primary-key probe per cursor row that is behind its partition's head
+-- (the oldest unconsumed message's age). No scan of messages.
+
+-- Per (queue, consumer group), over the group's cursor rows:
+--   partitions         cursor rows the group has on the queue
+--   depth              messages after its cursors (head - cursor, summed)
+--   lag_seconds        age of its oldest unconsumed message (0 when caught up;
+--                      offsets deleted by retention are skipped)
+--   leased_partitions  cursor rows holding a live lease
+--   expired_leases     cursor rows whose lease expired and nobody has leased
+--                      again yet (an expiry itself changes nothing: the next
+--                      pop takes the partition over)
+CREATE OR REPLACE FUNCTION pgcursor_internal.group_metrics()
+RETURNS TABLE (queue text, consumer_group text, partitions bigint, depth bigint, lag_seconds numeric,
+               leased_partitions bigint, expired_leases bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT p.queue, c.consumer_group, count(*), sum(greatest(p.head - c.cursor, 0))::bigint,
+           round(coalesce(max(extract(epoch FROM now() - o.created_at)), 0), 3),
+           count(*) FILTER (WHERE pgcursor_internal.lease_is_live(c.lease_expires_at)),
+           count(*) FILTER (WHERE c.lease_id IS NOT NULL
+                              AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at))
+    FROM pgcursor.cursors c
+    JOIN pgcursor.partitions p ON p.id = c.partition_id
+    LEFT JOIN LATERAL (
+        SELECT m.created_at FROM pgcursor.messages m
+        WHERE c.cursor < p.head AND m.partition_id = c.partition_id AND m.msg_offset > c.cursor
+        ORDER BY m.msg_offset LIMIT 1) o ON true
+    GROUP BY p.queue, c.consumer_group
+$$;
+
+-- Dead letters stored now, per queue.
+CREATE OR REPLACE FUNCTION pgcursor_internal.dead_letter_counts()
+RETURNS TABLE (queue text, dead_letters bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT p.queue, count(*)
+    FROM pgcursor.dead_letters d JOIN pgcursor.partitions p ON p.id = d.partition_id
+    GROUP BY p.queue
+$$;
+
+-- metrics_snapshot: {"maintenanceMode", "popMaintenanceMode", "deadLetters",
+-- "totals": lifetime {pushed, completed, deadLettered, discarded} over every
+-- queue ever (deleted ones included), "queues": [{queue, partitions, depth,
+-- deadLetters, pushed, completed, deadLettered, discarded}] for the live
+-- queues, "groups": [{queue, consumerGroup, partitions, depth, lagSeconds,
+-- leasedPartitions, expiredLeases}]}. Lists are sorted by name; every figure is ≥ 0.
+CREATE OR REPLACE FUNCTION pgcursor.metrics_snapshot()
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    WITH life AS (SELECT * FROM pgcursor_internal.lifetime_totals()),
+    stats AS (SELECT * FROM pgcursor_internal.queue_stats()),
+    dead AS (SELECT * FROM pgcursor_internal.dead_letter_counts())
+    SELECT jsonb_build_object(
+        'maintenanceMode', (m ->> 'maintenanceMode')::boolean,
+        'popMaintenanceMode', (m ->> 'popMaintenanceMode')::boolean,
+        'deadLetters', (SELECT coalesce(sum(dead_letters), 0)::bigint FROM dead),
+        'totals', (SELECT jsonb_build_object(
+                       'pushed', coalesce(sum(pushed), 0)::bigint,
+                       'completed', coalesce(sum(completed), 0)::bigint,
+                       'deadLettered', coalesce(sum(dead_lettered), 0)::bigint,
+                       'discarded', coalesce(sum(discarded), 0)::bigint) FROM life),
+        'queues', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'queue', q.name, 'partitions', coalesce(s.partitions, 0),
+                       'depth', greatest(coalesce(s.depth, 0), 0),
+                       'deadLetters', coalesce(d.dead_letters, 0),
+                       'pushed', coalesce(l.pushed, 0), 'completed', coalesce(l.completed, 0),
+                       'deadLettered', coalesce(l.dead_lettered, 0),
+                       'discarded', coalesce(l.discarded, 0)) ORDER BY q.name), '[]'::jsonb)
+                   FROM pgcursor.queues q
+                   LEFT JOIN stats s ON s.queue = q.name
+                   LEFT JOIN dead d ON d.queue = q.name
+                   LEFT JOIN life l ON l.queue = q.name),
+        'groups', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'queue', g.queue, 'consumerGroup', g.consumer_group,
+                       'partitions', g.partitions, 'depth', g.depth,
+                       'lagSeconds', greatest(g.lag_seconds, 0),
+                       'leasedPartitions', g.leased_partitions, 'expiredLeases', g.expired_leases)
+                       ORDER BY g.queue, g.consumer_group), '[]'::jsonb)
+                   FROM pgcursor_internal.group_metrics() g))
+    FROM pgcursor.maintenance() m
+$$;

@@ -1,0 +1,472 @@
+//! Metrics (wire-admin.md §5, docs/http-api.md "Metrics"): the exposition is
+//! read with a real parser (openmetrics-parser, Prometheus text format), every family is there with its
+//! type, and the counters move by exactly what a push, a pop and acks of
+//! every outcome did. Each test starts its own gateway, so the gateway-side
+//! counters are this test's alone; the database families are per queue.
+
+use openmetrics_parser::prometheus::parse_prometheus;
+use openmetrics_parser::{MetricFamily, MetricsExposition, PrometheusType, PrometheusValue};
+use std::time::{Duration, Instant};
+
+use pgcursor_tests::{client, Gateway, PrivateCluster};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::broker::{configure_queue, fresh_queue, get, messages, pop, post, push_n, request};
+
+/// (family, type) of everything a scrape shows with a database behind it.
+const FAMILIES: [(&str, &str); 33] = [
+    ("queen_uptime_seconds", "gauge"),
+    ("queen_process_resident_memory_bytes", "gauge"),
+    ("queen_process_virtual_memory_bytes", "gauge"),
+    ("queen_db_pool_size", "gauge"),
+    ("queen_db_pool_idle", "gauge"),
+    ("queen_db_pool_active", "gauge"),
+    ("pgcursor_db_pool_max_size", "gauge"),
+    ("pgcursor_db_pool_waiters", "gauge"),
+    ("pgcursor_notify_listener_up", "gauge"),
+    ("queen_maintenance_mode_enabled", "gauge"),
+    ("pgcursor_pop_maintenance_mode_enabled", "gauge"),
+    ("pgcursor_http_requests_total", "counter"),
+    ("pgcursor_http_request_duration_seconds", "histogram"),
+    ("queen_cluster_push_requests_total", "counter"),
+    ("queen_cluster_pop_requests_total", "counter"),
+    ("queen_cluster_ack_requests_total", "counter"),
+    ("queen_cluster_transactions_total", "counter"),
+    ("queen_cluster_push_messages_total", "counter"),
+    ("queen_cluster_pop_messages_total", "counter"),
+    ("pgcursor_ack_items_total", "counter"),
+    ("pgcursor_ack_errors_total", "counter"),
+    ("queen_dlq_depth", "gauge"),
+    ("queen_dlq_depth_by_queue", "gauge"),
+    ("queen_cluster_dlq_total", "counter"),
+    ("pgcursor_cluster_messages_total", "counter"),
+    ("pgcursor_queue_messages_total", "counter"),
+    ("pgcursor_queue_partitions", "gauge"),
+    ("pgcursor_queue_depth", "gauge"),
+    ("pgcursor_consumer_group_partitions", "gauge"),
+    ("pgcursor_consumer_group_depth", "gauge"),
+    ("pgcursor_consumer_group_lag_seconds", "gauge"),
+    ("pgcursor_consumer_group_leased_partitions", "gauge"),
+    ("pgcursor_consumer_group_expired_leases", "gauge"),
+];
+
+type Family = MetricFamily<PrometheusType, PrometheusValue>;
+
+/// One scrape, parsed.
+struct Exposition(MetricsExposition<PrometheusType, PrometheusValue>);
+
+impl Exposition {
+    fn parse(text: &str) -> Exposition {
+        Exposition(parse_prometheus(text).unwrap_or_else(|e| panic!("{e:?} parsing:\n{text}")))
+    }
+
+    fn family(&self, name: &str) -> Option<&Family> {
+        self.0.families.get(name)
+    }
+
+    /// The samples of `family` whose labels include `labels`.
+    fn samples<'a>(
+        &'a self,
+        family: &str,
+        labels: &'a [(&'a str, &'a str)],
+    ) -> Vec<&'a PrometheusValue> {
+        let Some(family) = self.family(family) else {
+            return Vec::new();
+        };
+        family
+            .iter_samples()
+            .filter(|s| {
+                let set = s.get_labelset().expect("a label set");
+                labels
+                    .iter()
+                    .all(|(k, v)| set.get_label_value(k) == Some(*v))
+            })
+            .map(|s| &s.value)
+            .collect()
+    }
+
+    /// The value of the one sample of `family` with `labels` (0 when none).
+    fn value(&self, family: &str, labels: &[(&str, &str)]) -> f64 {
+        let found = self.samples(family, labels);
+        assert!(
+            found.len() <= 1,
+            "{family}{labels:?}: {} series",
+            found.len()
+        );
+        found.first().map_or(0.0, |value| match value {
+            PrometheusValue::Counter(c) => c.value.as_f64(),
+            PrometheusValue::Gauge(n) | PrometheusValue::Unknown(n) => n.as_f64(),
+            other => panic!("{family}: not a single value: {other:?}"),
+        })
+    }
+
+    fn has(&self, family: &str) -> bool {
+        self.family(family)
+            .is_some_and(|f| f.iter_samples().next().is_some())
+    }
+}
+
+async fn scrape(gw: &Gateway) -> Exposition {
+    let response = client()
+        .get(gw.url("/metrics/prometheus"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    assert_eq!(
+        header("content-type").as_deref(),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    assert_eq!(header("cache-control").as_deref(), Some("no-cache"));
+    Exposition::parse(&response.text().await.unwrap())
+}
+
+/// Acks one item on the single route; answers its result.
+async fn ack(gw: &Gateway, message: &Value, group: &str, status: &str) -> Value {
+    let body = json!({"transactionId": message["transactionId"], "partitionId": message["partitionId"],
+                      "leaseId": message["leaseId"], "consumerGroup": group, "status": status});
+    let (code, answer) = post(gw, "/api/v1/ack", &body).await;
+    assert_eq!(code, 200, "{answer}");
+    answer[0].clone()
+}
+
+#[tokio::test]
+async fn every_family_is_there_with_its_type_and_the_counters_move() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("metrics");
+    configure_queue(&gw, &queue).await;
+    // One request first, so the request families have a series.
+    let before = {
+        scrape(&gw).await;
+        scrape(&gw).await
+    };
+    for (name, kind) in FAMILIES {
+        let family = before
+            .family(name)
+            .unwrap_or_else(|| panic!("{name}: missing"));
+        assert_eq!(family.family_type.to_string(), kind, "{name}: # TYPE");
+        assert!(!family.help.is_empty(), "{name}: # HELP");
+        assert!(family.iter_samples().next().is_some(), "{name}: no series");
+    }
+    assert_eq!(before.value("pgcursor_notify_listener_up", &[]), 1.0);
+    assert!(before.value("queen_db_pool_size", &[]) >= 1.0);
+    assert!(before.value("queen_process_resident_memory_bytes", &[]) > 0.0);
+
+    // 5 pushed (one a duplicate); popped 4 by group g; acked by outcome.
+    push_n(&gw, &queue, "p", 4).await;
+    push_n(&gw, &queue, "p", 1).await; // p-1 again: a duplicate, not stored
+    let popped = pop(&gw, &queue, "batch=4&consumerGroup=g").await;
+    let delivered = messages(&popped);
+    assert_eq!(delivered.len(), 4);
+    let first = ack(&gw, &delivered[0], "g", "completed").await;
+    assert_eq!(first["success"], true, "{first}");
+    // Completed again: changes nothing.
+    assert_eq!(
+        ack(&gw, &delivered[0], "g", "completed").await["noop"],
+        true
+    );
+    // A retry of offset 2, then its dead-lettering.
+    assert_eq!(ack(&gw, &delivered[1], "g", "retry").await["success"], true);
+    let again = pop(&gw, &queue, "batch=1&consumerGroup=g").await;
+    let dead = ack(&gw, &messages(&again)[0], "g", "dlq").await;
+    assert_eq!(dead["dlq"], true, "{dead}");
+    // A failed ack (budget left), then acks that cannot do anything.
+    let third = pop(&gw, &queue, "batch=1&consumerGroup=g").await;
+    assert_eq!(
+        ack(&gw, &messages(&third)[0], "g", "failed").await["success"],
+        true
+    );
+    let stale = ack(&gw, &messages(&third)[0], "g", "completed").await;
+    assert_eq!(stale["error"], "invalid or expired lease", "{stale}");
+    let unknown = json!({"transactionId": "never-pushed", "partitionId": delivered[0]["partitionId"],
+                         "consumerGroup": "g"});
+    let (code, answer) = post(&gw, "/api/v1/ack", &unknown).await;
+    assert_eq!(
+        answer[0]["error"], "transaction not found",
+        "{code} {answer}"
+    );
+    // No route: labelled `unmatched`, never by the path asked for.
+    let (code, _) = get(&gw, &format!("/no/such/{queue}")).await;
+    assert_eq!(code, 404);
+    let (code, _) = post(&gw, &format!("/api/v1/push/{queue}"), &json!({})).await;
+    assert_eq!(code, 404);
+    let (code, _) = post(&gw, "/api/v1/transaction", &json!({"operations": []})).await;
+    assert!(code == 200 || code == 400, "{code}");
+
+    let after = scrape(&gw).await;
+    let moved = |family: &str, labels: &[(&str, &str)]| {
+        after.value(family, labels) - before.value(family, labels)
+    };
+    assert_eq!(moved("queen_cluster_push_requests_total", &[]), 2.0);
+    assert_eq!(moved("queen_cluster_push_messages_total", &[]), 4.0);
+    assert_eq!(moved("queen_cluster_pop_requests_total", &[]), 3.0);
+    assert_eq!(moved("queen_cluster_pop_messages_total", &[]), 6.0);
+    assert_eq!(moved("queen_cluster_ack_requests_total", &[]), 7.0);
+    assert_eq!(moved("queen_cluster_transactions_total", &[]), 1.0);
+    for (outcome, n) in [
+        ("completed", 1.0),
+        ("noop", 3.0),
+        ("retry", 1.0),
+        ("dlq", 1.0),
+        ("failed", 1.0),
+    ] {
+        assert_eq!(
+            moved("pgcursor_ack_items_total", &[("outcome", outcome)]),
+            n,
+            "outcome {outcome}"
+        );
+    }
+    assert_eq!(
+        moved(
+            "pgcursor_ack_errors_total",
+            &[("error", "invalid or expired lease")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        moved(
+            "pgcursor_ack_errors_total",
+            &[("error", "transaction not found")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        moved(
+            "pgcursor_ack_errors_total",
+            &[("error", "already completed")]
+        ),
+        0.0
+    );
+
+    // Requests by route PATTERN, method and status; latency per route.
+    let push_route = [
+        ("route", "/api/v1/push"),
+        ("method", "POST"),
+        ("status", "200"),
+    ];
+    assert_eq!(moved("pgcursor_http_requests_total", &push_route), 2.0);
+    let pop_route = [
+        ("route", "/api/v1/pop/queue/{queue}"),
+        ("method", "GET"),
+        ("status", "200"),
+    ];
+    assert_eq!(moved("pgcursor_http_requests_total", &pop_route), 3.0);
+    let unmatched = [("route", "unmatched"), ("status", "404")];
+    assert_eq!(
+        moved(
+            "pgcursor_http_requests_total",
+            &[("method", "GET"), unmatched[0], unmatched[1]]
+        ),
+        1.0
+    );
+    assert_eq!(
+        moved(
+            "pgcursor_http_requests_total",
+            &[("method", "POST"), unmatched[0], unmatched[1]]
+        ),
+        1.0
+    );
+    let requests = after
+        .family("pgcursor_http_requests_total")
+        .expect("requests");
+    for sample in requests.iter_samples() {
+        let route = sample
+            .get_labelset()
+            .unwrap()
+            .get_label_value("route")
+            .unwrap()
+            .to_string();
+        assert!(
+            !route.contains(&queue),
+            "a series names a raw path: {route}"
+        );
+    }
+    let latency = after.samples(
+        "pgcursor_http_request_duration_seconds",
+        &[("route", "/api/v1/push"), ("method", "POST")],
+    );
+    match latency.as_slice() {
+        [PrometheusValue::Histogram(h)] => {
+            assert_eq!(h.count, Some(2), "{h:?}");
+            let all = h.buckets.iter().find(|b| b.upper_bound.is_infinite());
+            assert_eq!(all.map(|b| b.count.as_f64()), Some(2.0), "{h:?}");
+        }
+        other => panic!("not one histogram: {other:?}"),
+    }
+
+    // The database families, for this queue: offset 1 completed, 2 dead-lettered,
+    // 3 failed (back to be delivered), 4 under no lease; the group's cursor is at 2.
+    let q = [("queue", queue.as_str())];
+    let g = [("queue", queue.as_str()), ("consumer_group", "g")];
+    assert_eq!(after.value("pgcursor_queue_partitions", &q), 1.0);
+    assert_eq!(after.value("pgcursor_queue_depth", &q), 2.0);
+    assert_eq!(after.value("queen_dlq_depth_by_queue", &q), 1.0);
+    assert_eq!(after.value("pgcursor_consumer_group_depth", &g), 2.0);
+    assert_eq!(after.value("pgcursor_consumer_group_partitions", &g), 1.0);
+    assert_eq!(
+        after.value("pgcursor_consumer_group_leased_partitions", &g),
+        0.0
+    );
+    let lag = after.value("pgcursor_consumer_group_lag_seconds", &g);
+    assert!(lag > 0.0 && lag < 120.0, "lag {lag}");
+    let fate = |f: &'static str| [("queue", queue.as_str()), ("fate", f)];
+    assert_eq!(
+        after.value("pgcursor_queue_messages_total", &fate("pushed")),
+        4.0
+    );
+    assert_eq!(
+        after.value("pgcursor_queue_messages_total", &fate("completed")),
+        1.0
+    );
+    assert_eq!(
+        after.value("pgcursor_queue_messages_total", &fate("dead_lettered")),
+        1.0
+    );
+    assert!(
+        moved("queen_cluster_dlq_total", &[("scope", "cluster")]) >= 1.0,
+        "the cluster total includes this queue's dead letter"
+    );
+    assert!(after.value("queen_dlq_depth", &[("scope", "cluster")]) >= 1.0);
+}
+
+#[tokio::test]
+async fn the_exposition_alone_carries_no_cors_headers() {
+    let gw = Gateway::start().await;
+    for method in [Method::GET, Method::OPTIONS] {
+        let response = request(&gw, method.clone(), "/metrics/prometheus", None)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{method}");
+        let cors: Vec<_> = response
+            .headers()
+            .keys()
+            .filter(|k| k.as_str().starts_with("access-control-"))
+            .collect();
+        assert!(cors.is_empty(), "{method} /metrics/prometheus: {cors:?}");
+    }
+    for path in ["/metrics", "/health"] {
+        let response = request(&gw, Method::GET, path, None).send().await.unwrap();
+        assert_eq!(
+            response
+                .headers()
+                .get("access-control-allow-origin")
+                .unwrap(),
+            "*",
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_json_metrics_have_queens_shape_with_real_values() {
+    let gw = Gateway::start_with(&[("PGCURSOR_TOKENS", "admin-token:admin")]).await;
+    let (status, first) = get(&gw, "/metrics").await;
+    assert_eq!(status, 200, "no token needed: {first}");
+    for (key, fields) in [
+        ("requests", &["total", "rate"][..]),
+        ("messages", &["total", "rate"]),
+        (
+            "database",
+            &["poolSize", "idleConnections", "waitingRequests"],
+        ),
+        (
+            "memory",
+            &["rss", "heapTotal", "heapUsed", "external", "arrayBuffers"],
+        ),
+        ("cpu", &["user", "system"]),
+    ] {
+        for field in fields {
+            assert!(first[key][field].is_number(), "{key}.{field}: {first}");
+        }
+    }
+    assert!(first["uptime"].is_u64(), "{first}");
+    assert!(first["memory"]["rss"].as_u64().unwrap() > 0, "{first}");
+    let queue = fresh_queue("metrics-json");
+    let push = json!({"items": [{"queue": queue, "payload": 1}, {"queue": queue, "payload": 2}]});
+    let (code, _) = send_admin(&gw, "/api/v1/push", &push).await;
+    assert_eq!(code, 200);
+    let (_, second) = get(&gw, "/metrics").await;
+    let total = |v: &Value, k: &str| v[k]["total"].as_u64().unwrap();
+    assert_eq!(total(&second, "messages") - total(&first, "messages"), 2);
+    assert_eq!(
+        total(&second, "requests") - total(&first, "requests"),
+        2,
+        "the push and the first GET"
+    );
+    assert!(
+        second["database"]["poolSize"].as_u64().unwrap() >= 1,
+        "{second}"
+    );
+}
+
+async fn send_admin(gw: &Gateway, path: &str, body: &Value) -> (u16, Value) {
+    crate::broker::send(request(gw, Method::POST, path, Some("admin-token")).json(body)).await
+}
+
+#[tokio::test]
+async fn without_the_database_a_scrape_still_answers_the_process_families() {
+    let cluster = PrivateCluster::start();
+    let gw = Gateway::start_with(&[
+        ("DATABASE_URL", cluster.url()),
+        ("PGCURSOR_DB_TIMEOUT_MS", "1000"),
+    ])
+    .await;
+    let up = scrape(&gw).await;
+    for family in DATABASE_FAMILIES {
+        assert!(up.has(family), "{family}, while the database is up");
+    }
+
+    // A slow database: the query waits on a lock, its timeout ends it.
+    let (locker, connection) = tokio_postgres::connect(cluster.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    locker
+        .batch_execute("BEGIN; LOCK TABLE pgcursor.dead_letters IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let slow = scrape(&gw).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "the scrape took {took:?}");
+    assert_process_families_only(&slow, "a slow database");
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    assert!(
+        scrape(&gw).await.has("queen_dlq_depth"),
+        "back after the lock"
+    );
+
+    cluster.stop();
+    assert_process_families_only(&scrape(&gw).await, "no database");
+    cluster.start_again();
+}
+
+/// Families only the database query supplies (on an empty database too).
+const DATABASE_FAMILIES: [&str; 4] = [
+    "queen_dlq_depth",
+    "queen_maintenance_mode_enabled",
+    "queen_cluster_dlq_total",
+    "pgcursor_cluster_messages_total",
+];
+
+fn assert_process_families_only(exposition: &Exposition, what: &str) {
+    for family in [
+        "queen_uptime_seconds",
+        "queen_db_pool_size",
+        "pgcursor_notify_listener_up",
+        "queen_cluster_push_requests_total",
+    ] {
+        assert!(exposition.has(family), "{family} with {what}");
+    }
+    for family in DATABASE_FAMILIES {
+        assert!(!exposition.has(family), "{family} with {what}");
+    }
+}

@@ -1,0 +1,113 @@
+-- metrics_snapshot (wire-admin.md §5.2): the database figures a scrape
+-- reads, on a small fixture: per queue and per (queue, group) depth, lag,
+-- leased partitions and dead letters, lifetime totals with deleted queues in
+-- the cluster totals only, the maintenance flags; and a plan that touches
+-- messages only through primary-key probes.
+BEGIN;
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+SELECT plan(12);
+
+CREATE FUNCTION pg_temp.pid(q text, part text) RETURNS uuid LANGUAGE sql AS $$
+    SELECT id FROM pgcursor.partitions WHERE queue = q AND name = part
+$$;
+CREATE FUNCTION pg_temp.push(q text, part text, n integer) RETURNS void LANGUAGE sql AS $$
+    SELECT FROM pgcursor.push(jsonb_build_object('items',
+        (SELECT jsonb_agg(jsonb_build_object('queue', q, 'partition', part, 'payload', i)) FROM generate_series(1, n) i)))
+$$;
+CREATE FUNCTION pg_temp.pop(q text, part text, grp text, n integer, auto boolean DEFAULT false) RETURNS jsonb
+LANGUAGE sql AS $$
+    SELECT pgcursor.pop(jsonb_build_object('queue', q, 'partition', part, 'consumerGroup', grp, 'batch', n,
+                                           'autoAck', auto))
+$$;
+CREATE FUNCTION pg_temp.snap() RETURNS jsonb LANGUAGE sql AS $$ SELECT pgcursor.metrics_snapshot() $$;
+CREATE FUNCTION pg_temp.grp(q text, g text) RETURNS jsonb LANGUAGE sql AS $$
+    SELECT x - 'queue' - 'consumerGroup' FROM jsonb_array_elements(pg_temp.snap() -> 'groups') x
+    WHERE x ->> 'queue' = q AND x ->> 'consumerGroup' = g
+$$;
+
+-- A clean slate inside this transaction (rolled back at the end).
+DELETE FROM pgcursor.queues;
+DELETE FROM pgcursor.retired_totals;
+SELECT pgcursor.set_maintenance('push', false), pgcursor.set_maintenance('pop', false);
+
+SELECT is(pg_temp.snap(),
+          '{"maintenanceMode": false, "popMaintenanceMode": false, "deadLetters": 0,
+            "totals": {"pushed": 0, "completed": 0, "deadLettered": 0, "discarded": 0},
+            "queues": [], "groups": []}', 'nothing stored: zeros and empty lists');
+
+-- Fixture: t63 partition a (3 messages), b (2); t63e configured, empty;
+-- t63x (4 messages) deleted below. Messages are aged 10 s per offset step.
+SELECT pgcursor.configure('{"queue":"t63"}'), pgcursor.configure('{"queue":"t63e"}');
+SELECT pg_temp.push('t63', 'a', 3), pg_temp.push('t63', 'b', 2), pg_temp.push('t63x', 'Default', 4);
+UPDATE pgcursor.messages SET created_at = now() - interval '10 seconds' * (5 - msg_offset)
+ WHERE partition_id IN (pg_temp.pid('t63', 'a'), pg_temp.pid('t63', 'b'));
+-- a: offset 1 is 40 s old, 2 is 30 s, 3 is 20 s; b: 1 is 40 s, 2 is 30 s.
+UPDATE pgcursor.messages SET created_at = created_at + interval '5 seconds'
+ WHERE partition_id = pg_temp.pid('t63', 'b');   -- b: 35 s and 25 s
+SELECT FROM pg_temp.pop('t63', 'a', 'g', 2, true);   -- g completes a:1..2
+SELECT FROM pg_temp.pop('t63', 'b', 'g', 2, true);   -- g completes b:1..2
+SELECT FROM pg_temp.pop('t63', 'b', 'h', 1);         -- h leases b:1
+SELECT pgcursor.delete_queue('t63x');
+
+SELECT is(pg_temp.grp('t63', 'g'),
+          '{"partitions": 2, "depth": 1, "lagSeconds": 20.000, "leasedPartitions": 0, "expiredLeases": 0}',
+          'g: one message left (a:3, 20 s old); b caught up adds no lag');
+SELECT is(pg_temp.grp('t63', 'h'),
+          '{"partitions": 2, "depth": 5, "lagSeconds": 40.000, "leasedPartitions": 1, "expiredLeases": 0}',
+          'h: every message; lag is its oldest unconsumed (a:1); one live lease');
+
+UPDATE pgcursor.cursors SET lease_expires_at = now() - interval '1 second'
+ WHERE consumer_group = 'h';
+SELECT is(pg_temp.grp('t63', 'h') - 'depth' - 'lagSeconds' - 'partitions',
+          '{"leasedPartitions": 0, "expiredLeases": 1}', 'an expired lease is not live, and shows until a pop takes over');
+
+-- Retention deleted a:1: h's oldest unconsumed is then a:2 (or b:1, 35 s).
+DELETE FROM pgcursor.messages WHERE partition_id = pg_temp.pid('t63', 'a') AND msg_offset = 1;
+SELECT is(pg_temp.grp('t63', 'h') -> 'lagSeconds', '35.000', 'a deleted offset is skipped, not a null');
+
+-- A dead letter (as ack_group files one) on t63.
+INSERT INTO pgcursor.dead_letters (partition_id, consumer_group, msg_offset, transaction_id, payload, error, retry_count)
+SELECT pg_temp.pid('t63', 'a'), 'h', 2, transaction_id, payload, 'poison', 3
+  FROM pgcursor.messages WHERE partition_id = pg_temp.pid('t63', 'a') AND msg_offset = 2;
+UPDATE pgcursor.cursors SET dead_lettered_total = 1
+ WHERE partition_id = pg_temp.pid('t63', 'a') AND consumer_group = 'h';
+
+SELECT is((SELECT jsonb_agg(x) FROM jsonb_array_elements(pg_temp.snap() -> 'queues') x),
+          '[{"queue": "t63", "partitions": 2, "depth": 5, "deadLetters": 1, "pushed": 5, "completed": 4,
+             "deadLettered": 1, "discarded": 0},
+            {"queue": "t63e", "partitions": 0, "depth": 0, "deadLetters": 0, "pushed": 0, "completed": 0,
+             "deadLettered": 0, "discarded": 0}]',
+          'per live queue, by name: partitions, depth of the slowest group, dead letters, lifetime figures');
+SELECT is(pg_temp.snap() -> 'totals', '{"pushed": 9, "completed": 4, "deadLettered": 1, "discarded": 0}',
+          'the cluster totals keep what the deleted queue counted');
+SELECT is(pg_temp.snap() -> 'deadLetters', '1', 'dead letters stored now');
+SELECT is((SELECT count(*) FROM jsonb_array_elements(pg_temp.snap() -> 'groups')), 2::bigint,
+          'one entry per (queue, group) with cursors');
+
+SELECT pgcursor.set_maintenance('push', true);
+SELECT is(pg_temp.snap() -> 'maintenanceMode', 'true', 'push maintenance shows');
+SELECT pgcursor.set_maintenance('push', false);
+
+-- Cheap: the oldest unconsumed message is found by the primary key (this
+-- fixture's tables are so small that the planner would rather scan them, so
+-- scans are discouraged here as a large table makes them; the 1,000,000
+-- message measurement is in docs/http-api.md, Metrics).
+SET LOCAL enable_seqscan = off;
+CREATE FUNCTION pg_temp.plan_nodes() RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE line text;
+BEGIN
+    FOR line IN EXPLAIN SELECT pgcursor.metrics_snapshot() LOOP
+        RETURN NEXT line;
+    END LOOP;
+    FOR line IN EXPLAIN SELECT * FROM pgcursor_internal.group_metrics() LOOP
+        RETURN NEXT line;
+    END LOOP;
+END $$;
+SELECT ok(EXISTS (SELECT 1 FROM pg_temp.plan_nodes() l WHERE l ~ 'Index.* using messages_pkey on messages'),
+          'the lag probe is a primary-key index scan');
+SELECT ok(NOT EXISTS (SELECT 1 FROM pg_temp.plan_nodes() l WHERE l ~ ' on messages' AND l !~ 'messages_pkey'),
+          'messages is read through nothing else');
+RESET enable_seqscan;
+
+SELECT * FROM finish();
+ROLLBACK;
