@@ -360,17 +360,6 @@ BEGIN
         'pagination', jsonb_build_object('limit', lim, 'offset', skip));
 END $$;
 
--- One partition's messages object of status_queue (§4.3), from the slowest
--- group: pending = after its cursor (leased included), processing = leased
--- and not acked, deadLetter = dead letters stored, completed = total less
--- both, failed = 0.
-CREATE OR REPLACE FUNCTION pgcursor_internal.status_partition_messages(total bigint, depth bigint,
-                                                                       processing bigint, dead bigint)
-RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
-    SELECT jsonb_build_object('total', total, 'pending', depth, 'processing', processing,
-                              'completed', greatest(total - depth - dead, 0), 'failed', 0, 'deadLetter', dead)
-$$;
-
 -- status_queue (§4.3): {queue {id, name, namespace, task, priority,
 -- createdAt, config}, partitions [...], totals}. Unknown -> P0002.
 CREATE OR REPLACE FUNCTION pgcursor.status_queue(qname text)
@@ -402,7 +391,8 @@ BEGIN
                (SELECT count(*) FROM pgcursor.dead_letters d WHERE d.partition_id = p.id) AS dead) e
     CROSS JOIN LATERAL (SELECT max(c.last_ack_at) AS last_ack FROM pgcursor.cursors c
                         WHERE c.partition_id = p.id) g
-    CROSS JOIN LATERAL (SELECT pgcursor_internal.status_partition_messages(s.total, s.depth, s.processing, e.dead)
+    CROSS JOIN LATERAL (SELECT pgcursor_internal.stats_json(  -- from the slowest group; leased included in pending
+                                   s.total, s.depth, s.processing, greatest(s.total - s.depth - e.dead, 0), 0, e.dead)
                                AS messages) m
     WHERE p.queue = qname;
     RETURN jsonb_build_object(

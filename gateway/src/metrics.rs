@@ -231,21 +231,10 @@ impl AckTally {
         let mut facts = Vec::new();
         if !scan_ack_answer(answer, &mut facts) {
             // Not jsonb's layout after all: read it properly.
-            let Ok(items) = serde_json::from_str::<Vec<AckAnswer>>(answer) else {
+            let Some(parsed) = parse_ack_answer(answer) else {
                 return;
             };
-            facts = items
-                .into_iter()
-                .map(|i| {
-                    (
-                        i.index,
-                        i.success,
-                        i.dlq,
-                        i.noop,
-                        i.error.map(|e| ack_error(&e)),
-                    )
-                })
-                .collect();
+            facts = parsed;
         }
         for (index, success, dlq, noop, error) in facts {
             if let Some(outcome) = ack_outcome(status(index), success, dlq, noop) {
@@ -280,6 +269,26 @@ impl AckTally {
 
 /// (index, success, dlq, noop, error as an ACK_ERRORS index) of one item.
 type ItemFacts = (usize, bool, bool, bool, Option<usize>);
+
+/// The facts of an ack answer read with a full parse (the slow path, when
+/// the answer is not in jsonb's key order); None when it is not an answer.
+fn parse_ack_answer(answer: &str) -> Option<Vec<ItemFacts>> {
+    let items = serde_json::from_str::<Vec<AckAnswer>>(answer).ok()?;
+    Some(
+        items
+            .into_iter()
+            .map(|i| {
+                (
+                    i.index,
+                    i.success,
+                    i.dlq,
+                    i.noop,
+                    i.error.map(|e| ack_error(&e)),
+                )
+            })
+            .collect(),
+    )
+}
 
 /// Reads an ack_group answer the way jsonb prints it, without building it:
 /// jsonb orders keys by length, then bytes, so every item begins
@@ -440,20 +449,7 @@ mod tests {
             {"dlq": false, "noop": true, "error": "superseded by an earlier nack", "index": 12, "success": false, "leaseReleased": false, "transactionId": "x"}]"#;
         let mut facts = Vec::new();
         assert!(scan_ack_answer(answer, &mut facts));
-        let parsed: Vec<ItemFacts> = serde_json::from_str::<Vec<AckAnswer>>(answer)
-            .unwrap()
-            .into_iter()
-            .map(|i| {
-                (
-                    i.index,
-                    i.success,
-                    i.dlq,
-                    i.noop,
-                    i.error.map(|e| ack_error(&e)),
-                )
-            })
-            .collect();
-        assert_eq!(facts, parsed);
+        assert_eq!(Some(facts.clone()), parse_ack_answer(answer));
         assert_eq!(
             facts.len(),
             2,

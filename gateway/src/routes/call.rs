@@ -25,12 +25,13 @@ pub fn object_body(bytes: &[u8]) -> Result<Value, ApiError> {
 }
 
 /// The query parameters a listing function reads, as a JSON object of
-/// strings (the SQL checks each value and names the bad one); others are
-/// ignored. PostgreSQL cannot hold U+0000, so a value with one is a 400.
+/// strings (the SQL checks each value and names the bad one); an empty
+/// value counts as absent and others are ignored. PostgreSQL cannot hold
+/// U+0000, so a value with one is a 400.
 pub fn query_fields(query: &BTreeMap<String, String>, names: &[&str]) -> Result<Value, ApiError> {
     let mut fields = serde_json::Map::new();
     for &name in names {
-        let Some(value) = query.get(name) else {
+        let Some(value) = query.get(name).filter(|v| !v.is_empty()) else {
             continue;
         };
         if value.contains('\0') {
@@ -187,10 +188,15 @@ mod tests {
 
     #[test]
     fn known_parameters_pass_as_strings_and_nul_is_refused() {
-        let query: BTreeMap<String, String> = [("queue", "orders"), ("limit", "5"), ("junk", "x")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let query: BTreeMap<String, String> = [
+            ("queue", "orders"),
+            ("limit", "5"),
+            ("offset", ""),
+            ("junk", "x"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
         assert_eq!(
             query_fields(&query, &["queue", "limit", "offset"]).unwrap(),
             serde_json::json!({"queue": "orders", "limit": "5"})

@@ -7,12 +7,11 @@
 use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde_json::{Map, Value};
 
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
-use crate::routes::call::call_json;
+use crate::routes::call::{call_json, query_fields};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/resources/queues", web::get().to(list_queues))
@@ -38,7 +37,7 @@ async fn list_queues(
     query: web::Query<BTreeMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
-    let filter = list_filter(&query)?;
+    let filter = query_fields(&query, &LIST_PARAMETERS)?;
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.queues_overview($1::jsonb)",
@@ -46,25 +45,6 @@ async fn list_queues(
     )
     .await?;
     Ok(answer.respond())
-}
-
-/// The known parameters as a JSON object of strings; an empty value counts
-/// as absent and others are ignored. PostgreSQL cannot hold U+0000, so a
-/// value with one is a 400 here.
-fn list_filter(query: &BTreeMap<String, String>) -> Result<Value, ApiError> {
-    let mut fields = Map::new();
-    for name in LIST_PARAMETERS {
-        let Some(value) = query.get(name).filter(|v| !v.is_empty()) else {
-            continue;
-        };
-        if value.contains('\0') {
-            return Err(ApiError::BadRequest(format!(
-                "{name} contains a NUL character"
-            )));
-        }
-        fields.insert(name.to_string(), Value::String(value.clone()));
-    }
-    Ok(Value::Object(fields))
 }
 
 /// Unknown queue: the SQL raises P0002, a 404.
@@ -107,35 +87,4 @@ async fn tasks(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpRespo
     state.auth.require(&req, Level::ReadOnly)?;
     let answer = call_json(&state.pool, "SELECT pgcursor.tasks()", &[]).await?;
     Ok(answer.respond())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn query(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn list_filter_keeps_known_non_empty_parameters_as_strings() {
-        let q = query(&[
-            ("search", "ord"),
-            ("limit", "5"),
-            ("namespace", ""),
-            ("junk", "x"),
-        ]);
-        assert_eq!(
-            list_filter(&q).unwrap(),
-            json!({"search": "ord", "limit": "5"})
-        );
-        assert!(matches!(
-            list_filter(&query(&[("task", "a\0b")])),
-            Err(ApiError::BadRequest(m)) if m == "task contains a NUL character"
-        ));
-    }
 }
