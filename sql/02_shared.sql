@@ -95,3 +95,16 @@ BEGIN
     RETURN row;
 END
 $$;
+
+-- The queue named qname; an unknown one is P0002 (a 404 over HTTP).
+CREATE OR REPLACE FUNCTION pgcursor_internal.known_queue(qname text)
+RETURNS pgcursor.queues LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    q pgcursor.queues;
+BEGIN
+    SELECT * INTO q FROM pgcursor.queues WHERE name = qname;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'queue not found: %', qname USING ERRCODE = 'P0002';
+    END IF;
+    RETURN q;
+END $$;

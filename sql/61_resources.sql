@@ -196,10 +196,7 @@ DECLARE
     q pgcursor.queues;
     parts jsonb;
 BEGIN
-    SELECT * INTO q FROM pgcursor.queues WHERE name = qname;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'queue not found: %', qname USING ERRCODE = 'P0002';
-    END IF;
+    q := pgcursor_internal.known_queue(qname);
     -- One pass: per partition its stats, two index probes for its oldest and
     -- newest stored message, and its cursor rows.
     SELECT coalesce(jsonb_agg(jsonb_build_object(

@@ -368,10 +368,7 @@ DECLARE
     q pgcursor.queues;
     parts jsonb;
 BEGIN
-    SELECT * INTO q FROM pgcursor.queues WHERE name = qname;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'queue not found: %', qname USING ERRCODE = 'P0002';
-    END IF;
+    q := pgcursor_internal.known_queue(qname);
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'id', p.id, 'name', p.name, 'createdAt', pgcursor_internal.rfc3339_utc(p.created_at),
                'messages', m.messages, 'stats', m.messages,
