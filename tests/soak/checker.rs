@@ -502,6 +502,20 @@ fn check_leases(
     }
 }
 
+/// The lowest and highest offset of a transactionId in a partition. A push
+/// retried across a forced purge of the transaction index stores its
+/// transactionId twice (nothing remembers it any more), and an ack of it
+/// then completes up to one of the two: the index entry's (the newer) or,
+/// once that is purged too, the lowest (docs/ack-contract.md §3 step 4).
+fn offsets_of(db: &Db, partition: Uuid, txid: &str) -> (i64, i64) {
+    db.messages
+        .iter()
+        .filter(|((p, _), t)| *p == partition && t.as_str() == txid)
+        .fold((i64::MAX, i64::MIN), |(lo, hi), ((_, o), _)| {
+            (lo.min(*o), hi.max(*o))
+        })
+}
+
 /// Deliveries start just past the cursor: never at or below an offset known
 /// completed before the pop was sent (no going back), never past every
 /// offset an ack could have moved the cursor to (no skipping forward). And
@@ -512,8 +526,29 @@ fn check_order(db: &Db, key: &Key, list: &[&Delivery], acks: &[&AckRecord], v: &
     // ... and could have been at most the highest `offset` sent before `time`.
     let mut possible: Vec<(Time, i64)> = Vec::new();
     let end = cursor(db, key.0, key.1);
+    // Offsets of transactionIds stored more than once, by transactionId.
+    let twice: HashMap<&str, (i64, i64)> = {
+        let mut count: HashMap<&str, usize> = HashMap::new();
+        for ((p, _), t) in &db.messages {
+            if *p == key.0 {
+                *count.entry(t.as_str()).or_default() += 1;
+            }
+        }
+        count
+            .into_iter()
+            .filter(|(_, n)| *n > 1)
+            .map(|(t, _)| (t, offsets_of(db, key.0, t)))
+            .collect()
+    };
     for a in acks {
         for item in &a.items {
+            // Where this ack may have completed up to: the delivered offset,
+            // or anywhere between the copies of a transactionId stored twice.
+            let (lowest, highest) = twice
+                .get(item.txid.as_str())
+                .map_or((item.offset, item.offset), |&(lo, hi)| {
+                    (lo.min(item.offset), hi.max(item.offset))
+                });
             let moves_to = item.status != Status::Retry;
             if let (Some(received), true) = (a.received, moves_to) {
                 let done = match item.answer {
@@ -522,8 +557,8 @@ fn check_order(db: &Db, key: &Key, list: &[&Delivery], acks: &[&AckRecord], v: &
                     _ => false,
                 };
                 if done {
-                    known.push((received, item.offset));
-                    if end < item.offset {
+                    known.push((received, lowest));
+                    if end < lowest {
                         v.push(format!(
                             "{}: offset {} ({}) was answered {} at {:.3}s, the cursor ends at {end}",
                             name(db, key),
@@ -536,7 +571,7 @@ fn check_order(db: &Db, key: &Key, list: &[&Delivery], acks: &[&AckRecord], v: &
                 }
             }
             if moves_to && item.answer.maybe_applied() {
-                possible.push((a.sent, item.offset));
+                possible.push((a.sent, highest));
             }
         }
     }
