@@ -254,6 +254,22 @@ impl Browser {
         .unwrap_or_else(|e| panic!("type into {css}: {e}"));
     }
 
+    /// Sets an input's value as a picker would, and tells the page so.
+    pub async fn set_value(&self, selector: &str, value: &str) {
+        self.wait_visible(selector).await;
+        let id = self.find(selector).await.expect("the element");
+        let script = "arguments[0].value = arguments[1]; \
+                      arguments[0].dispatchEvent(new Event('input', {bubbles: true}));";
+        let args = json!([{ ELEMENT: id }, value]);
+        self.command(
+            "POST",
+            "/execute/sync",
+            Some(json!({"script": script, "args": args})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("set {selector}: {e}"));
+    }
+
     /// The browser console's entries at level SEVERE since the last call.
     pub async fn console_errors(&self) -> Vec<String> {
         let log = self
