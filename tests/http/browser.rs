@@ -21,6 +21,8 @@ pub struct Browser {
     driver: Child,
     session: String,
     http: reqwest::Client,
+    /// Whether `quit` ended the session already.
+    ended: bool,
 }
 
 impl Browser {
@@ -38,6 +40,7 @@ impl Browser {
             driver,
             session: format!("http://127.0.0.1:{port}"),
             http: client(),
+            ended: false,
         };
         browser.wait_driver_ready().await;
         browser.new_session(width, height).await;
@@ -299,7 +302,40 @@ impl Browser {
     /// Ends the session (Chromium exits) and chromedriver.
     pub async fn quit(mut self) {
         let _ = self.command("DELETE", "", None).await;
-        let _ = self.driver.kill().await;
+        self.ended = true;
+    }
+}
+
+/// A test that panics never reaches `quit`, and killing chromedriver alone
+/// would leave Chromium running: ending the session here closes it. Blocking
+/// and by hand, as Drop cannot await.
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if !self.ended {
+            end_session(&self.session);
+        }
+        let _ = self.driver.start_kill();
+    }
+}
+
+fn end_session(session: &str) {
+    use std::io::{Read, Write};
+    let Some((address, path)) = session
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split_once('/'))
+    else {
+        return;
+    };
+    let Ok(mut stream) = std::net::TcpStream::connect(address) else {
+        return;
+    };
+    let _ = stream.set_read_timeout(Some(PATIENCE));
+    let request = format!(
+        "DELETE /{path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    if stream.write_all(request.as_bytes()).is_ok() {
+        // The answer's first bytes come once Chromium is closed.
+        let _ = stream.read(&mut [0; 64]);
     }
 }
 
