@@ -3,16 +3,19 @@
 
 SHELL := /bin/bash
 PG_DATA := .data/pg
-APT_PACKAGES := postgresql postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
+APT_PACKAGES := postgresql postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl chromium chromium-driver
 
-.PHONY: deps build run db-up db-down test soak docs-check fmt lint bench bench-quick
+.PHONY: deps build run db-up db-down test soak docs-check fmt lint bench bench-quick screenshots
 
-# Install what is missing: PostgreSQL 15 server, pgTAP, pg_prove; rustfmt and clippy.
+# Install what is missing: PostgreSQL 15 server, pgTAP, pg_prove, Chromium and
+# chromedriver (the dashboard's browser test); rustfmt and clippy.
 deps:
 	@missing=; \
 	[ -x /usr/lib/postgresql/15/bin/initdb ] || missing="$$missing postgresql"; \
 	[ -f /usr/share/postgresql/15/extension/pgtap.control ] || missing="$$missing pgtap"; \
 	command -v pg_prove >/dev/null || missing="$$missing pg_prove"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null || missing="$$missing chromedriver"; \
 	if [ -n "$$missing" ]; then \
 		echo "missing:$$missing"; \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -68,6 +71,11 @@ bench: deps
 bench-quick: deps
 	cargo build --release -p gateway -p bench
 	target/release/bench --quick $(BENCH_ARGS)
+
+# PNGs of each dashboard page in docs/img/ (1280x900, headless Chromium),
+# taken by the dashboard's browser test on a throwaway cluster.
+screenshots: deps build
+	scripts/screenshots.sh
 
 fmt:
 	cargo fmt --all

@@ -4,9 +4,11 @@
 mod access_matrix;
 mod ack;
 mod broker;
+mod browser;
 mod config;
 mod consumer_groups;
 mod cors;
+mod dashboard;
 mod dlq;
 mod encryption;
 mod fuzz;

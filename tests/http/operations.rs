@@ -335,10 +335,9 @@ impl Scene {
         let item = json!({"queue": self.queue, "partition": "Default", "payload": {"n": "x"},
                           "transactionId": "scene-push", "traceId": Uuid::nil()});
         let (query, body): (Vec<(&str, &str)>, Option<Value>) = match op.id.as_str() {
-            "openapi" | "health" | "metrics" | "prometheusMetrics" | "queueDetail"
-            | "deleteQueue" | "overview" | "partitionCursors" | "message" | "requeueDeadLetter" => {
-                (vec![], None)
-            }
+            "openapi" | "health" | "metrics" | "prometheusMetrics" | "dashboard"
+            | "dashboardScript" | "dashboardStyle" | "queueDetail" | "deleteQueue" | "overview"
+            | "partitionCursors" | "message" | "requeueDeadLetter" => (vec![], None),
             "listMessages" => (vec![("queue", &self.queue)], None),
             "deleteMessage" | "retryMessage" | "messageTraces" => (vec![], None),
             "recordTrace" => (

@@ -20,6 +20,7 @@ route_families! {
     ack,
     configure,
     consumer_groups,
+    dashboard,
     dlq,
     health,
     inspect,

@@ -1,0 +1,311 @@
+//! The dashboard in a real browser (headless Chromium over WebDriver), with
+//! authentication on: a person signs in with a token, reads each page, and
+//! requeues a dead letter and seeks a group through the buttons. With
+//! `PGCURSOR_SCREENSHOTS=<dir>` (`make screenshots`) it also saves a PNG of
+//! each page there.
+
+use std::path::PathBuf;
+
+use pgcursor_tests::{client, db, Gateway};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::browser::Browser;
+
+const ADMIN: &str = "dash-admin-token";
+const READER: &str = "dash-reader-token";
+
+/// What the test seeded: one queue, one group, a held lease, a dead letter.
+struct Scene {
+    queue: String,
+    lease: String,
+    /// The transactionId of the message under that lease.
+    held: String,
+}
+
+async fn call(gw: &Gateway, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+    let mut request = client().request(method, gw.url(path)).bearer_auth(ADMIN);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let answer = request.send().await.expect("the gateway answers");
+    assert!(answer.status().is_success(), "{path}: {}", answer.status());
+    answer.json().await.expect("JSON")
+}
+
+/// eu: 3 messages, billing holds a lease on the first; us: 2 messages,
+/// billing dead-lettered the first ("downstream 502").
+async fn seed(gw: &Gateway) -> Scene {
+    let queue = format!("dash-orders-{}", &Uuid::now_v7().simple().to_string()[20..]);
+    let post = reqwest::Method::POST;
+    let get = reqwest::Method::GET;
+    call(
+        gw,
+        post.clone(),
+        "/api/v1/configure",
+        Some(json!({"queue": queue, "options": {"retryLimit": 0, "leaseTime": 600}})),
+    )
+    .await;
+    let items: Vec<Value> = [("eu", 1), ("eu", 2), ("eu", 3), ("us", 4), ("us", 5)]
+        .iter()
+        .map(
+            |(p, n)| json!({"queue": queue, "partition": p, "payload": {"order": n, "sku": "A-1"}}),
+        )
+        .collect();
+    call(
+        gw,
+        post.clone(),
+        "/api/v1/push",
+        Some(json!({"items": items})),
+    )
+    .await;
+    let pop =
+        |p: &str| format!("/api/v1/pop/queue/{queue}/partition/{p}?consumerGroup=billing&batch=1");
+    let held = call(gw, get.clone(), &pop("eu"), None).await;
+    let failed = call(gw, get, &pop("us"), None).await;
+    let message = &failed["messages"][0];
+    call(
+        gw,
+        post,
+        "/api/v1/ack",
+        Some(json!({
+        "transactionId": message["transactionId"], "partitionId": message["partitionId"],
+        "leaseId": failed["leaseId"], "consumerGroup": "billing",
+        "status": "failed", "error": "downstream 502"})),
+    )
+    .await;
+    Scene {
+        queue,
+        lease: held["leaseId"].as_str().unwrap().to_string(),
+        held: held["messages"][0]["transactionId"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+    }
+}
+
+/// Where `make screenshots` wants the PNGs, if it does.
+fn screenshots() -> Option<PathBuf> {
+    std::env::var_os("PGCURSOR_SCREENSHOTS").map(PathBuf::from)
+}
+
+async fn shoot(browser: &Browser, name: &str) {
+    if let Some(dir) = screenshots() {
+        std::fs::create_dir_all(&dir).unwrap();
+        browser.screenshot(&dir.join(format!("{name}.png"))).await;
+    }
+}
+
+/// The API's 401 brings up the token form.
+async fn sign_in(browser: &Browser, token: &str) {
+    browser.wait_visible("#token").await;
+    browser.type_into("#token", token).await;
+    browser.click("#login button[type=submit]").await;
+}
+
+/// The console errors a correct page makes are the answers it expects:
+/// Chromium logs as failed resource loads the 401 that asks for a token,
+/// the reader's 403 on a requeue, and the 404s of a transactionId lookup
+/// probing the partitions where the message is not.
+fn unexpected(errors: Vec<String>) -> Vec<String> {
+    errors.into_iter().filter(|e| !expected(e)).collect()
+}
+
+fn expected(error: &str) -> bool {
+    let status = |code: u16| error.contains(&format!("with a status of {code}"));
+    let asks_for_token = status(401);
+    let reader_refused = error.contains("/requeue") && status(403);
+    let lookup_probe = error.contains("/api/v1/messages/") && status(404);
+    asks_for_token || reader_refused || lookup_probe
+}
+
+async fn dead_letters(queue: &str) -> i64 {
+    db().await
+        .query_one(
+            "SELECT count(*) FROM pgcursor.dead_letters d \
+             JOIN pgcursor.partitions p ON p.id = d.partition_id WHERE p.queue = $1",
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// billing's unconsumed messages on the queue, from the cursors themselves.
+async fn billing_lag(queue: &str) -> i64 {
+    db().await
+        .query_one(
+            "SELECT coalesce(sum(p.head - c.cursor), 0)::bigint FROM pgcursor.cursors c \
+             JOIN pgcursor.partitions p ON p.id = c.partition_id \
+             WHERE p.queue = $1 AND c.consumer_group = 'billing'",
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn a_person_signs_in_reads_every_page_requeues_and_seeks() {
+    let tokens = format!("{ADMIN}:admin,{READER}:read-only");
+    let gw = Gateway::start_with(&[("PGCURSOR_TOKENS", &tokens)]).await;
+    let scene = seed(&gw).await;
+    let q = &scene.queue;
+    let browser = Browser::start(1280, 900).await;
+
+    // A read-only token sees the dead letter, but its requeue is refused
+    // with the 403's message and changes nothing.
+    browser.goto(&gw.url(&format!("/#/dlq?queue={q}"))).await;
+    sign_in(&browser, READER).await;
+    browser.wait_text("#dlq-list", "downstream 502").await;
+    browser.click("#dlq-list [data-requeue='0']").await;
+    browser.click("#confirm-yes").await;
+    browser
+        .wait_text(
+            "#notice",
+            "Not allowed with this token (403): this route needs read-write access",
+        )
+        .await;
+    assert_eq!(dead_letters(q).await, 1);
+    browser.click("#signout").await;
+    browser.wait_visible("#token").await;
+
+    // Signing in again, as admin; everything below acts with this token.
+    browser.goto(&gw.url("/#/overview")).await;
+    sign_in(&browser, ADMIN).await;
+
+    // Overview: the queue with its lag and dead letter, what is stuck, the held lease.
+    let row = format!("//section[@id='queues']//tr[td/a[text()='{q}']]");
+    let queues = browser.wait_text("#queues", q).await;
+    let cells = browser.row_cells(&row).await;
+    // Queue, partitions, depth, lag (messages), lag (age, counting), dead letters, pushed.
+    assert_eq!(
+        [&cells[..4], &cells[5..]].concat(),
+        [q.as_str(), "2", "4", "4", "1", "5"],
+        "{queues}"
+    );
+    assert!(cells[4].ends_with('s'), "{cells:?}");
+    browser.wait_text("#stuck", q).await;
+    // The ten oldest leases of the whole database (other tests hold some
+    // too), so only that leases are listed; ours shows on the queue page.
+    browser.wait_text("#leases", " ago").await;
+    browser.wait_text("#updated", "updated").await;
+    browser.wait_text(".chart", "in (pushed)").await;
+    shoot(&browser, "overview").await;
+
+    // Queue detail: partitions × groups, the lease holder on eu.
+    browser.goto(&gw.url(&format!("/#/queue/{q}"))).await;
+    let eu = browser.wait_text("#partitions", &scene.lease).await;
+    // Partition, group, cursor, head, lag, lease holder (, lease expiry).
+    let eu_row = browser
+        .row_cells("//section[@id='partitions']//tr[td[1][text()='eu']]")
+        .await;
+    assert_eq!(
+        eu_row[..6],
+        ["eu", "billing", "0", "3", "3", &scene.lease],
+        "{eu}"
+    );
+    let us_row = browser
+        .row_cells("//section[@id='partitions']//tr[td[1][text()='us']]")
+        .await;
+    assert_eq!(us_row, ["us", "billing", "1", "2", "1", "—", "—"]);
+    shoot(&browser, "queue").await;
+
+    // Dead letters: filter by the queue, inspect, requeue with a confirmation.
+    browser.goto(&gw.url("/#/dlq")).await;
+    browser.type_into("#dlq-filter input[name=queue]", q).await;
+    browser.click("#dlq-filter button[type=submit]").await;
+    // Filtered: one dead letter, ours (other tests keep theirs in this database).
+    let list = browser.wait_text("#dlq-list", "1 dead letter(s).").await;
+    assert!(
+        list.contains(q) && list.contains("downstream 502"),
+        "{list}"
+    );
+    browser.click("#dlq-list [data-inspect='0']").await;
+    let detail = browser.wait_text("#dlq-detail", "downstream 502").await;
+    assert!(
+        detail.contains("\"order\": 4"),
+        "payload pretty-printed: {detail}"
+    );
+    shoot(&browser, "dead-letters").await;
+    assert_eq!(dead_letters(q).await, 1);
+    browser.click("#dlq-list [data-requeue='0']").await;
+    browser.wait_visible("#confirm-yes").await;
+    browser.click("#confirm-yes").await;
+    browser.wait_text("#notice", "Requeued onto").await;
+    browser.wait_text("#dlq-list", "No dead letters.").await;
+    assert_eq!(
+        dead_letters(q).await,
+        0,
+        "the requeue removed the dead letter"
+    );
+
+    // Consumer groups: billing on the queue, seek to the end with a confirmation.
+    browser.goto(&gw.url("/#/groups")).await;
+    let group_row = format!("//section[@id='group-list']//tr[td[2]/a[text()='{q}']]");
+    browser.wait_text("#group-list", q).await;
+    let before = browser.row_cells(&group_row).await;
+    assert_eq!(before[..4], ["billing", q.as_str(), "2", "5"], "{before:?}");
+    shoot(&browser, "consumer-groups").await;
+    assert_eq!(
+        billing_lag(q).await,
+        5,
+        "3 on eu, 1 + the requeued one on us"
+    );
+    browser
+        .click(&format!("{group_row}//button[@data-end]"))
+        .await;
+    browser.wait_visible("#confirm-yes").await;
+    let question = browser.wait_text("#confirm-text", "to the end").await;
+    assert!(question.contains(q), "{question}");
+    browser.click("#confirm-yes").await;
+    browser
+        .wait_text("#notice", "to the end: 2 partition(s) moved")
+        .await;
+    assert_eq!(
+        billing_lag(q).await,
+        0,
+        "the seek moved billing to the heads"
+    );
+
+    // Seek back to a time before every message: a date-time picker's value
+    // is set by script (typing into one depends on the browser's locale).
+    let picker = format!("{group_row}//input[@data-time]");
+    browser.set_value(&picker, "2020-01-01T00:00:00").await;
+    browser
+        .click(&format!("{group_row}//button[@data-seek]"))
+        .await;
+    browser.wait_text("#confirm-text", "at or after").await;
+    browser.click("#confirm-yes").await;
+    browser
+        .wait_text(
+            "#notice",
+            &format!("Seeked billing on {q}: 2 partition(s) moved"),
+        )
+        .await;
+    assert_eq!(billing_lag(q).await, 6, "billing replays both partitions");
+
+    // Message browser: the queue's messages, one opened with its payload.
+    browser
+        .goto(&gw.url(&format!("/#/messages?queue={q}&partition=eu")))
+        .await;
+    browser.wait_text("#msg-list", "eu").await;
+    browser.click("#msg-list tr[data-open]").await;
+    let message = browser.wait_text("#msg-detail", "\"sku\": \"A-1\"").await;
+    assert!(message.contains("billing: pending"), "{message}");
+    shoot(&browser, "messages").await;
+
+    // Looking a transactionId up within the queue.
+    browser.goto(&gw.url("/#/messages")).await;
+    browser.type_into("#msg-filter input[name=queue]", q).await;
+    browser
+        .type_into("#msg-filter input[name=transactionId]", &scene.held)
+        .await;
+    browser.click("#msg-filter button[type=submit]").await;
+    let found = browser.wait_text("#msg-list", &scene.held).await;
+    assert_eq!(found.matches(q.as_str()).count(), 1, "one message: {found}");
+
+    let errors = unexpected(browser.console_errors().await);
+    browser.quit().await;
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+}
