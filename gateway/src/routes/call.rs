@@ -44,6 +44,18 @@ pub fn query_fields(query: &BTreeMap<String, String>, names: &[&str]) -> Result<
     Ok(Value::Object(fields))
 }
 
+/// Runs `sql`, one listing function taking `$1::jsonb`, with the query
+/// parameters it reads (`query_fields`).
+pub async fn call_listing(
+    pool: &Pool,
+    sql: &str,
+    query: &BTreeMap<String, String>,
+    names: &[&str],
+) -> Result<RawJson, ApiError> {
+    let filter = query_fields(query, names)?;
+    call_json(pool, sql, &[&filter]).await
+}
+
 /// A dead letter goes back onto its partition as stored: when its queue
 /// switched encryption on since, the SQL refuses the plaintext payload, and
 /// `action` (requeue, retry) says why it cannot be done.

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, plaintext_refused, query_fields};
+use crate::routes::call::{call_json, call_listing, plaintext_refused};
 
 /// Query parameters handed to `pgcursor.dead_letters` as strings.
 const PARAMETERS: [&str; 7] = [
@@ -36,13 +36,8 @@ async fn list(
     query: web::Query<BTreeMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
-    let request = query_fields(&query, &PARAMETERS)?;
-    let answer = call_json(
-        &state.pool,
-        "SELECT pgcursor.dead_letters($1::jsonb)",
-        &[&request],
-    )
-    .await?;
+    let sql = "SELECT pgcursor.dead_letters($1::jsonb)";
+    let answer = call_listing(&state.pool, sql, &query, &PARAMETERS).await?;
     // Dead letters of encrypted queues are listed in plaintext (decision 17).
     Ok(state.encryption.open_answer(answer).respond())
 }

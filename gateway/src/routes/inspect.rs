@@ -6,12 +6,12 @@
 //! decrypted when it is an envelope (gateway/src/encryption.rs).
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
 use crate::routes::call::call_json;
+use crate::routes::messages::{message_address, partition_id_of};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route(
@@ -30,7 +30,7 @@ async fn cursors(
     partition_id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
-    let partition_id = parse_partition_id(&partition_id)?;
+    let partition_id = partition_id_of(&partition_id)?;
     let answer = call_json(&state.pool, "SELECT pgcursor.cursors($1)", &[&partition_id]).await?;
     Ok(answer.respond())
 }
@@ -41,13 +41,7 @@ async fn message(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
-    let (partition_id, transaction_id) = path.into_inner();
-    let partition_id = parse_partition_id(&partition_id)?;
-    if transaction_id.contains('\0') {
-        return Err(ApiError::BadRequest(
-            "transactionId contains a NUL character".into(),
-        ));
-    }
+    let (partition_id, transaction_id) = message_address(path.into_inner())?;
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.message($1, $2)",
@@ -56,9 +50,4 @@ async fn message(
     .await?;
     // `payload` and `data` in plaintext when the message is an envelope.
     Ok(state.encryption.open_answer(answer).respond())
-}
-
-fn parse_partition_id(raw: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(raw)
-        .map_err(|_| ApiError::BadRequest("partitionId must be a UUID string".into()))
 }

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, plaintext_refused, query_fields};
+use crate::routes::call::{call_json, call_listing, plaintext_refused};
 
 /// Query parameters handed to `pgcursor.list_messages` as strings.
 const PARAMETERS: [&str; 9] = [
@@ -49,13 +49,8 @@ async fn list(
     query: web::Query<BTreeMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
-    let filter = query_fields(&query, &PARAMETERS)?;
-    let answer = call_json(
-        &state.pool,
-        "SELECT pgcursor.list_messages($1::jsonb)",
-        &[&filter],
-    )
-    .await?;
+    let sql = "SELECT pgcursor.list_messages($1::jsonb)";
+    let answer = call_listing(&state.pool, sql, &query, &PARAMETERS).await?;
     Ok(answer.respond())
 }
 
@@ -92,11 +87,16 @@ async fn retry(
     Ok(answer.respond())
 }
 
+/// A `{partitionId}` path segment as a UUID; else a 400 naming it.
+pub fn partition_id_of(raw: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(raw)
+        .map_err(|_| ApiError::BadRequest("partitionId must be a UUID string".into()))
+}
+
 /// (partitionId, transactionId) of a message path: the first a UUID, the
 /// second without NUL (PostgreSQL cannot hold one); else a 400.
 pub fn message_address((partition_id, transaction_id): (String, String)) -> Result<(Uuid, String), ApiError> {
-    let partition_id = Uuid::parse_str(&partition_id)
-        .map_err(|_| ApiError::BadRequest("partitionId must be a UUID string".into()))?;
+    let partition_id = partition_id_of(&partition_id)?;
     if transaction_id.contains('\0') {
         return Err(ApiError::BadRequest(
             "transactionId contains a NUL character".into(),

@@ -11,7 +11,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, query_fields};
+use crate::routes::call::{call_json, call_listing};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/resources/queues", web::get().to(list_queues))
@@ -37,13 +37,8 @@ async fn list_queues(
     query: web::Query<BTreeMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
-    let filter = query_fields(&query, &LIST_PARAMETERS)?;
-    let answer = call_json(
-        &state.pool,
-        "SELECT pgcursor.queues_overview($1::jsonb)",
-        &[&filter],
-    )
-    .await?;
+    let sql = "SELECT pgcursor.queues_overview($1::jsonb)";
+    let answer = call_listing(&state.pool, sql, &query, &LIST_PARAMETERS).await?;
     Ok(answer.respond())
 }
 

@@ -16,7 +16,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, query_fields};
+use crate::routes::call::{call_json, call_listing, query_fields};
 
 /// The /api/v1/analytics/* routes, each answered by `pgcursor.analytics(kind)`.
 const ANALYTICS: [&str; 7] = [
@@ -61,8 +61,7 @@ async fn filtered(
     names: &[&str],
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(req, Level::ReadOnly)?;
-    let filter = query_fields(query, names)?;
-    Ok(call_json(&state.pool, sql, &[&filter]).await?.respond())
+    Ok(call_listing(&state.pool, sql, query, names).await?.respond())
 }
 
 async fn status(
