@@ -4,9 +4,7 @@ BEGIN;
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
 SELECT plan(60);
 
-CREATE FUNCTION pg_temp.pid(q text, part text DEFAULT 'Default') RETURNS uuid LANGUAGE sql AS $$
-    SELECT id FROM pgcursor.partitions WHERE queue = q AND name = part
-$$;
+\ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.cur(q text, part text, grp text) RETURNS pgcursor.cursors LANGUAGE sql AS $$
     SELECT c.* FROM pgcursor.cursors c WHERE c.partition_id = pg_temp.pid(q, part) AND c.consumer_group = grp
 $$;

@@ -7,18 +7,7 @@ BEGIN;
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
 SELECT plan(36);
 
-CREATE FUNCTION pg_temp.pid(q text, part text DEFAULT 'Default') RETURNS uuid LANGUAGE sql AS $$
-    SELECT id FROM pgcursor.partitions WHERE queue = q AND name = part
-$$;
-CREATE FUNCTION pg_temp.push(q text, part text, n integer) RETURNS void LANGUAGE sql AS $$
-    SELECT FROM pgcursor.push(jsonb_build_object('items',
-        (SELECT jsonb_agg(jsonb_build_object('queue', q, 'partition', part, 'payload', i)) FROM generate_series(1, n) i)))
-$$;
-CREATE FUNCTION pg_temp.pop(q text, part text, grp text, n integer, auto boolean DEFAULT false) RETURNS jsonb
-LANGUAGE sql AS $$
-    SELECT pgcursor.pop(jsonb_build_object('queue', q, 'partition', part, 'consumerGroup', grp, 'batch', n,
-                                           'autoAck', auto))
-$$;
+\ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.life(q text) RETURNS jsonb LANGUAGE sql AS $$
     SELECT to_jsonb(t) - 'queue' FROM pgcursor_internal.lifetime_totals() t WHERE t.queue = q
 $$;

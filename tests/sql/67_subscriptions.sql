@@ -7,9 +7,7 @@
 BEGIN;
 SELECT plan(37);
 
-CREATE FUNCTION pg_temp.pid(q text, part text DEFAULT 'Default') RETURNS uuid LANGUAGE sql AS $$
-    SELECT id FROM pgcursor.partitions WHERE queue = q AND name = part
-$$;
+\ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.cursor_of(q text, part text, grp text) RETURNS bigint LANGUAGE sql AS $$
     SELECT c.cursor FROM pgcursor.cursors c WHERE c.partition_id = pg_temp.pid(q, part) AND c.consumer_group = grp
 $$;
