@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use tokio::process::{Child, Command};
 
 /// How long a page may take to show what a wait expects.
-pub const PATIENCE: Duration = Duration::from_secs(15);
+pub const PATIENCE: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(100);
 /// The W3C key of an element reference.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";

@@ -443,8 +443,8 @@ pub async fn check(
         if !answer["error"].is_string() {
             return Err(format!("a 4xx without {{\"error\"}}: {what}"));
         }
-        if scene.digest(db).await != before {
-            return Err(format!("a 4xx changed state: {what}"));
+        if let Err(changes) = before.unchanged(&scene.digest(db).await) {
+            return Err(format!("a 4xx changed state: {what}{changes}"));
         }
     }
     Ok((status, answer))

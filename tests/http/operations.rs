@@ -445,11 +445,12 @@ impl Scene {
     /// queues, partitions (head), message and transaction-index counts per
     /// partition, cursors (whole rows: cursor, lease, retry counter, totals),
     /// dead letters and trace events per partition.
-    pub async fn digest(&self, db: &tokio_postgres::Client) -> String {
-        db.query_one(
-            "WITH q AS (SELECT * FROM pgcursor.queues WHERE starts_with(name, $1)),
+    pub async fn digest(&self, db: &tokio_postgres::Client) -> Digest {
+        let rows = db
+            .query(
+                "WITH q AS (SELECT * FROM pgcursor.queues WHERE starts_with(name, $1)),
                       p AS (SELECT p.* FROM pgcursor.partitions p JOIN q ON q.name = p.queue)
-                 SELECT md5(coalesce(string_agg(x, '|' ORDER BY x), '')) FROM (
+                 SELECT x FROM (
                      SELECT 'q' || q::text FROM q
                      UNION ALL SELECT 'p' || p::text FROM p
                      UNION ALL SELECT format('m %s %s %s', p.id, count(m.*), max(m.msg_offset))
@@ -465,12 +466,32 @@ impl Scene {
                      UNION ALL SELECT format('e %s %s', p.id, count(e.*))
                        FROM p LEFT JOIN pgcursor.trace_events e ON e.partition_id = p.id
                       GROUP BY p.id
-                 ) rows(x)",
-            &[&self.prefix],
-        )
-        .await
-        .expect("digest")
-        .get(0)
+                 ) rows(x) ORDER BY x",
+                &[&self.prefix],
+            )
+            .await
+            .expect("digest");
+        Digest(rows.iter().map(|r| r.get(0)).collect())
+    }
+}
+
+/// The scene's rows (sorted), as `Scene::digest` reads them.
+#[derive(Debug, PartialEq)]
+pub struct Digest(Vec<String>);
+
+impl Digest {
+    /// `Err` naming the rows only one side has, each marked `-` (gone) or
+    /// `+` (new), when `after` differs.
+    pub fn unchanged(&self, after: &Digest) -> Result<(), String> {
+        if self == after {
+            return Ok(());
+        }
+        let gone = self.0.iter().filter(|r| !after.0.contains(r));
+        let new = after.0.iter().filter(|r| !self.0.contains(r));
+        Err(gone
+            .map(|r| format!("\n  - {r:.400}"))
+            .chain(new.map(|r| format!("\n  + {r:.400}")))
+            .collect())
     }
 }
 
