@@ -55,14 +55,6 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
         'encryptionEnabled', q.encryption_enabled)
 $$;
 
--- Messages still pending in a partition for its slowest group (all of them
--- when no group has a cursor there yet). Offsets, so retention gaps count.
-CREATE OR REPLACE FUNCTION pgcursor_internal.partition_depth(p pgcursor.partitions)
-RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT p.head - coalesce(min(c.cursor), 0)
-    FROM pgcursor.cursors c WHERE c.partition_id = p.id
-$$;
-
 -- The cursor that makes the first message created AT OR AFTER `since` the
 -- next one delivered (wire-admin.md §11.9: one boundary rule for a seek to T
 -- and for subscriptionFrom=T): just below the lowest such offset, or the head
@@ -73,8 +65,97 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
                      WHERE m.partition_id = p.id AND m.created_at >= since), p.head)
 $$;
 
--- The cursor row of (partition, group), locked; created at cursor 0 when the
--- group never touched the partition (docs/ack-contract.md §3). Concurrent calls for
+-- Where a cursor at `at` must stand so that its next offset exists: just
+-- below the first retained message above it, or the head when none is left
+-- (retention deletes pending messages too: sql/80_retention.sql).
+CREATE OR REPLACE FUNCTION pgcursor_internal.retained_cursor(pid uuid, at bigint)
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$  -- plpgsql: its plans are cached (it runs per cursor row)
+DECLARE
+    next_at bigint;
+BEGIN
+    SELECT m.msg_offset INTO next_at FROM pgcursor.messages m
+     WHERE m.partition_id = pid AND m.msg_offset > at ORDER BY m.msg_offset LIMIT 1;
+    IF next_at IS NOT NULL THEN
+        RETURN greatest(at, next_at - 1);
+    END IF;
+    RETURN greatest(at, (SELECT p.head FROM pgcursor.partitions p WHERE p.id = pid));
+END $$;
+
+-- Where a group's cursor row on partition p starts when it is written, by
+-- its subscription on the queue (wire-admin.md §11.10): from the beginning
+-- (since null), or just before the first message created at or after
+-- `since` (§11.9; mode new: the time of the group's first pop there); past
+-- any range retention deleted, as the cursors table's insert trigger puts
+-- every new row (sql/80_retention.sql).
+CREATE OR REPLACE FUNCTION pgcursor_internal.start_cursor(p pgcursor.partitions, s pgcursor.subscriptions)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT pgcursor_internal.retained_cursor(
+        p.id, CASE WHEN s.since IS NULL THEN 0 ELSE pgcursor_internal.cursor_before(p, s.since) END)
+$$;
+
+-- Every cursor row, and the rows pending subscriptions do not have yet (a
+-- group's first pop on a queue writes rows only on the partitions it claims,
+-- sql/30_pop.sql), as they will be written: where the subscription starts,
+-- no lease, no totals. Readers of cursor figures (lag, depth, retention's
+-- "consumed by every group") read this, so a group counts on every
+-- partition of a queue it subscribed to from its first pop on. Nothing
+-- pending (the usual case) adds one probe of a partial index.
+CREATE OR REPLACE FUNCTION pgcursor_internal.cursor_rows()
+RETURNS SETOF pgcursor.cursors LANGUAGE sql STABLE AS $$
+    SELECT * FROM pgcursor.cursors
+    UNION ALL
+    SELECT p.id, s.consumer_group, pgcursor_internal.start_cursor(p, s), NULL, NULL, NULL, NULL,
+           0, 0, 0, 0, 0, NULL, s.created_at
+      FROM pgcursor.subscriptions s
+      JOIN pgcursor.partitions p ON p.queue = s.queue
+     WHERE s.cursor_rows = 'pending'
+       AND NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
+                        WHERE c.partition_id = p.id AND c.consumer_group = s.consumer_group)
+$$;
+
+-- Writes the rows cursor_rows() shows for pending subscriptions (of group
+-- grp, or all) and marks the subscriptions complete. Housekeeping runs it
+-- for all, a seek for its group (it moves rows, so they must exist). The
+-- subscriptions are locked first: a push that creates a partition meanwhile
+-- marks them pending again once this commits, so no partition is missed.
+CREATE OR REPLACE FUNCTION pgcursor_internal.materialize_cursors(grp text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    made bigint;
+BEGIN
+    PERFORM FROM pgcursor.subscriptions s
+     WHERE s.cursor_rows = 'pending' AND (grp IS NULL OR s.consumer_group = grp)
+     ORDER BY s.consumer_group, s.queue
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
+    SELECT p.id, s.consumer_group, pgcursor_internal.start_cursor(p, s)
+      FROM pgcursor.subscriptions s
+      JOIN pgcursor.partitions p ON p.queue = s.queue
+     WHERE s.cursor_rows = 'pending' AND (grp IS NULL OR s.consumer_group = grp)
+       AND NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
+                        WHERE c.partition_id = p.id AND c.consumer_group = s.consumer_group)
+     ORDER BY p.id, s.consumer_group  -- partition order, as every writer of new rows
+    ON CONFLICT DO NOTHING;
+    GET DIAGNOSTICS made = ROW_COUNT;
+    UPDATE pgcursor.subscriptions s SET cursor_rows = 'complete'
+     WHERE s.cursor_rows = 'pending' AND (grp IS NULL OR s.consumer_group = grp);
+    RETURN made;
+END $$;
+
+-- Messages still pending in a partition for its slowest group (all of them
+-- when no group has a cursor there yet). Offsets, so retention gaps count.
+CREATE OR REPLACE FUNCTION pgcursor_internal.partition_depth(p pgcursor.partitions)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT p.head - coalesce(min(c.cursor), 0)
+    FROM pgcursor_internal.cursor_rows() c WHERE c.partition_id = p.id
+$$;
+
+-- The cursor row of (partition, group), locked; created where the group's
+-- subscription on the queue starts (start_cursor), or at cursor 0 when the
+-- group has none (docs/ack-contract.md §3). Concurrent calls for
 -- one (partition, group) serialise here; other partitions never wait on it.
 CREATE OR REPLACE FUNCTION pgcursor_internal.lock_cursor(partition_id uuid, consumer_group text)
 RETURNS pgcursor.cursors LANGUAGE plpgsql AS $$
@@ -85,8 +166,13 @@ BEGIN
      WHERE c.partition_id = lock_cursor.partition_id AND c.consumer_group = lock_cursor.consumer_group
        FOR UPDATE;
     IF NOT FOUND THEN
-        INSERT INTO pgcursor.cursors (partition_id, consumer_group)
-        VALUES (lock_cursor.partition_id, lock_cursor.consumer_group)
+        INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
+        VALUES (lock_cursor.partition_id, lock_cursor.consumer_group,
+                coalesce((SELECT pgcursor_internal.start_cursor(p, s)
+                            FROM pgcursor.partitions p
+                            JOIN pgcursor.subscriptions s ON s.queue = p.queue
+                           WHERE p.id = lock_cursor.partition_id
+                             AND s.consumer_group = lock_cursor.consumer_group), 0))
         ON CONFLICT DO NOTHING;
         SELECT * INTO row FROM pgcursor.cursors c
          WHERE c.partition_id = lock_cursor.partition_id AND c.consumer_group = lock_cursor.consumer_group

@@ -61,11 +61,19 @@ BEGIN
     ORDER BY 1
     ON CONFLICT DO NOTHING;
 
-    INSERT INTO pgcursor.partitions (id, queue, name)
-    SELECT gen_random_uuid(), u.q, u.n FROM unnest(queues, names) u(q, n)
-    WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p WHERE p.queue = u.q AND p.name = u.n)
-    ORDER BY u.q, u.n
-    ON CONFLICT DO NOTHING;
+    WITH made AS (
+        INSERT INTO pgcursor.partitions (id, queue, name)
+        SELECT gen_random_uuid(), u.q, u.n FROM unnest(queues, names) u(q, n)
+        WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p WHERE p.queue = u.q AND p.name = u.n)
+        ORDER BY u.q, u.n
+        ON CONFLICT DO NOTHING
+        RETURNING queue)
+    -- Groups subscribed to the queue get their rows on the new partition
+    -- from materialize_cursors (sql/02_shared.sql). Not only 'complete'
+    -- ones: one being materialized now is locked, this waits, and marks it
+    -- pending again after, so the new partition is not missed.
+    UPDATE pgcursor.subscriptions s SET cursor_rows = 'pending'
+     WHERE s.queue IN (SELECT made.queue FROM made) AND s.cursor_rows <> 'none';
 END $$;
 
 -- Writes the items into the partitions the caller has locked: partition i

@@ -31,85 +31,111 @@ BEGIN
     END;
 END $$;
 
--- The partitions a pop may draw from: those of `queue` (only `partition` if
--- given), or of every queue matching `namespace` and/or `task`.
-CREATE OR REPLACE FUNCTION pgcursor_internal.pop_selection(req jsonb)
-RETURNS uuid[] LANGUAGE plpgsql STABLE AS $$
+-- The queues a pop may draw from: `queue`, or every queue matching
+-- `namespace` and/or `task` (`partition` narrows a queue's pop to one of its
+-- partitions: pop_partition).
+CREATE OR REPLACE FUNCTION pgcursor_internal.pop_queues(req jsonb)
+RETURNS text[] LANGUAGE plpgsql STABLE AS $$
 DECLARE
     qname text := pgcursor_internal.optional_text(req, 'queue');
-    part  text := pgcursor_internal.optional_text(req, 'partition');
     ns    text := pgcursor_internal.optional_text(req, 'namespace');
     tk    text := pgcursor_internal.optional_text(req, 'task');
 BEGIN
     IF qname IS NOT NULL THEN
-        IF NOT EXISTS (SELECT 1 FROM pgcursor.queues WHERE name = qname) THEN
-            RAISE EXCEPTION 'queue not found: %', qname USING ERRCODE = 'P0002';
-        END IF;
-        RETURN ARRAY(SELECT id FROM pgcursor.partitions
-                     WHERE queue = qname AND (part IS NULL OR name = part));
-    ELSIF part IS NOT NULL THEN
+        RETURN ARRAY[(pgcursor_internal.known_queue(qname)).name];
+    ELSIF pgcursor_internal.optional_text(req, 'partition') IS NOT NULL THEN
         RAISE EXCEPTION 'partition requires queue' USING ERRCODE = '22023';
     ELSIF ns IS NULL AND tk IS NULL THEN
         RAISE EXCEPTION 'queue, or namespace and/or task, is required' USING ERRCODE = '22023';
     END IF;
-    RETURN ARRAY(SELECT p.id FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
-                 WHERE (ns IS NULL OR q.namespace = ns) AND (tk IS NULL OR q.task = tk));
+    RETURN ARRAY(SELECT q.name FROM pgcursor.queues q
+                 WHERE (ns IS NULL OR q.namespace = ns) AND (tk IS NULL OR q.task = tk)
+                 ORDER BY q.name);
 END $$;
 
--- Where a group's new cursor on partition p starts, by its subscription on
--- the queue (wire-admin.md §11.10): from the beginning (since null), or just
--- before the first message created at or after `since` (§11.9). A
--- subscription made by this very pop (fresh) in mode new starts at the head.
-CREATE OR REPLACE FUNCTION pgcursor_internal.start_cursor(
-    p pgcursor.partitions, s pgcursor.subscriptions, fresh boolean)
-RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT CASE
-        WHEN fresh AND s.mode = 'new' THEN p.head
-        WHEN s.since IS NULL THEN 0
-        ELSE pgcursor_internal.cursor_before(p, s.since)
-    END
+-- The one partition a pop is narrowed to, or null for all of its queues'.
+CREATE OR REPLACE FUNCTION pgcursor_internal.pop_partition(req jsonb)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT pgcursor_internal.optional_text(req, 'partition')
 $$;
 
--- Creates the group's missing cursor rows. When any selected partition lacks
--- one, the group's subscription on each queue involved is recorded (the
--- first pop there: from the request's subscriptionMode/subscriptionFrom) or
--- read (a later one), and rows are made for every partition of those queues
--- that lacks one: a group's start is fixed for the whole queue at its first
--- pop, and partitions created later start where its subscription says.
-CREATE OR REPLACE FUNCTION pgcursor_internal.ensure_cursors(
-    sel uuid[], grp text, mode text, since timestamptz)
-RETURNS void LANGUAGE plpgsql AS $$
+-- Records the group's subscription on each queue it has none on (from the
+-- request's subscriptionMode/subscriptionFrom; wire-admin.md §11.10), and
+-- marks a subscription whose rows a delete removed (cursor_rows 'none')
+-- pending again. A group's start is fixed for the whole queue at its first
+-- pop: partitions it reaches later start where the subscription says.
+-- Answers the queues subscribed here in mode new: nothing in them can be
+-- new to the group yet, so this pop need not look.
+CREATE OR REPLACE FUNCTION pgcursor_internal.subscribe(queues text[], grp text, mode text, since timestamptz)
+RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
-    fresh text[];
+    fresh_new text[];
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM unnest(sel) s(id)
-                   WHERE NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
-                                     WHERE c.partition_id = s.id AND c.consumer_group = grp)) THEN
-        RETURN;
+    IF NOT EXISTS (SELECT 1 FROM unnest(queues) x(queue)
+                   WHERE NOT EXISTS (SELECT 1 FROM pgcursor.subscriptions s
+                                      WHERE s.consumer_group = grp AND s.queue = x.queue
+                                        AND s.cursor_rows <> 'none')) THEN
+        RETURN '{}';  -- the usual case: one primary-key probe per queue
     END IF;
     WITH made AS (
-        INSERT INTO pgcursor.subscriptions AS s (consumer_group, queue, mode, since)
+        INSERT INTO pgcursor.subscriptions AS s (consumer_group, queue, mode, since, cursor_rows)
         SELECT grp, x.queue,
                CASE WHEN since IS NOT NULL THEN 'timestamp' ELSE mode END,
-               CASE WHEN since IS NOT NULL THEN since WHEN mode = 'new' THEN now() END
-          FROM (SELECT DISTINCT p.queue FROM pgcursor.partitions p WHERE p.id = ANY (sel)) x
+               CASE WHEN since IS NOT NULL THEN since WHEN mode = 'new' THEN now() END,
+               'pending'
+          FROM unnest(queues) x(queue)
          ORDER BY x.queue  -- one order everywhere: concurrent first pops wait, never deadlock
         ON CONFLICT DO NOTHING
-        RETURNING s.queue)
-    SELECT array_agg(made.queue) INTO fresh FROM made;
-    -- LATERAL ... LIMIT 1: one primary-key probe of the cursors per partition
-    -- (as a plain anti-join the planner may scan every cursor row of the group).
-    INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
-    SELECT p.id, grp, pgcursor_internal.start_cursor(p, s, s.queue = ANY (coalesce(fresh, '{}')))
-    FROM pgcursor.subscriptions s
-    JOIN pgcursor.partitions p ON p.queue = s.queue
-    LEFT JOIN LATERAL (SELECT true AS found FROM pgcursor.cursors c
-                        WHERE c.partition_id = p.id AND c.consumer_group = grp LIMIT 1) e ON true
-    WHERE s.consumer_group = grp
-      AND s.queue IN (SELECT x.queue FROM pgcursor.partitions x WHERE x.id = ANY (sel))
-      AND e.found IS NULL
-    ORDER BY p.id  -- same order in every pop: concurrent first pops wait, never deadlock
-    ON CONFLICT DO NOTHING;
+        RETURNING s.queue, s.mode)
+    SELECT coalesce(array_agg(made.queue) FILTER (WHERE made.mode = 'new'), '{}') INTO fresh_new FROM made;
+    UPDATE pgcursor.subscriptions s SET cursor_rows = 'pending'
+     WHERE s.consumer_group = grp AND s.queue = ANY (queues) AND s.cursor_rows = 'none';
+    RETURN fresh_new;
+END $$;
+
+-- Writes the group's cursor rows on up to n partitions it has none on yet
+-- (their queue's subscription is pending) that hold a message past where the
+-- subscription starts, for claim_batches to lease: queues by priority, then
+-- partitions by id. Partitions are looked at one by one in that order (an
+-- index walk) until n are found, so a group new to a queue of thousands of
+-- partitions costs what it finds, not the queue's size. Queues in `skip` are
+-- not looked at. A partition another pop of the group is writing a row on
+-- right now is skipped, as claim_batches skips locked rows: each takes a
+-- transaction advisory lock on (partition, group) first, and only tries.
+-- Rows are inserted in partition order, as every writer of new cursor rows
+-- does: concurrent writers wait, never deadlock.
+CREATE OR REPLACE FUNCTION pgcursor_internal.add_claimable_cursors(
+    queues text[], pname text, grp text, n integer, skip text[])
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    sub  pgcursor.subscriptions;
+    made integer;
+    left_ integer := n;
+BEGIN
+    FOR sub IN SELECT s.* FROM pgcursor.subscriptions s JOIN pgcursor.queues q ON q.name = s.queue
+                WHERE s.consumer_group = grp AND s.queue = ANY (queues) AND s.cursor_rows = 'pending'
+                  AND NOT (s.queue = ANY (skip))
+                ORDER BY q.priority DESC, q.name
+    LOOP
+        INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
+        SELECT (x.part).id, grp, st.start
+          FROM (SELECT p AS part FROM pgcursor.partitions p
+                 WHERE p.queue = sub.queue AND (pname IS NULL OR p.name = pname) AND p.head > 0
+                 ORDER BY p.id OFFSET 0) x  -- OFFSET 0: the filters below run row by row, in order
+         CROSS JOIN LATERAL (SELECT pgcursor_internal.start_cursor(x.part, sub) AS start) st
+         -- CASE: the lock is tried last, only on a partition to be taken
+         WHERE CASE WHEN st.start < (x.part).head
+                         AND NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
+                                          WHERE c.partition_id = (x.part).id AND c.consumer_group = grp)
+                    THEN pg_try_advisory_xact_lock(hashtextextended((x.part).id::text || grp, 0))
+                    ELSE false END
+         LIMIT left_
+        ON CONFLICT DO NOTHING;
+        GET DIAGNOSTICS made = ROW_COUNT;
+        left_ := left_ - made;
+        EXIT WHEN left_ <= 0;
+    END LOOP;
+    RETURN n - left_;
 END $$;
 
 -- Claims up to nparts partitions with deliverable messages (pending, past
@@ -120,7 +146,7 @@ END $$;
 -- no two pops of one group ever hold one partition. With lease_id null
 -- (autoAck) the batch is completed on the spot instead of leased.
 CREATE OR REPLACE FUNCTION pgcursor_internal.claim_batches(
-    sel uuid[], grp text, batch integer, nparts integer, lease uuid)
+    queues text[], pname text, grp text, batch integer, nparts integer, lease uuid)
 RETURNS TABLE (rank bigint, partition_id uuid, queue text, partition text,
                batch_start bigint, batch_end bigint, retry_count integer)
 LANGUAGE plpgsql AS $$  -- plpgsql, not sql, only so the plan is cached (planning cost 3x the run)
@@ -144,7 +170,7 @@ BEGIN
                                   WHERE m.partition_id = c.partition_id AND m.msg_offset > c.cursor
                                     AND m.created_at > now() - q.delayed_processing * interval '1 second'),
                                 p.head) END AS ready) r
-        WHERE c.partition_id = ANY (sel) AND c.consumer_group = grp
+        WHERE c.consumer_group = grp AND p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname)
           AND c.cursor < p.head AND c.cursor < r.ready
           AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
           -- windowBuffer: served only once quiet that long (its newest message that old)
@@ -192,17 +218,28 @@ DECLARE
     auto   boolean := pgcursor_internal.bool_arg(req, 'autoAck', false);
     mode   text := pgcursor_internal.subscription_mode(req);
     since  timestamptz := pgcursor_internal.subscription_from(req);
-    sel    uuid[] := pgcursor_internal.pop_selection(req);
+    queues text[] := pgcursor_internal.pop_queues(req);
+    pname  text := pgcursor_internal.pop_partition(req);
     lease  uuid := CASE WHEN auto THEN NULL ELSE pgcursor_internal.uuidv7() END;
+    skip   text[];
+    want   integer := nparts;
+    made   integer;
     claims jsonb;
     msgs   jsonb;
 BEGIN
     IF (SELECT m.enabled FROM pgcursor.maintenance m WHERE m.mode = 'pop') THEN
         RETURN '{"success": true, "messages": [], "paused": true}'::jsonb;
     END IF;
-    PERFORM pgcursor_internal.ensure_cursors(sel, grp, mode, since);
-    SELECT jsonb_agg(to_jsonb(b) ORDER BY b.rank) INTO claims
-    FROM pgcursor_internal.claim_batches(sel, grp, batch, nparts, lease) b;
+    skip := pgcursor_internal.subscribe(queues, grp, mode, since);
+    -- New rows may all be held back (delayedProcessing, windowBuffer): then
+    -- look further, twice as far each time, until a claim or no more rows.
+    LOOP
+        made := pgcursor_internal.add_claimable_cursors(queues, pname, grp, want, skip);
+        SELECT jsonb_agg(to_jsonb(b) ORDER BY b.rank) INTO claims
+        FROM pgcursor_internal.claim_batches(queues, pname, grp, batch, nparts, lease) b;
+        EXIT WHEN claims IS NOT NULL OR made = 0;
+        want := want * 2;
+    END LOOP;
     IF claims IS NULL THEN
         RETURN '{"success": true, "messages": []}'::jsonb;
     END IF;

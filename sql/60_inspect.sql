@@ -33,7 +33,7 @@ BEGIN
     INTO answer
     FROM pgcursor.partitions p
     JOIN pgcursor.queues q ON q.name = p.queue
-    LEFT JOIN pgcursor.cursors c ON c.partition_id = p.id
+    LEFT JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
     WHERE p.id = pid
     HAVING count(p.id) > 0;
     IF NOT FOUND THEN
@@ -91,7 +91,7 @@ BEGIN
                                        'consumerGroup', c.consumer_group,
                                        'state', pgcursor_internal.message_state(c, off))
                                    ORDER BY c.consumer_group), '[]'::jsonb)
-                   FROM pgcursor.cursors c WHERE c.partition_id = pid))
+                   FROM pgcursor_internal.cursor_rows() c WHERE c.partition_id = pid))
         || jsonb_build_object(
         'queuePath', p.queue || '/' || p.name, 'namespace', q.namespace, 'task', q.task, 'producerSub', NULL,
         'status', pgcursor_internal.message_status(
@@ -105,7 +105,7 @@ BEGIN
                                           'retryDelay', 1000, 'ttl', 3600, 'priority', q.priority),
         'mode', jsonb_build_object(
             'hasQueueMode', f.has_queue_mode, 'busGroupsCount', f.bus_groups,
-            'consumedByGroups', (SELECT count(*) FROM pgcursor.cursors c
+            'consumedByGroups', (SELECT count(*) FROM pgcursor_internal.cursor_rows() c
                                   WHERE c.partition_id = pid AND c.consumer_group <> '__QUEUE_MODE__'
                                     AND c.cursor >= off),
             'type', pgcursor_internal.consumption_type(f.has_queue_mode, f.bus_groups)),
@@ -113,5 +113,5 @@ BEGIN
                                                'name', c.consumer_group, 'consumed', c.cursor >= off,
                                                'leaseExpiresAt', pgcursor_internal.rfc3339_utc(c.lease_expires_at))
                                            ORDER BY c.consumer_group), '[]'::jsonb)
-                           FROM pgcursor.cursors c WHERE c.partition_id = pid));
+                           FROM pgcursor_internal.cursor_rows() c WHERE c.partition_id = pid));
 END $$;

@@ -111,7 +111,7 @@ LANGUAGE sql STABLE AS $$
            coalesce(sum(c.dead_lettered_total), 0)::bigint + coalesce(max(r.dead_lettered), 0),
            coalesce(sum(c.discarded_total), 0)::bigint + coalesce(max(r.discarded), 0)
     FROM pgcursor.partitions p
-    LEFT JOIN pgcursor.cursors c ON c.partition_id = p.id
+    LEFT JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
     LEFT JOIN pgcursor.retired_totals r ON r.partition_id = p.id
     WHERE qname IS NULL OR p.queue = qname
     GROUP BY p.id
@@ -132,7 +132,7 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.queue_groups(qname text)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT coalesce(jsonb_agg(g ORDER BY g), '[]'::jsonb)
     FROM (SELECT DISTINCT c.consumer_group AS g
-          FROM pgcursor.partitions p JOIN pgcursor.cursors c ON c.partition_id = p.id
+          FROM pgcursor.partitions p JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
           WHERE p.queue = qname) d
 $$;
 
@@ -221,7 +221,7 @@ BEGIN
                    'lag', p.head - c.cursor, 'leased', pgcursor_internal.lease_is_live(c.lease_expires_at),
                    'retryCount', c.retry_count, 'lastAckAt', pgcursor_internal.rfc3339_utc(c.last_ack_at))
                  ORDER BY c.consumer_group), '[]'::jsonb) AS groups
-        FROM pgcursor.cursors c WHERE c.partition_id = p.id) g
+        FROM pgcursor_internal.cursor_rows() c WHERE c.partition_id = p.id) g
     WHERE p.queue = qname;
     RETURN jsonb_build_object(
         'id', q.name, 'name', q.name, 'queue', q.name, 'namespace', q.namespace, 'task', q.task,
@@ -256,14 +256,14 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.lag_figures()
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     WITH ages AS (
         SELECT greatest(extract(epoch FROM now() - m.created_at), 0)::numeric AS v
-        FROM pgcursor.cursors c
+        FROM pgcursor_internal.cursor_rows() c
         JOIN pgcursor.partitions p ON p.id = c.partition_id AND p.head > c.cursor
         CROSS JOIN LATERAL (SELECT x.created_at FROM pgcursor.messages x
                             WHERE x.partition_id = c.partition_id AND x.msg_offset > c.cursor
                             ORDER BY x.msg_offset LIMIT 1) m
     ), behind AS (
         SELECT sum(p.head - c.cursor)::numeric AS v
-        FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
+        FROM pgcursor_internal.cursor_rows() c JOIN pgcursor.partitions p ON p.id = c.partition_id
         GROUP BY p.queue, c.consumer_group
     )
     SELECT jsonb_build_object(

@@ -25,7 +25,7 @@ RETURNS record LANGUAGE sql STABLE AS $$
            max(c.lease_expires_at) FILTER (WHERE c.consumer_group = '__QUEUE_MODE__'),
            (count(*) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__'))::integer,
            min(c.cursor) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__')
-      FROM pgcursor.cursors c WHERE c.partition_id = pid
+      FROM pgcursor_internal.cursor_rows() c WHERE c.partition_id = pid
 $$;
 
 -- The status of the message at `off` (§2.1, first match wins): dead_letter
@@ -83,7 +83,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                                           count(DISTINCT c.consumer_group)
                                           FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__')))
       FROM pgcursor.partitions p
-      JOIN pgcursor.cursors c ON c.partition_id = p.id
+      JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
      WHERE (qname IS NULL OR p.queue = qname)
        AND EXISTS (SELECT 1 FROM pgcursor.messages m
                     WHERE m.partition_id = p.id AND m.created_at >= since AND m.created_at < upto)
@@ -135,7 +135,7 @@ BEGIN
                                       r.msg_offset, r.dead, CASE WHEN r.has_queue_mode THEN r.queue_cursor END,
                                       r.lease_from, r.lease_to),
                    'busStatus', jsonb_build_object(
-                       'consumedBy', (SELECT count(*) FROM pgcursor.cursors c
+                       'consumedBy', (SELECT count(*) FROM pgcursor_internal.cursor_rows() c
                                        WHERE c.partition_id = r.pid AND c.consumer_group <> '__QUEUE_MODE__'
                                          AND c.cursor >= r.msg_offset),
                        'totalGroups', r.bus_groups),

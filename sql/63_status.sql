@@ -253,7 +253,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
         'active', count(*), 'partitionsWithLeases', count(DISTINCT c.partition_id),
         'totalBatchSize', coalesce(sum(b.size), 0),
         'totalAcked', coalesce(sum(b.size - pgcursor_internal.leased_offsets(c)), 0))
-    FROM pgcursor.cursors c
+    FROM pgcursor_internal.cursor_rows() c
     JOIN pgcursor.partitions p ON p.id = c.partition_id
     CROSS JOIN LATERAL (SELECT coalesce(c.batch_end - c.batch_start + 1, 0) AS size) b
     WHERE pgcursor_internal.lease_is_live(c.lease_expires_at) AND (names IS NULL OR p.queue = ANY (names))
@@ -386,7 +386,7 @@ BEGIN
                (SELECT x.created_at FROM pgcursor.messages x WHERE x.partition_id = p.id
                 ORDER BY x.msg_offset DESC LIMIT 1) AS newest,
                (SELECT count(*) FROM pgcursor.dead_letters d WHERE d.partition_id = p.id) AS dead) e
-    CROSS JOIN LATERAL (SELECT max(c.last_ack_at) AS last_ack FROM pgcursor.cursors c
+    CROSS JOIN LATERAL (SELECT max(c.last_ack_at) AS last_ack FROM pgcursor_internal.cursor_rows() c
                         WHERE c.partition_id = p.id) g
     CROSS JOIN LATERAL (SELECT pgcursor_internal.stats_json(  -- from the slowest group; leased included in pending
                                    s.total, s.depth, s.processing, greatest(s.total - s.depth - e.dead, 0), 0, e.dead)

@@ -12,8 +12,8 @@
 --   SELECT pgcursor.seek_partition('billing', 'orders', 'Default');
 --
 -- A group's subscription on a queue (pgcursor.subscriptions, written at its
--- first pop there by ensure_cursors) says where cursor rows it does not have
--- yet start; the list shows it, update_subscription moves it, and deleting
+-- first pop there by sql/30_pop.sql's subscribe) says where cursor rows it
+-- does not have yet start; the list shows it, update_subscription moves it, and deleting
 -- a group deletes it unless told to keep it.
 
 -- Every cursor row with its queue, partition and lag: offset_lag counts
@@ -29,7 +29,7 @@ LANGUAGE sql STABLE AS $$
     SELECT c.consumer_group, p.queue, p.name, p.id, c.lease_id, c.lease_expires_at, c.completed_total,
            c.last_ack_at, p.head - c.cursor,
            o.created_at, greatest(floor(extract(epoch FROM now() - o.created_at)), 0)::bigint
-    FROM pgcursor.cursors c
+    FROM pgcursor_internal.cursor_rows() c
     JOIN pgcursor.partitions p ON p.id = c.partition_id
     LEFT JOIN LATERAL (SELECT m.created_at FROM pgcursor.messages m
                         WHERE m.partition_id = c.partition_id AND m.msg_offset > c.cursor
@@ -137,6 +137,7 @@ DECLARE
     qname   text := delete_consumer_group.queue;
     deleted integer;
 BEGIN
+    PERFORM pgcursor_internal.materialize_cursors(grp);  -- deletedPartitions counts where it stood
     PERFORM FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
      WHERE c.consumer_group = grp AND (qname IS NULL OR p.queue = qname)
      ORDER BY c.partition_id
@@ -146,6 +147,9 @@ BEGIN
     GET DIAGNOSTICS deleted = ROW_COUNT;
     IF coalesce(delete_metadata, true) THEN
         DELETE FROM pgcursor.subscriptions s
+         WHERE s.consumer_group = grp AND (qname IS NULL OR s.queue = qname);
+    ELSE  -- kept, but no rows until the group pops there again
+        UPDATE pgcursor.subscriptions s SET cursor_rows = 'none'
          WHERE s.consumer_group = grp AND (qname IS NULL OR s.queue = qname);
     END IF;
     RETURN jsonb_build_object('success', true, 'consumerGroup', grp, 'deletedPartitions', deleted,
@@ -169,8 +173,9 @@ BEGIN
     PERFORM pgcursor_internal.wake_waiters(p.id, p.queue, to_offset);
 END $$;
 
--- seek_consumer_group: every existing cursor row of the group on the queue
--- (none is created) moves to the head (to_end; rows on partitions that never
+-- seek_consumer_group: every cursor row of the group on the queue (rows its
+-- subscription has not written yet are written first; none is created for
+-- a group that never popped there) moves to the head (to_end; rows on partitions that never
 -- had a message are left alone and not counted), or so that the first
 -- message created at or after to_time is delivered next (§11.9; the head
 -- when there is none). to_end wins when both are given. Rows are locked in
@@ -187,6 +192,7 @@ BEGIN
     IF NOT end_ AND seek_consumer_group.to_time IS NULL THEN
         RAISE EXCEPTION 'Must specify either ''toEnd'': true or ''timestamp''' USING ERRCODE = '22023';
     END IF;
+    PERFORM pgcursor_internal.materialize_cursors(grp);  -- rows on every partition it subscribed to
     FOR p IN SELECT x.* FROM pgcursor.cursors c JOIN pgcursor.partitions x ON x.id = c.partition_id
               WHERE c.consumer_group = grp AND x.queue = seek_consumer_group.queue
                 AND (NOT end_ OR x.head > 0)
@@ -222,6 +228,7 @@ BEGIN
         RAISE EXCEPTION 'partition not found: % in queue %', seek_partition.partition, seek_partition.queue
             USING ERRCODE = 'P0002';
     END IF;
+    PERFORM pgcursor_internal.materialize_cursors(grp);
     PERFORM FROM pgcursor.cursors c WHERE c.partition_id = p.id AND c.consumer_group = grp FOR UPDATE;
     moved := FOUND AND p.head > 0;
     IF moved THEN

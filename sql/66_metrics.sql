@@ -26,7 +26,7 @@ LANGUAGE sql STABLE AS $$
            count(*) FILTER (WHERE pgcursor_internal.lease_is_live(c.lease_expires_at)),
            count(*) FILTER (WHERE c.lease_id IS NOT NULL
                               AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at))
-    FROM pgcursor.cursors c
+    FROM pgcursor_internal.cursor_rows() c
     JOIN pgcursor.partitions p ON p.id = c.partition_id
     LEFT JOIN LATERAL (
         SELECT m.created_at FROM pgcursor.messages m

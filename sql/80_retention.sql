@@ -23,21 +23,6 @@
 -- Traces (sql/68_traces.sql) go with their message: each purge and the
 -- eviction delete the trace events of the messages they delete.
 
--- Where a cursor at `at` must stand so that its next offset exists: just
--- below the first retained message above it, or the head when none is left.
-CREATE OR REPLACE FUNCTION pgcursor_internal.retained_cursor(pid uuid, at bigint)
-RETURNS bigint LANGUAGE plpgsql STABLE AS $$  -- plpgsql: its plans are cached (it runs per cursor row)
-DECLARE
-    next_at bigint;
-BEGIN
-    SELECT m.msg_offset INTO next_at FROM pgcursor.messages m
-     WHERE m.partition_id = pid AND m.msg_offset > at ORDER BY m.msg_offset LIMIT 1;
-    IF next_at IS NOT NULL THEN
-        RETURN greatest(at, next_at - 1);
-    END IF;
-    RETURN greatest(at, (SELECT p.head FROM pgcursor.partitions p WHERE p.id = pid));
-END $$;
-
 -- Moves every cursor on partitions `parts` whose next offset was deleted
 -- past the deleted range. The callers pass every partition their rule
 -- covers, not only those they just deleted from, so a cursor row that raced
@@ -135,7 +120,7 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor_internal.eviction_cutoffs(cutoff timestamptz)
 RETURNS TABLE (id uuid, before timestamptz, consumed_to bigint) LANGUAGE sql STABLE AS $$
     SELECT p.id, coalesce(cutoff, now() - q.max_wait_time_seconds * interval '1 second'),
-           coalesce((SELECT min(c.cursor) FROM pgcursor.cursors c WHERE c.partition_id = p.id), 0)
+           coalesce((SELECT min(c.cursor) FROM pgcursor_internal.cursor_rows() c WHERE c.partition_id = p.id), 0)
       FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
      WHERE q.max_wait_time_seconds > 0
 $$;
@@ -185,7 +170,7 @@ BEGIN
                        coalesce(cutoff, now() - q.completed_retention_seconds * interval '1 second') AS before
                   FROM pgcursor.partitions p
                   JOIN pgcursor.queues q ON q.name = p.queue
-                  JOIN pgcursor.cursors c ON c.partition_id = p.id
+                  JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
                  WHERE q.completed_retention_seconds > 0 AND q.retention_enabled IS NOT false
                  GROUP BY p.id, q.completed_retention_seconds) r
          WHERE m.partition_id = r.id AND m.msg_offset <= r.completed_to AND m.created_at < r.before

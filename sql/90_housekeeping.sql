@@ -11,26 +11,30 @@ RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
     SELECT 8099551810612128561::bigint
 $$;
 
--- housekeeping: runs every purge and the eviction and answers what each
--- removed, {"skipped": false, "completedMessages", "messages",
--- "evictedMessages", "deadLetters", "transactionIndex", "statsSnapshots"}; with
--- a cutoff, each purge gets it (see each for its rule). statsSnapshots: the
--- rows pgcursor.record_stats_snapshot() wrote (0 when this minute has its
--- snapshot already). Retention runs before eviction, so a message past both
--- counts as retention's. When another run holds the lock
--- it does nothing and answers {"skipped": true, "reason": ...}. The lock is
--- the transaction's: it is released at commit or rollback, never left behind.
+-- housekeeping: writes the cursor rows pending subscriptions lack, runs
+-- every purge and the eviction, and answers what each did: {"skipped":
+-- false, "completedMessages", "messages", "evictedMessages", "deadLetters",
+-- "transactionIndex", "statsSnapshots", "cursorRows"}; with a cutoff, each
+-- purge gets it (see each for its rule). statsSnapshots: the rows
+-- pgcursor.record_stats_snapshot() wrote (0 when this minute has its
+-- snapshot already); cursorRows: the rows materialize_cursors() wrote.
+-- Retention runs before eviction, so a message past both counts as
+-- retention's. When another run holds the lock it does nothing and answers
+-- {"skipped": true, "reason": ...}. The lock is the transaction's: it is
+-- released at commit or rollback, never left behind.
 CREATE OR REPLACE FUNCTION pgcursor.housekeeping(cutoff timestamptz DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     completed bigint;
     messages bigint;
     evicted bigint;
+    cursors bigint;
 BEGIN
     IF NOT pg_try_advisory_xact_lock(pgcursor_internal.housekeeping_lock()) THEN
         RETURN jsonb_build_object('skipped', true,
                                   'reason', 'another housekeeping run holds the lock');
     END IF;
+    cursors := pgcursor_internal.materialize_cursors();
     completed := pgcursor.purge_completed_messages(cutoff);
     messages := pgcursor.purge_messages(cutoff);
     evicted := pgcursor.evict_expired_messages(cutoff);
@@ -41,5 +45,6 @@ BEGIN
         'evictedMessages', evicted,
         'deadLetters', pgcursor.purge_dead_letters(cutoff),
         'transactionIndex', pgcursor.purge_transaction_index(cutoff),
-        'statsSnapshots', (pgcursor.record_stats_snapshot() ->> 'rows')::bigint);
+        'statsSnapshots', (pgcursor.record_stats_snapshot() ->> 'rows')::bigint,
+        'cursorRows', cursors);
 END $$;

@@ -498,7 +498,7 @@ impl Report {
         if !self.first_pop.runs.is_empty() {
             let _ = writeln!(
                 md,
-                "\n## (g) A new consumer group's first pop (creates its cursor on every partition; 5 other groups present)\n"
+                "\n## (g) A new consumer group's first pop (writes cursor rows only where it claims; 5 other groups with a row on every partition)\n"
             );
             let _ = writeln!(md, "| subscription | partitions | pops | p50 ms | max ms | server p50 ms | server max ms | µs per partition (p50) |\n|---|---:|---:|---:|---:|---:|---:|---:|");
             for r in &self.first_pop.runs {

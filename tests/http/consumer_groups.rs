@@ -25,11 +25,13 @@ async fn age_messages(queue: &str, seconds: i32) {
         .expect("age the messages");
 }
 
-/// The group's cursor on (queue, partition), straight from the database.
+/// Where the group stands on (queue, partition), straight from the database
+/// (its row, or the one its subscription will write: `cursor_rows()`).
 async fn cursor(queue: &str, partition: &str, group: &str) -> Option<i64> {
     db().await
         .query_opt(
-            "SELECT c.cursor FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
+            "SELECT c.cursor FROM pgcursor_internal.cursor_rows() c
+               JOIN pgcursor.partitions p ON p.id = c.partition_id
               WHERE p.queue = $1 AND p.name = $2 AND c.consumer_group = $3",
             &[&queue, &partition, &group],
         )

@@ -443,8 +443,10 @@ impl Scene {
 
     /// A fingerprint of every row that belongs to the scene's queues:
     /// queues, partitions (head), message and transaction-index counts per
-    /// partition, cursors (whole rows: cursor, lease, retry counter, totals),
-    /// dead letters and trace events per partition.
+    /// partition, where each group stands (cursor, lease, retry counter,
+    /// totals; from `cursor_rows()`, so housekeeping writing the rows a
+    /// group's first pop left unwritten changes nothing), dead letters and
+    /// trace events per partition.
     pub async fn digest(&self, db: &tokio_postgres::Client) -> Digest {
         let rows = db
             .query(
@@ -458,8 +460,12 @@ impl Scene {
                      UNION ALL SELECT format('t %s %s', p.id, count(t.*))
                        FROM p LEFT JOIN pgcursor.transaction_index t ON t.partition_id = p.id
                       GROUP BY p.id
-                     UNION ALL SELECT 'c' || c::text
-                       FROM p JOIN pgcursor.cursors c ON c.partition_id = p.id
+                     UNION ALL SELECT format('c %s', (c.partition_id, c.consumer_group, c.cursor,
+                                                      c.lease_id, c.lease_expires_at, c.batch_start,
+                                                      c.batch_end, c.retry_count, c.completed_total,
+                                                      c.implicitly_completed_total, c.dead_lettered_total,
+                                                      c.discarded_total, c.last_ack_at))
+                       FROM p JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
                      UNION ALL SELECT format('d %s %s', p.id, count(d.*))
                        FROM p LEFT JOIN pgcursor.dead_letters d ON d.partition_id = p.id
                       GROUP BY p.id

@@ -1,17 +1,14 @@
 -- pgcursor.pop: leasing, capping, live-lease skip, re-lease after expiry,
 -- multi-partition pops, groups, subscription modes, autoAck, concurrency.
 BEGIN;
-SELECT plan(63);
+SELECT plan(66);
+
+\ir lib/queue_helpers.sql
 
 -- offsets of a pop answer's messages, in answer order
 CREATE FUNCTION pg_temp.offs(answer jsonb) RETURNS bigint[] LANGUAGE sql AS $$
     SELECT coalesce(array_agg((m ->> 'offset')::bigint ORDER BY n), '{}')
     FROM jsonb_array_elements(answer -> 'messages') WITH ORDINALITY AS a(m, n)
-$$;
--- the cursor row of (queue, partition, group)
-CREATE FUNCTION pg_temp.cur(q text, part text, grp text) RETURNS pgcursor.cursors LANGUAGE sql AS $$
-    SELECT c.* FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
-    WHERE p.queue = q AND p.name = part AND c.consumer_group = grp
 $$;
 CREATE FUNCTION pg_temp.fill(q text, part text, n int) RETURNS void LANGUAGE sql AS $$
     SELECT FROM pgcursor.push(jsonb_build_object('items', (
@@ -95,9 +92,19 @@ SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20m","batch":10,"partitions":3}'
 SELECT is(pgcursor.pop('{"queue":"t20m","batch":10,"partitions":3}') -> 'messages', '[]', 'then nothing');
 SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20m","partition":"b","consumerGroup":"gb","batch":9}')), '{1,2,3}',
           'a partition-scoped pop');
-SELECT is((SELECT count(*)::int FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
+SELECT is((SELECT count(*)::int FROM pgcursor_internal.cursor_rows() c JOIN pgcursor.partitions p ON p.id = c.partition_id
            WHERE p.queue = 't20m' AND c.consumer_group = 'gb' AND c.lease_id IS NULL AND c.cursor = 0), 2,
-          'the group''s other partitions got cursor rows, unleased');
+          'the group stands at 0 on its other partitions, unleased');
+SELECT is((SELECT count(*)::int FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
+           WHERE p.queue = 't20m' AND c.consumer_group = 'gb'), 1,
+          'a first pop writes a cursor row only on the partition it claimed');
+SELECT is(pgcursor_internal.materialize_cursors('gb'), 2::bigint, 'materialize_cursors writes the other two');
+SELECT is((SELECT array_agg(s.cursor_rows || ' ' || (SELECT count(*) FROM pgcursor.cursors c
+                                                       JOIN pgcursor.partitions p ON p.id = c.partition_id
+                                                      WHERE p.queue = s.queue AND c.consumer_group = s.consumer_group
+                                                        AND c.cursor = 0 AND c.lease_id IS NULL))
+             FROM pgcursor.subscriptions s WHERE s.consumer_group = 'gb'),
+          '{"complete 2"}', 'where the group stood, and the subscription is complete');
 
 -- namespace / task selection
 SELECT FROM pgcursor.configure('{"queue":"t20ns","namespace":"ns20","task":"task20"}');
@@ -106,7 +113,11 @@ SELECT is(pg_temp.offs(pgcursor.pop('{"namespace":"ns20","batch":5}')), '{1,2}',
 SELECT is(pg_temp.offs(pgcursor.pop('{"task":"task20","consumerGroup":"gt","batch":5}')), '{1,2}', 'pop by task');
 SELECT is(pgcursor.pop('{"namespace":"ns20","task":"other"}') -> 'messages', '[]', 'no matching queue: empty, not an error');
 
--- subscriptionMode new: a new group starts at the head
+-- subscriptionMode new: a new group starts with the messages created at or
+-- after its first pop (this file is one transaction: the older ones are
+-- made older than now())
+UPDATE pgcursor.messages m SET created_at = now() - interval '1 minute'
+FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = 't20';
 SELECT is(pgcursor.pop('{"queue":"t20","consumerGroup":"late","subscriptionMode":"new"}') -> 'messages', '[]',
           'mode new: nothing old is delivered');
 SELECT is((pg_temp.cur('t20', 'p1', 'late')).cursor, 5::bigint, 'cursor created at the head');

@@ -5,9 +5,6 @@ SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
 SELECT plan(60);
 
 \ir lib/queue_helpers.sql
-CREATE FUNCTION pg_temp.cur(q text, part text, grp text) RETURNS pgcursor.cursors LANGUAGE sql AS $$
-    SELECT c.* FROM pgcursor.cursors c WHERE c.partition_id = pg_temp.pid(q, part) AND c.consumer_group = grp
-$$;
 
 -- configure: defaults, effective values, updates, unknown options refused
 SELECT is(pgcursor.configure('{"queue":"t30"}'),

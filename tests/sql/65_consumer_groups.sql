@@ -6,9 +6,6 @@ BEGIN;
 SELECT plan(53);
 
 \ir lib/queue_helpers.sql
-CREATE FUNCTION pg_temp.cur(q text, part text, grp text) RETURNS pgcursor.cursors LANGUAGE sql AS $$
-    SELECT c.* FROM pgcursor.cursors c WHERE c.partition_id = pg_temp.pid(q, part) AND c.consumer_group = grp
-$$;
 -- A cursor row as "cursor lease? batch retry acked?" for compact comparisons.
 CREATE FUNCTION pg_temp.state(q text, part text, grp text) RETURNS text LANGUAGE sql AS $$
     SELECT format('cursor=%s lease=%s batch=%s..%s retry=%s last_ack_now=%s', c.cursor, c.lease_id IS NOT NULL,

@@ -5,12 +5,9 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(37);
+SELECT plan(39);
 
 \ir lib/queue_helpers.sql
-CREATE FUNCTION pg_temp.cursor_of(q text, part text, grp text) RETURNS bigint LANGUAGE sql AS $$
-    SELECT c.cursor FROM pgcursor.cursors c WHERE c.partition_id = pg_temp.pid(q, part) AND c.consumer_group = grp
-$$;
 CREATE FUNCTION pg_temp.sub(q text, grp text) RETURNS text LANGUAGE sql AS $$
     SELECT s.mode || ' ' || coalesce(pgcursor_internal.rfc3339_utc(s.since), '-')
     FROM pgcursor.subscriptions s WHERE s.queue = q AND s.consumer_group = grp
@@ -47,8 +44,8 @@ SELECT is(pg_temp.sub('t67', 'new'), 'new ' || pgcursor_internal.rfc3339_utc(now
           'mode new: recorded with the first pop''s time');
 SELECT is(pg_temp.sub('t67', 'ts'), 'timestamp ' || pgcursor_internal.rfc3339_utc(pg_temp.ago(250)),
           'subscriptionFrom: recorded as timestamp with its time');
-SELECT is(ARRAY[pg_temp.cursor_of('t67', 'a', 'all'), pg_temp.cursor_of('t67', 'a', 'new'),
-                pg_temp.cursor_of('t67', 'a', 'ts')], '{0,4,2}',
+SELECT is(ARRAY[(pg_temp.cur('t67', 'a', 'all')).cursor, (pg_temp.cur('t67', 'a', 'new')).cursor,
+                (pg_temp.cur('t67', 'a', 'ts')).cursor], '{0,4,2}',
           'the first pop starts each as its request says');
 SELECT FROM pgcursor.pop('{"queue":"t67","consumerGroup":"new"}');
 SELECT is(pg_temp.sub('t67', 'new'), 'new ' || pgcursor_internal.rfc3339_utc(now()),
@@ -94,23 +91,23 @@ SELECT pg_temp.push('t67', 'c', 1, 'c');
 UPDATE pgcursor.messages SET created_at = pg_temp.ago(200) WHERE partition_id = pg_temp.pid('t67', 'c');
 SELECT FROM pgcursor.pop('{"queue":"t67","partition":"a","consumerGroup":"up","autoAck":true}');  -- a: consumed 1
 SELECT FROM pgcursor.pop('{"queue":"t67","partition":"b","consumerGroup":"up"}');                 -- b: leased
-SELECT is(ARRAY[pg_temp.cursor_of('t67', 'a', 'up'), pg_temp.cursor_of('t67', 'b', 'up'),
-                pg_temp.cursor_of('t67', 'c', 'up')], '{1,0,0}', 'before the update');
+SELECT is(ARRAY[(pg_temp.cur('t67', 'a', 'up')).cursor, (pg_temp.cur('t67', 'b', 'up')).cursor,
+                (pg_temp.cur('t67', 'c', 'up')).cursor], '{1,0,0}', 'before the update');
 SELECT is(pgcursor.update_subscription('up', pg_temp.ago(120)),
           jsonb_build_object('success', true, 'consumerGroup', 'up',
                              'newTimestamp', pgcursor_internal.rfc3339_utc(pg_temp.ago(120)), 'rowsUpdated', 1),
           'update: one subscription updated');
 SELECT is(pg_temp.sub('t67', 'up'), 'timestamp ' || pgcursor_internal.rfc3339_utc(pg_temp.ago(120)),
           '... now mode timestamp at that time');
-SELECT is(pg_temp.cursor_of('t67', 'c', 'up'), 1::bigint,
+SELECT is((pg_temp.cur('t67', 'c', 'up')).cursor, 1::bigint,
           '... a never-consumed row without a lease moves (past c''s message, 200 s old)');
-SELECT is(pg_temp.cursor_of('t67', 'a', 'up'), 1::bigint, '... a row that consumed something stays');
-SELECT is(pg_temp.cursor_of('t67', 'b', 'up'), 0::bigint, '... a row under a live lease stays');
+SELECT is((pg_temp.cur('t67', 'a', 'up')).cursor, 1::bigint, '... a row that consumed something stays');
+SELECT is((pg_temp.cur('t67', 'b', 'up')).cursor, 0::bigint, '... a row under a live lease stays');
 SELECT is((SELECT c.last_ack_at FROM pgcursor.cursors c
             WHERE c.partition_id = pg_temp.pid('t67', 'c') AND c.consumer_group = 'up'), NULL,
           '... and a moved row is still never-consumed');
 SELECT is(pgcursor.update_subscription('up', pg_temp.ago(1000)) -> 'rowsUpdated', '1', 'update again, further back');
-SELECT is(pg_temp.cursor_of('t67', 'c', 'up'), 0::bigint, '... the never-consumed row moves again');
+SELECT is((pg_temp.cur('t67', 'c', 'up')).cursor, 0::bigint, '... the never-consumed row moves again');
 SELECT pg_temp.push('t67', 'd', 2, 'd');
 UPDATE pgcursor.messages SET created_at = pg_temp.ago(1500) WHERE partition_id = pg_temp.pid('t67', 'd') AND msg_offset = 1;
 SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t67","partition":"d","consumerGroup":"up","batch":10}')),
@@ -119,9 +116,11 @@ SELECT is(pgcursor.update_subscription('nobody', now()) -> 'rowsUpdated', '0', '
 SELECT throws_ok($$SELECT pgcursor.update_subscription('up', NULL)$$, '22023',
                  'Missing subscriptionTimestamp in request body', 'no timestamp: 22023');
 
--- Deleting a group, with and without its subscription
+-- Deleting a group, with and without its subscription. "new" stood on all
+-- four partitions (c and d came after its first pop: it stands on them
+-- where its subscription says).
 SELECT is(pgcursor.delete_consumer_group('new', 't67', false),
-          '{"success":true,"consumerGroup":"new","deletedPartitions":2,"metadataDeleted":false,"queueName":"t67"}',
+          '{"success":true,"consumerGroup":"new","deletedPartitions":4,"metadataDeleted":false,"queueName":"t67"}',
           'delete without metadata');
 SELECT is(pg_temp.sub('t67', 'new'), 'new ' || pgcursor_internal.rfc3339_utc(now()), '... the subscription stays');
 SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t67","partition":"a","consumerGroup":"new","batch":10}')),
@@ -146,7 +145,7 @@ SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r
                                                 'items', '[{"transactionId":"r2"}]'::jsonb)) -> 0,
           '{"index":0,"transactionId":"r2","success":true,"error":null,"leaseReleased":false,"dlq":false,"noop":false}',
           'the ack of a replayed message without index entry resolves through the message') FROM r;
-SELECT is(pg_temp.cursor_of('t67r', 'Default', 'g'), 2::bigint, '... and moves the cursor');
+SELECT is((pg_temp.cur('t67r', 'Default', 'g')).cursor, 2::bigint, '... and moves the cursor');
 SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
                                                 'items', '[{"transactionId":"nope"}]'::jsonb)) -> 0 ->> 'error',
           'transaction not found', 'in neither: transaction not found');
@@ -156,6 +155,22 @@ DELETE FROM pgcursor.transaction_index WHERE partition_id = pg_temp.pid('t67r');
 SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
                                                 'items', '[{"transactionId":"r1"}]'::jsonb)) -> 0 ->> 'noop',
           'true', 'a transactionId stored twice resolves to its lowest offset (1, below the cursor: a no-op)');
+
+-- An ack on a partition the group has no row on yet writes the row where
+-- its subscription starts, not at 0: "late" subscribed in mode new after
+-- k's three messages, so acking the second is a no-op and the third stays
+-- the head it stands at.
+SELECT pg_temp.push('t67k', 'k', 3, 'k');
+SELECT pg_temp.push('t67k', 'other', 1, 'o');
+UPDATE pgcursor.messages m SET created_at = pg_temp.ago(600)
+  FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = 't67k';
+SELECT FROM pgcursor.pop('{"queue":"t67k","partition":"other","consumerGroup":"late","subscriptionMode":"new"}');
+SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67k', 'k'), 'consumerGroup', 'late',
+                                                'items', '[{"transactionId":"k2"}]'::jsonb)) -> 0 ->> 'noop',
+          'true', 'an ack where a mode-new group has no row yet: below where it stands, a no-op');
+SELECT is((SELECT c.cursor FROM pgcursor.cursors c
+            WHERE c.partition_id = pg_temp.pid('t67k', 'k') AND c.consumer_group = 'late'), 3::bigint,
+          '... its row written at the head it subscribed at');
 
 SELECT * FROM finish();
 ROLLBACK;

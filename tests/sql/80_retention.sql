@@ -3,7 +3,9 @@
 -- purge_dead_letters, the retentionEnabled switch, housekeeping. Explicit
 -- cutoffs and aged rows: no sleeps.
 BEGIN;
-SELECT plan(62);
+SELECT plan(65);
+
+\ir lib/queue_helpers.sql
 
 -- Queue q (options opts) with n messages <q>-1..<q>-n in partition Default,
 -- offset k created (n - k + 1) hours ago; returns the partition id.
@@ -92,6 +94,26 @@ SELECT is(pg_temp.offsets(:'keep'), '1,2,3,4,5', 'completedRetentionSeconds 0: k
 SELECT is(pgcursor.purge_completed_messages(now() + interval '1 second') >= 1, true, 'cutoff purge');
 SELECT is(pg_temp.offsets(:'d'), '6', 'with a cutoff, age no longer protects a completed message');
 SELECT is(pg_temp.offsets(:'keep'), '1,2,3,4,5', 'but a cutoff does not turn the rule on');
+-- A group's first pop writes its cursor row only where it claimed; it still
+-- holds its messages on the queue's other partitions. (Rows pending before
+-- are written first, so the count below is t80s's alone.)
+SELECT pgcursor_internal.materialize_cursors() AS x \gset
+SELECT pgcursor.configure('{"queue":"t80s","options":{"completedRetentionSeconds":60}}');
+SELECT pgcursor.push('{"items":[{"queue":"t80s","partition":"a","payload":1},
+                                {"queue":"t80s","partition":"b","payload":1},
+                                {"queue":"t80s","partition":"b","payload":2}]}') IS NOT NULL AS pushed \gset
+UPDATE pgcursor.messages m SET created_at = now() - interval '2 hours'
+  FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = 't80s';
+SELECT pgcursor.pop('{"queue":"t80s","partition":"a","consumerGroup":"one","autoAck":true}') IS NOT NULL AS popped \gset
+SELECT pgcursor.pop('{"queue":"t80s","partition":"b","consumerGroup":"two","autoAck":true,"batch":5}') IS NOT NULL AS popped \gset
+SELECT pgcursor.purge_completed_messages() AS x \gset
+SELECT is(ARRAY[pg_temp.offsets(pg_temp.pid('t80s', 'a')), pg_temp.offsets(pg_temp.pid('t80s', 'b'))],
+          '{1,"1,2"}', 'a: "two" stands before 1; b: "one" has no row there yet and consumed nothing: all kept');
+SELECT is((pgcursor.housekeeping(now() - interval '10 years') ->> 'cursorRows')::int, 2,
+          'housekeeping writes the rows the subscriptions lack: one on b, two on a');
+SELECT is((SELECT string_agg(p.name || ':' || c.consumer_group || '@' || c.cursor, ' ' ORDER BY p.name, c.consumer_group)
+             FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id WHERE p.queue = 't80s'),
+          'a:one@1 a:two@0 b:one@0 b:two@2', '... where each group stands');
 
 -- evict_expired_messages: maxWaitTimeSeconds 9000 (2.5 h); offsets 1..4 of 6 are older.
 -- Group fast has consumed 1..2, slow 1: only offset 1 is consumed by every group.
@@ -182,15 +204,15 @@ SELECT pg_temp.aged('t80h', 2, '{"retentionSeconds":60,"transactionIndexRetentio
 UPDATE pgcursor.transaction_index SET created_at = now() - interval '1 hour' WHERE partition_id = :'h';
 SELECT pgcursor.housekeeping() AS hk \gset
 SELECT is((SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(:'hk'::jsonb) k),
-          '["completedMessages","deadLetters","evictedMessages","messages","skipped","statsSnapshots","transactionIndex"]',
-          'housekeeping answers five counts, the snapshot rows it wrote and that it ran');
+          '["completedMessages","cursorRows","deadLetters","evictedMessages","messages","skipped","statsSnapshots","transactionIndex"]',
+          'housekeeping answers five counts, the snapshot and cursor rows it wrote and that it ran');
 SELECT ok(((:'hk'::jsonb) ->> 'messages')::int >= 2 AND ((:'hk'::jsonb) ->> 'transactionIndex')::int >= 2,
           'and ran the message and index purges');
 SELECT is(ARRAY[pg_temp.offsets(:'h'), (SELECT count(*)::text FROM pgcursor.transaction_index WHERE partition_id = :'h')],
           '{"",0}', 't80h emptied');
 SELECT is(pgcursor.housekeeping(now() - interval '10 years'),
           '{"skipped":false,"completedMessages":0,"messages":0,"evictedMessages":0,"deadLetters":0,"transactionIndex":0,
-            "statsSnapshots":0}',
+            "statsSnapshots":0,"cursorRows":0}',
           'an old cutoff removes nothing (and this minute has its snapshot already)');
 
 -- One run at a time: this transaction's runs above hold the housekeeping

@@ -16,3 +16,9 @@ LANGUAGE sql AS $$
     SELECT pgcursor.pop(jsonb_build_object('queue', q, 'partition', part, 'consumerGroup', grp, 'batch', n,
                                            'autoAck', auto))
 $$;
+-- Where group grp stands on (q, part): its cursor row, or, when a pending
+-- subscription has not written it yet, the row it will get (cursor_rows()).
+CREATE FUNCTION pg_temp.cur(q text, part text, grp text) RETURNS pgcursor.cursors LANGUAGE sql AS $$
+    SELECT c.* FROM pgcursor_internal.cursor_rows() c
+    WHERE c.partition_id = pg_temp.pid(q, part) AND c.consumer_group = grp
+$$;
