@@ -105,7 +105,7 @@ RETURNS SETOF pgcursor.cursors LANGUAGE sql STABLE AS $$
     SELECT * FROM pgcursor.cursors
     UNION ALL
     SELECT p.id, s.consumer_group, pgcursor_internal.start_cursor(p, s), NULL, NULL, NULL, NULL,
-           0, 0, 0, 0, 0, NULL, s.created_at
+           0, 0, 0, 0, 0, NULL, s.created_at, 0
       FROM pgcursor.subscriptions s
       JOIN pgcursor.partitions p ON p.queue = s.queue
      WHERE s.cursor_rows = 'pending'

@@ -198,7 +198,9 @@ BEGIN
             cursor           = CASE WHEN lease IS NULL THEN a.cursor + a.take ELSE c.cursor END,
             completed_total  = c.completed_total + CASE WHEN lease IS NULL THEN a.take ELSE 0 END,
             last_ack_at      = CASE WHEN lease IS NULL THEN now() ELSE c.last_ack_at END,
-            retry_count      = CASE WHEN lease IS NULL THEN 0 ELSE c.retry_count END
+            retry_count      = CASE WHEN lease IS NULL THEN 0 ELSE c.retry_count END,
+            -- a lease still set here was never released: it expired (live ones are skipped)
+            lease_expiries   = c.lease_expiries + CASE WHEN c.lease_id IS NOT NULL THEN 1 ELSE 0 END
         FROM alloc a
         WHERE a.take > 0 AND c.partition_id = a.partition_id AND c.consumer_group = grp
         RETURNING a.rank, a.partition_id, a.queue, a.name, a.cursor + 1, a.cursor + a.take, a.retry_count

@@ -8,7 +8,9 @@
 -- one primary-key probe per cursor row that is behind its partition's head
 -- (the oldest unconsumed message's age). No scan of messages.
 
--- Per (queue, consumer group), over the group's cursor rows:
+-- Per (queue, consumer group), over where the group stands (cursor_rows()).
+-- (Named group_figures since lease_expiries was added: a changed return type
+-- needs a new name, the sweep drops the old one.)
 --   partitions         cursor rows the group has on the queue
 --   depth              messages after its cursors (head - cursor, summed)
 --   lag_seconds        age of its oldest unconsumed message (0 when caught up;
@@ -17,15 +19,18 @@
 --   expired_leases     cursor rows whose lease expired and nobody has leased
 --                      again yet (an expiry itself changes nothing: the next
 --                      pop takes the partition over)
-CREATE OR REPLACE FUNCTION pgcursor_internal.group_metrics()
+--   lease_expiries     leases that expired and a pop took over, lifetime of
+--                      the rows (cursors.lease_expiries)
+CREATE OR REPLACE FUNCTION pgcursor_internal.group_figures()
 RETURNS TABLE (queue text, consumer_group text, partitions bigint, depth bigint, lag_seconds numeric,
-               leased_partitions bigint, expired_leases bigint)
+               leased_partitions bigint, expired_leases bigint, lease_expiries bigint)
 LANGUAGE sql STABLE AS $$
     SELECT p.queue, c.consumer_group, count(*), sum(greatest(p.head - c.cursor, 0))::bigint,
            round(coalesce(max(extract(epoch FROM now() - o.created_at)), 0), 3),
            count(*) FILTER (WHERE pgcursor_internal.lease_is_live(c.lease_expires_at)),
            count(*) FILTER (WHERE c.lease_id IS NOT NULL
-                              AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at))
+                              AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)),
+           sum(c.lease_expiries)::bigint
     FROM pgcursor_internal.cursor_rows() c
     JOIN pgcursor.partitions p ON p.id = c.partition_id
     LEFT JOIN LATERAL (
@@ -49,7 +54,8 @@ $$;
 -- queue ever (deleted ones included), "queues": [{queue, partitions, depth,
 -- deadLetters, pushed, completed, deadLettered, discarded}] for the live
 -- queues, "groups": [{queue, consumerGroup, partitions, depth, lagSeconds,
--- leasedPartitions, expiredLeases}]}. Lists are sorted by name; every figure is ≥ 0.
+-- leasedPartitions, expiredLeases, leaseExpiries}]}. Lists are sorted by
+-- name; every figure is ≥ 0.
 CREATE OR REPLACE FUNCTION pgcursor.metrics_snapshot()
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     WITH life AS (SELECT * FROM pgcursor_internal.lifetime_totals()),
@@ -79,8 +85,9 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                        'queue', g.queue, 'consumerGroup', g.consumer_group,
                        'partitions', g.partitions, 'depth', g.depth,
                        'lagSeconds', greatest(g.lag_seconds, 0),
-                       'leasedPartitions', g.leased_partitions, 'expiredLeases', g.expired_leases)
+                       'leasedPartitions', g.leased_partitions, 'expiredLeases', g.expired_leases,
+                       'leaseExpiries', g.lease_expiries)
                        ORDER BY g.queue, g.consumer_group), '[]'::jsonb)
-                   FROM pgcursor_internal.group_metrics() g))
+                   FROM pgcursor_internal.group_figures() g))
     FROM pgcursor.maintenance() m
 $$;

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use crate::broker::{configure_queue, fresh_queue, get, messages, pop, post, push_n, request};
 
 /// (family, type) of everything a scrape shows with a database behind it.
-const FAMILIES: [(&str, &str); 33] = [
+const FAMILIES: [(&str, &str); 34] = [
     ("queen_uptime_seconds", "gauge"),
     ("queen_process_resident_memory_bytes", "gauge"),
     ("queen_process_virtual_memory_bytes", "gauge"),
@@ -49,6 +49,7 @@ const FAMILIES: [(&str, &str); 33] = [
     ("pgcursor_consumer_group_lag_seconds", "gauge"),
     ("pgcursor_consumer_group_leased_partitions", "gauge"),
     ("pgcursor_consumer_group_expired_leases", "gauge"),
+    ("pgcursor_consumer_group_lease_expiries_total", "counter"),
 ];
 
 type Family = MetricFamily<PrometheusType, PrometheusValue>;
@@ -334,6 +335,41 @@ async fn every_family_is_there_with_its_type_and_the_counters_move() {
         "the cluster total includes this queue's dead letter"
     );
     assert!(after.value("queen_dlq_depth", &[("scope", "cluster")]) >= 1.0);
+
+    // A lease that runs out is counted when a pop takes the partition over.
+    let e = [("queue", queue.as_str()), ("consumer_group", "e")];
+    let leased = pop(&gw, &queue, "batch=1&consumerGroup=e").await;
+    assert_eq!(messages(&leased).len(), 1, "{leased}");
+    expire_leases(&queue, "e").await;
+    assert_eq!(
+        scrape(&gw)
+            .await
+            .value("pgcursor_consumer_group_lease_expiries_total", &e),
+        0.0,
+        "expired, not yet taken over"
+    );
+    let again = pop(&gw, &queue, "batch=1&consumerGroup=e").await;
+    assert_eq!(messages(&again).len(), 1, "{again}");
+    assert_eq!(
+        scrape(&gw)
+            .await
+            .value("pgcursor_consumer_group_lease_expiries_total", &e),
+        1.0
+    );
+}
+
+/// Makes the group's leases on the queue run out now.
+async fn expire_leases(queue: &str, group: &str) {
+    pgcursor_tests::db()
+        .await
+        .execute(
+            "UPDATE pgcursor.cursors c SET lease_expires_at = now() - interval '1 second'
+               FROM pgcursor.partitions p
+              WHERE p.id = c.partition_id AND p.queue = $1 AND c.consumer_group = $2",
+            &[&queue, &group],
+        )
+        .await
+        .expect("expire the leases");
 }
 
 #[tokio::test]

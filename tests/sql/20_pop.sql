@@ -103,7 +103,7 @@ SELECT is((SELECT array_agg(s.cursor_rows || ' ' || (SELECT count(*) FROM pgcurs
                                                        JOIN pgcursor.partitions p ON p.id = c.partition_id
                                                       WHERE p.queue = s.queue AND c.consumer_group = s.consumer_group
                                                         AND c.cursor = 0 AND c.lease_id IS NULL))
-             FROM pgcursor.subscriptions s WHERE s.consumer_group = 'gb'),
+             FROM pgcursor.subscriptions s WHERE s.consumer_group = 'gb' AND s.queue = 't20m'),
           '{"complete 2"}', 'where the group stood, and the subscription is complete');
 
 -- namespace / task selection

@@ -45,7 +45,7 @@ UPDATE pgcursor.cursors SET lease_expires_at = now() - interval '1 second'
 SELECT is(pg_temp.stats('t35', 'a') - 'completed' - 'dead_lettered' - 'discarded',
           '{"total":5,"depth":5,"pending":5,"processing":0}', 'an expired lease is pending again');
 SELECT is(pgcursor_internal.leased_offsets(ROW(gen_random_uuid(), 'g', 3, gen_random_uuid(), now() + interval '1 minute',
-                                              2, 5, 0, 0, 0, 0, 0, NULL, now())::pgcursor.cursors),
+                                              2, 5, 0, 0, 0, 0, 0, NULL, now(), 0)::pgcursor.cursors),
           2::bigint, 'leased offsets: only those of the batch above the cursor');
 
 -- queues_overview: Queen's fields, newest first, filters

@@ -5,7 +5,7 @@
 -- messages only through primary-key probes.
 BEGIN;
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(12);
+SELECT plan(13);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.snap() RETURNS jsonb LANGUAGE sql AS $$ SELECT pgcursor.metrics_snapshot() $$;
@@ -40,16 +40,25 @@ SELECT pgcursor_internal.materialize_cursors();      -- g's and h's rows on the 
 SELECT pgcursor.delete_queue('t63x');
 
 SELECT is(pg_temp.grp('t63', 'g'),
-          '{"partitions": 2, "depth": 1, "lagSeconds": 20.000, "leasedPartitions": 0, "expiredLeases": 0}',
+          '{"partitions": 2, "depth": 1, "lagSeconds": 20.000, "leasedPartitions": 0, "expiredLeases": 0,
+            "leaseExpiries": 0}',
           'g: one message left (a:3, 20 s old); b caught up adds no lag');
 SELECT is(pg_temp.grp('t63', 'h'),
-          '{"partitions": 2, "depth": 5, "lagSeconds": 40.000, "leasedPartitions": 1, "expiredLeases": 0}',
+          '{"partitions": 2, "depth": 5, "lagSeconds": 40.000, "leasedPartitions": 1, "expiredLeases": 0,
+            "leaseExpiries": 0}',
           'h: every message; lag is its oldest unconsumed (a:1); one live lease');
 
 UPDATE pgcursor.cursors SET lease_expires_at = now() - interval '1 second'
  WHERE consumer_group = 'h';
 SELECT is(pg_temp.grp('t63', 'h') - 'depth' - 'lagSeconds' - 'partitions',
-          '{"leasedPartitions": 0, "expiredLeases": 1}', 'an expired lease is not live, and shows until a pop takes over');
+          '{"leasedPartitions": 0, "expiredLeases": 1, "leaseExpiries": 0}',
+          'an expired lease is not live, and shows until a pop takes over');
+SELECT FROM pg_temp.pop('t63', 'b', 'h', 1);         -- h takes b over: b:1 again
+SELECT is(pg_temp.grp('t63', 'h') - 'depth' - 'lagSeconds' - 'partitions',
+          '{"leasedPartitions": 1, "expiredLeases": 0, "leaseExpiries": 1}',
+          'the pop that takes over counts the expiry');
+UPDATE pgcursor.cursors SET lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL
+ WHERE consumer_group = 'h';                         -- as the ack that released it would
 
 -- Retention deleted a:1: h's oldest unconsumed is then a:2 (or b:1, 35 s).
 DELETE FROM pgcursor.messages WHERE partition_id = pg_temp.pid('t63', 'a') AND msg_offset = 1;
@@ -89,7 +98,7 @@ BEGIN
     FOR line IN EXPLAIN SELECT pgcursor.metrics_snapshot() LOOP
         RETURN NEXT line;
     END LOOP;
-    FOR line IN EXPLAIN SELECT * FROM pgcursor_internal.group_metrics() LOOP
+    FOR line IN EXPLAIN SELECT * FROM pgcursor_internal.group_figures() LOOP
         RETURN NEXT line;
     END LOOP;
 END $$;

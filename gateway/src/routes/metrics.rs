@@ -77,6 +77,7 @@ struct GroupFigures {
     lag_seconds: f64,
     leased_partitions: u64,
     expired_leases: u64,
+    lease_expiries: u64,
 }
 
 async fn prometheus(state: web::Data<AppState>) -> HttpResponse {
@@ -215,11 +216,22 @@ fn database_families(s: &Snapshot) {
         "pgcursor_consumer_group_expired_leases",
         "Partitions whose lease for the group expired and that no pop has leased again yet"
     );
+    describe_counter!(
+        "pgcursor_consumer_group_lease_expiries_total",
+        "Leases of the group that expired and a pop took over (reset when the group's rows are deleted)"
+    );
     for g in &s.groups {
         let labels = [
             ("queue", g.queue.clone()),
             ("consumer_group", g.consumer_group.clone()),
         ];
+        absolute(
+            counter_of(
+                "pgcursor_consumer_group_lease_expiries_total",
+                &[("queue", &g.queue), ("consumer_group", &g.consumer_group)],
+            ),
+            g.lease_expiries,
+        );
         set(gauge!("pgcursor_consumer_group_partitions", &labels), g.partitions as f64);
         set(gauge!("pgcursor_consumer_group_depth", &labels), g.depth as f64);
         set(gauge!("pgcursor_consumer_group_lag_seconds", &labels), g.lag_seconds);
