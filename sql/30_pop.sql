@@ -64,18 +64,22 @@ $$;
 -- marks a subscription whose rows a delete removed (cursor_rows 'none')
 -- pending again. A group's start is fixed for the whole queue at its first
 -- pop: partitions it reaches later start where the subscription says.
--- Answers the queues subscribed here in mode new: nothing in them can be
--- new to the group yet, so this pop need not look.
+-- Answers the queues whose subscription is pending (partitions there may
+-- lack the group's row), by priority, then name: those add_claimable_cursors
+-- looks at. Not those subscribed here in mode new: nothing in them can be
+-- new to the group yet. The usual case (subscribed, rows complete) costs
+-- one primary-key probe per queue and answers none.
 CREATE OR REPLACE FUNCTION pgcursor_internal.subscribe(queues text[], grp text, mode text, since timestamptz)
 RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
-    fresh_new text[];
+    unsettled boolean;
+    fresh_new text[] := '{}';
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM unnest(queues) x(queue)
-                   WHERE NOT EXISTS (SELECT 1 FROM pgcursor.subscriptions s
-                                      WHERE s.consumer_group = grp AND s.queue = x.queue
-                                        AND s.cursor_rows <> 'none')) THEN
-        RETURN '{}';  -- the usual case: one primary-key probe per queue
+    SELECT bool_or(s.cursor_rows IS DISTINCT FROM 'complete') INTO unsettled
+      FROM unnest(queues) x(queue)
+      LEFT JOIN pgcursor.subscriptions s ON s.consumer_group = grp AND s.queue = x.queue;
+    IF NOT coalesce(unsettled, false) THEN
+        RETURN '{}';
     END IF;
     WITH made AS (
         INSERT INTO pgcursor.subscriptions AS s (consumer_group, queue, mode, since, cursor_rows)
@@ -90,49 +94,56 @@ BEGIN
     SELECT coalesce(array_agg(made.queue) FILTER (WHERE made.mode = 'new'), '{}') INTO fresh_new FROM made;
     UPDATE pgcursor.subscriptions s SET cursor_rows = 'pending'
      WHERE s.consumer_group = grp AND s.queue = ANY (queues) AND s.cursor_rows = 'none';
-    RETURN fresh_new;
+    RETURN ARRAY(SELECT s.queue FROM pgcursor.subscriptions s JOIN pgcursor.queues q ON q.name = s.queue
+                  WHERE s.consumer_group = grp AND s.queue = ANY (queues) AND s.cursor_rows = 'pending'
+                    AND NOT (s.queue = ANY (fresh_new))
+                  ORDER BY q.priority DESC, q.name);
 END $$;
 
--- Writes the group's cursor rows on up to n partitions it has none on yet
--- (their queue's subscription is pending) that hold a message past where the
--- subscription starts, for claim_batches to lease: queues by priority, then
--- partitions by id. Partitions are looked at one by one in that order (an
--- index walk) until n are found, so a group new to a queue of thousands of
--- partitions costs what it finds, not the queue's size. Queues in `skip` are
--- not looked at. A partition another pop of the group is writing a row on
--- right now is skipped, as claim_batches skips locked rows: each takes a
--- transaction advisory lock on (partition, group) first, and only tries.
--- Rows are inserted in partition order, as every writer of new cursor rows
--- does: concurrent writers wait, never deadlock.
+-- Writes the group's cursor rows on up to n partitions of `pending` (queues
+-- whose subscription is pending, in the order subscribe() answers) that it
+-- has none on yet and that hold a message past where the subscription
+-- starts, for claim_batches to lease. Partitions are read in id order (an
+-- index walk) only until enough are found, so a group new to a queue of
+-- thousands of partitions costs what it finds, not the queue's size. A
+-- partition another pop of the group is writing a row on right now is
+-- passed over, as claim_batches skips locked rows: each takes a transaction
+-- advisory lock on (partition, group) first, and only tries (a few spare
+-- candidates are read for that). Rows are written in partition order, as
+-- every writer of new cursor rows does: writers wait, never deadlock.
+-- force_custom_plan: a generic plan does not know the LIMIT and reads every
+-- partition (sorting them), 90 ms at 5,000; this runs only while a
+-- subscription is pending, so planning each call is cheap enough.
 CREATE OR REPLACE FUNCTION pgcursor_internal.add_claimable_cursors(
-    queues text[], pname text, grp text, n integer, skip text[])
-RETURNS integer LANGUAGE plpgsql AS $$
+    pending text[], pname text, grp text, n integer)
+RETURNS integer LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
-    sub  pgcursor.subscriptions;
-    made integer;
+    sub   pgcursor.subscriptions;
+    cand  record;
+    made  integer;
     left_ integer := n;
 BEGIN
-    FOR sub IN SELECT s.* FROM pgcursor.subscriptions s JOIN pgcursor.queues q ON q.name = s.queue
-                WHERE s.consumer_group = grp AND s.queue = ANY (queues) AND s.cursor_rows = 'pending'
-                  AND NOT (s.queue = ANY (skip))
-                ORDER BY q.priority DESC, q.name
+    FOR sub IN SELECT s.* FROM unnest(pending) WITH ORDINALITY x(queue, ord)
+                 JOIN pgcursor.subscriptions s ON s.consumer_group = grp AND s.queue = x.queue
+                ORDER BY x.ord
     LOOP
-        INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
-        SELECT (x.part).id, grp, st.start
-          FROM (SELECT p AS part FROM pgcursor.partitions p
-                 WHERE p.queue = sub.queue AND (pname IS NULL OR p.name = pname) AND p.head > 0
-                 ORDER BY p.id OFFSET 0) x  -- OFFSET 0: the filters below run row by row, in order
-         CROSS JOIN LATERAL (SELECT pgcursor_internal.start_cursor(x.part, sub) AS start) st
-         -- CASE: the lock is tried last, only on a partition to be taken
-         WHERE CASE WHEN st.start < (x.part).head
-                         AND NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
-                                          WHERE c.partition_id = (x.part).id AND c.consumer_group = grp)
-                    THEN pg_try_advisory_xact_lock(hashtextextended((x.part).id::text || grp, 0))
-                    ELSE false END
-         LIMIT left_
-        ON CONFLICT DO NOTHING;
-        GET DIAGNOSTICS made = ROW_COUNT;
-        left_ := left_ - made;
+        FOR cand IN SELECT p.id, pgcursor_internal.start_cursor(p, sub) AS start
+                      FROM pgcursor.partitions p
+                     WHERE p.queue = sub.queue AND (pname IS NULL OR p.name = pname) AND p.head > 0
+                       AND NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
+                                        WHERE c.partition_id = p.id AND c.consumer_group = grp)
+                       AND pgcursor_internal.start_cursor(p, sub) < p.head
+                     ORDER BY p.id
+                     LIMIT left_ + 16
+        LOOP
+            CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtextextended(cand.id::text || grp, 0));
+            INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
+            VALUES (cand.id, grp, cand.start)
+            ON CONFLICT DO NOTHING;
+            GET DIAGNOSTICS made = ROW_COUNT;
+            left_ := left_ - made;
+            EXIT WHEN left_ <= 0;
+        END LOOP;
         EXIT WHEN left_ <= 0;
     END LOOP;
     RETURN n - left_;
@@ -223,7 +234,7 @@ DECLARE
     queues text[] := pgcursor_internal.pop_queues(req);
     pname  text := pgcursor_internal.pop_partition(req);
     lease  uuid := CASE WHEN auto THEN NULL ELSE pgcursor_internal.uuidv7() END;
-    skip   text[];
+    pending text[];
     want   integer := nparts;
     made   integer;
     claims jsonb;
@@ -232,11 +243,12 @@ BEGIN
     IF (SELECT m.enabled FROM pgcursor.maintenance m WHERE m.mode = 'pop') THEN
         RETURN '{"success": true, "messages": [], "paused": true}'::jsonb;
     END IF;
-    skip := pgcursor_internal.subscribe(queues, grp, mode, since);
+    pending := pgcursor_internal.subscribe(queues, grp, mode, since);
     -- New rows may all be held back (delayedProcessing, windowBuffer): then
     -- look further, twice as far each time, until a claim or no more rows.
     LOOP
-        made := pgcursor_internal.add_claimable_cursors(queues, pname, grp, want, skip);
+        made := CASE WHEN cardinality(pending) = 0 THEN 0
+                     ELSE pgcursor_internal.add_claimable_cursors(pending, pname, grp, want) END;
         SELECT jsonb_agg(to_jsonb(b) ORDER BY b.rank) INTO claims
         FROM pgcursor_internal.claim_batches(queues, pname, grp, batch, nparts, lease) b;
         EXIT WHEN claims IS NOT NULL OR made = 0;
