@@ -90,6 +90,7 @@ pub async fn serve(config: Config) -> Result<(), StartupError> {
         auth,
     });
     crate::housekeeping::spawn(state.pool.clone(), state.config.housekeeping_interval());
+    crate::minutes::spawn(state.pool.clone(), state.config.stats_flush_interval());
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
