@@ -6,10 +6,10 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use pgcursor_tests::{client, Gateway, PrivateCluster};
+use pgcursor_tests::{client, db, Gateway, PrivateCluster};
 use serde_json::{json, Value};
 
-use crate::broker::{configure_queue, fresh_queue, get, messages, post, send};
+use crate::broker::{configure_queue, fresh_queue, get, messages, pop, post, push_n, send};
 
 /// The database timeout the outage tests give the gateway.
 const DB_TIMEOUT: Duration = Duration::from_millis(1000);
@@ -254,4 +254,31 @@ async fn wait_for_query(cluster: &PrivateCluster, prefix: &str) {
         assert!(Instant::now() < deadline, "no {prefix:?} started");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+#[tokio::test]
+async fn sigterm_flushes_the_per_minute_figures_counted_since_the_last_flush() {
+    // The default interval: the first flush is a minute away, so only the
+    // shutdown's can write these pops.
+    let mut gw = Gateway::start().await;
+    let queue = fresh_queue("sigterm-minutes");
+    push_n(&gw, &queue, "Default", 2).await;
+    pop(&gw, &queue, "batch=2").await;
+    sigterm(&gw);
+    let exit = gw.wait_exit(Duration::from_secs(10)).await;
+    assert!(
+        exit.is_some_and(|e| e.success()),
+        "{exit:?}:\n{}",
+        gw.stderr()
+    );
+    let popped: i64 = db()
+        .await
+        .query_one(
+            "SELECT coalesce(sum(pop_messages), 0)::bigint FROM pgcursor.gateway_minutes WHERE queue = $1",
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(popped, 2);
 }
