@@ -187,9 +187,12 @@ struct Look {
     settled: bool,
     /// Messages in the answer.
     messages: u64,
-    /// Per queue delivered from: (queue, messages, age sum ms, age max ms).
-    delivered: Vec<(String, i64, i64, i64)>,
+    delivered: Vec<Delivered>,
 }
+
+/// Per queue an answer delivered from: (queue, messages, and the sum and
+/// maximum of their age at pop in ms).
+type Delivered = (String, i64, i64, i64);
 
 async fn look(client: &Client, pop: &PopRequest) -> Result<Look, ApiError> {
     let statement = client.prepare_cached(POP_SQL).await?;
@@ -214,7 +217,7 @@ async fn look(client: &Client, pop: &PopRequest) -> Result<Look, ApiError> {
 /// Counts the request into the per-minute figures: for the queue of its
 /// path, else each queue it delivered from, else no queue; with the
 /// messages delivered and their age, or as an empty pop.
-fn record_minute(path_queue: Option<&str>, delivered: &[(String, i64, i64, i64)]) {
+fn record_minute(path_queue: Option<&str>, delivered: &[Delivered]) {
     let as_u64 = |n: i64| u64::try_from(n).unwrap_or(0);
     if delivered.is_empty() {
         record(Target::Queue(path_queue.map(str::to_string)), |f| {
