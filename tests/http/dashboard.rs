@@ -359,6 +359,7 @@ async fn a_person_signs_in_reads_every_page_requeues_and_seeks() {
     browser.click("#msg-list tr[data-open]").await;
     let message = browser.wait_text("#msg-detail", "\"sku\": \"A-1\"").await;
     assert!(message.contains("billing: pending"), "{message}");
+    shoot(&browser, "messages").await;
     // An offset range of the partition, typed into the filter.
     browser
         .type_into("#msg-filter input[name=fromOffset]", "2")
@@ -370,7 +371,6 @@ async fn a_person_signs_in_reads_every_page_requeues_and_seeks() {
     browser
         .wait_eval(&message_column(3), &json!(["3", "2"]))
         .await;
-    shoot(&browser, "messages").await;
 
     // Looking a transactionId up within the queue.
     browser.goto(&gw.url("/#/messages")).await;
