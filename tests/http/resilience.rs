@@ -282,3 +282,32 @@ async fn sigterm_flushes_the_per_minute_figures_counted_since_the_last_flush() {
         .get(0);
     assert_eq!(popped, 2);
 }
+
+/// The gateways' bootstrap lock (gateway/src/db.rs, "pgcursor" in ASCII).
+const BOOTSTRAP_LOCK: i64 = 0x7067_6375_7273_6f72;
+
+#[tokio::test]
+async fn a_lock_timeout_for_requests_does_not_cut_the_bootstrap_short() {
+    // Another gateway bootstrapping holds the lock for a second; this one's
+    // requests give up on a lock after 300 ms, its bootstrap waits.
+    let holder = db().await;
+    holder
+        .execute("SELECT pg_advisory_lock($1)", &[&BOOTSTRAP_LOCK])
+        .await
+        .unwrap();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        holder
+            .execute("SELECT pg_advisory_unlock($1)", &[&BOOTSTRAP_LOCK])
+            .await
+            .unwrap();
+    });
+    let url = format!(
+        "{}?options=-c%20lock_timeout%3D300",
+        pgcursor_tests::database_url()
+    );
+    let gw = Gateway::start_with(&[("DATABASE_URL", url.as_str())]).await;
+    release.await.unwrap();
+    let (status, body) = get(&gw, "/health").await;
+    assert_eq!(status, 200, "{body}");
+}
