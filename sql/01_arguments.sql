@@ -60,6 +60,28 @@ EXCEPTION WHEN invalid_parameter_value THEN
     RAISE EXCEPTION '% must be a non-negative integer', key USING ERRCODE = '22023';
 END $$;
 
+-- A non-negative bigint (JSON number or digit string), such as an offset or
+-- a count; absent or null = NULL. The error names `label` (default key).
+CREATE OR REPLACE FUNCTION pgcursor_internal.non_negative_bigint_arg(req jsonb, key text, label text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v jsonb := req -> key;
+    n numeric;
+BEGIN
+    IF v IS NULL OR v = 'null'::jsonb THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(v) = 'number' THEN
+        n := v::numeric;
+    ELSIF jsonb_typeof(v) = 'string' AND (v #>> '{}') ~ '^\s*[0-9]{1,19}\s*$' THEN
+        n := (v #>> '{}')::numeric;
+    END IF;
+    IF n IS NULL OR n <> trunc(n) OR n < 0 OR n > 9223372036854775807 THEN
+        RAISE EXCEPTION '% must be a non-negative integer', coalesce(label, key) USING ERRCODE = '22023';
+    END IF;
+    RETURN n::bigint;
+END $$;
+
 -- A boolean (JSON boolean or "true"/"false"); absent or null = dflt.
 CREATE OR REPLACE FUNCTION pgcursor_internal.bool_arg(req jsonb, key text, dflt boolean)
 RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$

@@ -101,14 +101,18 @@ BEGIN
 END $$;
 
 -- list_messages: {queue?, partition? (a name), ns?, task?, status?, from?,
--- to?, limit? (200, at most 1000), offset? (0)}, values possibly strings
--- (a query string), empty = not given -> {"messages": [...], "mode": {...}}.
--- Messages created in [from (default now - 1 hour), end of to's minute
--- (default now)], newest first (then by partition and offset, descending),
+-- to?, fromOffset?, toOffset?, limit? (200, at most 1000), offset? (0)},
+-- values possibly strings (a query string), empty = not given ->
+-- {"messages": [...], "mode": {...}}. Messages created in [from (default
+-- now - 1 hour), end of to's minute (default now)] whose offset (in its
+-- partition) is in [fromOffset, toOffset], newest first (then by partition
+-- and offset, descending),
 -- the status filter applied before limit and offset; no payload. A status
 -- other than pending, processing, completed or dead_letter matches nothing.
 -- Each partition is read through its (partition_id, created_at) index and
 -- gives at most offset + limit rows, so a big queue costs a window, not a scan.
+-- With an offset bound the time window is open on the sides from/to leave
+-- out: browsing offsets N..M means those messages, however old.
 CREATE OR REPLACE FUNCTION pgcursor.list_messages(filter jsonb DEFAULT '{}')
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -118,12 +122,20 @@ DECLARE
     ns     text := pgcursor_internal.optional_text(given, 'ns');
     tsk    text := pgcursor_internal.optional_text(given, 'task');
     want   text := pgcursor_internal.optional_text(given, 'status');
-    since  timestamptz := coalesce(pgcursor_internal.timestamp_arg(given, 'from'), now() - interval '1 hour');
-    upto   timestamptz := pgcursor_internal.window_end(pgcursor_internal.timestamp_arg(given, 'to'));
+    low    bigint := pgcursor_internal.non_negative_bigint_arg(given, 'fromOffset');
+    high   bigint := pgcursor_internal.non_negative_bigint_arg(given, 'toOffset');
+    ranged boolean := low IS NOT NULL OR high IS NOT NULL;
+    since  timestamptz := coalesce(pgcursor_internal.timestamp_arg(given, 'from'),
+                                   CASE WHEN ranged THEN '-infinity' ELSE now() - interval '1 hour' END);
+    upto   timestamptz := CASE WHEN ranged AND pgcursor_internal.timestamp_arg(given, 'to') IS NULL THEN 'infinity'
+                               ELSE pgcursor_internal.window_end(pgcursor_internal.timestamp_arg(given, 'to')) END;
     lim    integer := least(pgcursor_internal.positive_int_arg(given, 'limit', 200), 1000);
     skip   integer := pgcursor_internal.non_negative_int_arg(given, 'offset', 0);
     msgs   jsonb;
 BEGIN
+    IF low > high THEN
+        RAISE EXCEPTION 'toOffset must not be below fromOffset' USING ERRCODE = '22023';
+    END IF;
     IF want IS NULL OR want IN ('pending', 'processing', 'completed', 'dead_letter') THEN
         SELECT jsonb_agg(jsonb_build_object(
                    'id', coalesce(r.message_id::text, r.pid || ':' || r.msg_offset),
@@ -161,6 +173,7 @@ BEGIN
                         CROSS JOIN LATERAL (SELECT pgcursor_internal.is_dead_lettered(m.partition_id, m.msg_offset)
                                                    AS dead) s
                         WHERE m.partition_id = pc.pid AND m.created_at >= since AND m.created_at < upto
+                          AND m.msg_offset BETWEEN coalesce(low, 0) AND coalesce(high, 9223372036854775807)
                           AND (want IS NULL OR pgcursor_internal.message_status(
                                                    m.msg_offset, s.dead, pc.done_to, pc.lease_from, pc.lease_to) = want)
                         ORDER BY m.created_at DESC, m.msg_offset DESC

@@ -9,12 +9,14 @@
 --   SELECT pgcursor.status_analytics('{"interval":"hour"}');
 --   SELECT pgcursor.analytics('queue-ops', '{"queue":"orders"}');
 --
--- Every per-minute figure comes from pgcursor.stats_snapshots (lifetime
--- totals per queue and minute, written by housekeeping): the difference of
--- two consecutive snapshots is what was pushed, completed, dead-lettered and
--- discarded between them. Nothing is written on the push/pop/ack path, so
--- figures pgcursor does not count there (pops, message age at pop, request
--- counts, process samples) are 0 or [] as §4 allows.
+-- The per-minute figures come from two tables. pgcursor.stats_snapshots
+-- (lifetime totals per queue and minute, written by housekeeping): the
+-- difference of two consecutive snapshots is what was pushed, completed,
+-- dead-lettered and discarded between them. pgcursor.gateway_minutes (what
+-- only the gateways see, flushed by each: requests, pops, empty pops, failed
+-- acks, transactions, message age at pop; sql/67_gateway_minutes.sql).
+-- Nothing is written on the push/pop/ack path. Figures nobody records
+-- (event loop, process samples, parked long-polls) are 0 or [] as §4 allows.
 
 -- The window's bucket size in minutes (§4): <= 60 min -> 1, <= 6 h -> 5,
 -- <= 24 h -> 15, <= 7 d -> 60, longer -> 360.
@@ -205,9 +207,55 @@ LANGUAGE sql STABLE AS $$
     ORDER BY b
 $$;
 
+-- The gateways' figures (pgcursor.gateway_minutes) per (bucket, queue), over
+-- the minutes that overlap [since, upto] and the selected queues (names
+-- NULL: every row, the queue-less ones included).
+CREATE OR REPLACE FUNCTION pgcursor_internal.gateway_figures(since timestamptz, upto timestamptz,
+                                                             bucket_minutes integer, names text[])
+RETURNS TABLE (bucket timestamptz, queue text, push_requests bigint, pop_requests bigint, pop_messages bigint,
+               pop_empty bigint, ack_requests bigint, ack_messages bigint, ack_failed bigint, transactions bigint,
+               age_sum_ms bigint, age_max_ms bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT pgcursor_internal.bucket_start(g.minute, bucket_minutes), g.queue, sum(g.push_requests)::bigint,
+           sum(g.pop_requests)::bigint, sum(g.pop_messages)::bigint, sum(g.pop_empty)::bigint,
+           sum(g.ack_requests)::bigint, sum(g.ack_messages)::bigint, sum(g.ack_failed)::bigint,
+           sum(g.transactions)::bigint, sum(g.age_sum_ms)::bigint, max(g.age_max_ms)
+    FROM pgcursor.gateway_minutes g
+    WHERE g.minute > since - interval '1 minute' AND g.minute <= upto
+      AND (names IS NULL OR g.queue = ANY (names))
+    GROUP BY 1, 2
+$$;
+
+-- gateway_figures summed over the queues, per bucket.
+CREATE OR REPLACE FUNCTION pgcursor_internal.gateway_bucket_totals(since timestamptz, upto timestamptz,
+                                                                   bucket_minutes integer, names text[])
+RETURNS TABLE (bucket timestamptz, push_requests bigint, pop_requests bigint, pop_messages bigint,
+               pop_empty bigint, ack_requests bigint, ack_messages bigint, ack_failed bigint, transactions bigint,
+               age_sum_ms bigint, age_max_ms bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT g.bucket, sum(g.push_requests)::bigint, sum(g.pop_requests)::bigint, sum(g.pop_messages)::bigint,
+           sum(g.pop_empty)::bigint, sum(g.ack_requests)::bigint, sum(g.ack_messages)::bigint,
+           sum(g.ack_failed)::bigint, sum(g.transactions)::bigint, sum(g.age_sum_ms)::bigint, max(g.age_max_ms)
+    FROM pgcursor_internal.gateway_figures(since, upto, bucket_minutes, names) g
+    GROUP BY g.bucket
+$$;
+
+-- The average message age at pop in ms (0 without pops), whole.
+CREATE OR REPLACE FUNCTION pgcursor_internal.average_age(age_sum_ms numeric, pops numeric)
+RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(round(age_sum_ms / nullif(pops, 0)), 0)::bigint
+$$;
+
+-- Messages per request, 2 decimals (0 without requests).
+CREATE OR REPLACE FUNCTION pgcursor_internal.per_request(n numeric, requests numeric)
+RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(round(n / nullif(requests, 0), 2), 0)::float8
+$$;
+
 -- The throughput series of /status, newest first: ingested (pushed) and
--- processed (completed) with their rates, dlqCount (dead-lettered); the
--- figures pgcursor does not record are 0.
+-- processed (completed) with their rates, dlqCount (dead-lettered); pops,
+-- message age at pop and failed acks as the gateways counted them; the
+-- figures nobody records are 0.
 CREATE OR REPLACE FUNCTION pgcursor_internal.throughput_series(since timestamptz, upto timestamptz,
                                                                bucket_minutes integer, names text[])
 RETURNS jsonb LANGUAGE sql STABLE AS $$
@@ -216,17 +264,21 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                'ingested', f.pushed, 'processed', f.completed,
                'ingestedPerSecond', pgcursor_internal.per_second(f.pushed, bucket_minutes),
                'processedPerSecond', pgcursor_internal.per_second(f.completed, bucket_minutes),
-               'popPerSecond', 0, 'popMessages', 0, 'avgLagMs', 0, 'maxLagMs', 0,
-               'avgEventLoopLagMs', 0, 'maxEventLoopLagMs', 0, 'dbErrors', 0, 'ackFailed', 0,
+               'popPerSecond', pgcursor_internal.per_second(g.pop_messages, bucket_minutes),
+               'popMessages', coalesce(g.pop_messages, 0),
+               'avgLagMs', pgcursor_internal.average_age(g.age_sum_ms, g.pop_messages),
+               'maxLagMs', coalesce(g.age_max_ms, 0),
+               'avgEventLoopLagMs', 0, 'maxEventLoopLagMs', 0, 'dbErrors', 0, 'ackFailed', coalesce(g.ack_failed, 0),
                'dlqCount', f.dead_lettered, 'queenCpuUserPct', 0, 'queenCpuSysPct', 0,
                'dbPoolActive', 0, 'dbPoolIdle', 0, 'dbPoolSize', 0, 'minFreeSlots', 0, 'queenRssMb', 0)
              ORDER BY f.bucket DESC), '[]'::jsonb)
     FROM pgcursor_internal.bucket_figures(since, upto, bucket_minutes, names) f
+    LEFT JOIN pgcursor_internal.gateway_bucket_totals(since, upto, bucket_minutes, names) g ON g.bucket = f.bucket
 $$;
 
 -- /status `messages` over the selected queues: lifetime total (pushed),
--- completed, failed (discarded) and deadLetter; pending and processing now;
--- requests and batchEfficiency 0 (pgcursor counts no requests).
+-- completed, failed (discarded) and deadLetter; pending and processing now
+-- (status_requests adds requests and batchEfficiency).
 CREATE OR REPLACE FUNCTION pgcursor_internal.status_messages(names text[])
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     WITH life AS (
@@ -239,10 +291,26 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
     )
     SELECT jsonb_build_object(
         'total', life.pushed, 'pending', live.pending, 'processing', live.processing,
-        'completed', life.completed, 'failed', life.discarded, 'deadLetter', life.dead_lettered,
-        'requests', jsonb_build_object('push', 0, 'pop', 0, 'ack', 0),
-        'batchEfficiency', jsonb_build_object('push', 0, 'pop', 0, 'ack', 0))
+        'completed', life.completed, 'failed', life.discarded, 'deadLetter', life.dead_lettered)
     FROM life, live
+$$;
+
+-- /status `messages.requests` and `messages.batchEfficiency` over the
+-- window and the selected queues, as the gateways counted them: push, pop
+-- and ack requests, and messages per request (pushed: what the window's
+-- snapshots say was pushed).
+CREATE OR REPLACE FUNCTION pgcursor_internal.status_requests(since timestamptz, upto timestamptz, names text[],
+                                                             pushed bigint)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'requests', jsonb_build_object('push', coalesce(sum(g.push_requests), 0),
+                                       'pop', coalesce(sum(g.pop_requests), 0),
+                                       'ack', coalesce(sum(g.ack_requests), 0)),
+        'batchEfficiency', jsonb_build_object(
+            'push', pgcursor_internal.per_request(pushed, sum(g.push_requests)),
+            'pop', pgcursor_internal.per_request(sum(g.pop_messages), sum(g.pop_requests)),
+            'ack', pgcursor_internal.per_request(sum(g.ack_messages), sum(g.ack_requests))))
+    FROM pgcursor_internal.gateway_figures(since, upto, 1, names) g
 $$;
 
 -- /status `leases`: live leases, the partitions they are on, the sizes of
@@ -309,20 +377,22 @@ DECLARE
     w      record := pgcursor_internal.time_window(given, interval '1 hour');
     names  text[] := pgcursor_internal.selected_queues(given);
     series jsonb := pgcursor_internal.throughput_series(w.since, w.upto, w.bucket_minutes, names);
+    summed jsonb := (SELECT jsonb_object_agg(k.key, (SELECT coalesce(sum((x ->> k.key)::bigint), 0)
+                                                     FROM jsonb_array_elements(series) x))
+                     FROM unnest(ARRAY['ingested', 'ackFailed', 'dlqCount']) k(key));
 BEGIN
     RETURN jsonb_build_object(
         'timeRange', pgcursor_internal.time_range(w.since, w.upto),
         'pointCount', jsonb_array_length(series), 'bucketMinutes', w.bucket_minutes,
         'throughput', series,
-        'messages', pgcursor_internal.status_messages(names),
+        'messages', pgcursor_internal.status_messages(names)
+                    || pgcursor_internal.status_requests(w.since, w.upto, names, (summed ->> 'ingested')::bigint),
         'leases', pgcursor_internal.status_leases(names),
         'deadLetterQueue', pgcursor_internal.status_dead_letters(names),
         'workers', '[]'::jsonb,
         'queues', pgcursor_internal.status_queue_list(names),
-        'errors', jsonb_build_object(
-            'dbErrors', 0, 'ackFailed', 0,
-            'dlqMessages', (SELECT coalesce(sum((x ->> 'dlqCount')::bigint), 0)
-                            FROM jsonb_array_elements(series) x)),
+        'errors', jsonb_build_object('dbErrors', 0, 'ackFailed', summed -> 'ackFailed',
+                                     'dlqMessages', summed -> 'dlqCount'),
         'statsAge', pgcursor_internal.stats_age());
 END $$;
 

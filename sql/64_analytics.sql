@@ -3,70 +3,114 @@
 --   SELECT pgcursor.analytics('queue-ops', '{"queue":"orders"}');
 --   SELECT pgcursor.analytics('postgres-stats');
 --
--- What pgcursor has per minute is what stats_snapshots give (sql/63_status.sql):
--- pushed, completed, dead-lettered, discarded per queue. queue-ops and
--- worker-metrics fill those; pops, empty pops, message age at pop, parked
--- long-polls, transactions, request counts, partition churn and process
--- samples are not recorded (that would cost the hot path), so they are 0,
--- and the routes made only of them (queue-lag, system-metrics,
--- queue-parked-replicas, retention) answer empty series. postgres-stats is
--- a live reading of PostgreSQL's statistics views over schema pgcursor.
+-- What pgcursor has per minute (sql/63_status.sql): what stats_snapshots
+-- give (pushed, completed, dead-lettered, discarded per queue) and what the
+-- gateways flush into gateway_minutes (requests, pops, empty pops, acked
+-- items, failed acks, transactions, message age at pop per queue).
+-- queue-ops, queue-lag and worker-metrics fill those; parked long-polls,
+-- partition churn and process samples are not recorded, so they are 0, and
+-- the routes made only of them (system-metrics, queue-parked-replicas,
+-- retention) answer empty series. postgres-stats is a live reading of
+-- PostgreSQL's statistics views over schema pgcursor.
 
 -- queue-ops: {timeRange, bucketMinutes, series [per (bucket, queue) with
 -- any figure, oldest first, then by queue], queues [their names, sorted]}.
 CREATE OR REPLACE FUNCTION pgcursor_internal.queue_ops(since timestamptz, upto timestamptz, bucket_minutes integer,
                                                        names text[])
 RETURNS jsonb LANGUAGE sql STABLE AS $$
-    WITH b AS (
+    WITH s AS (
         SELECT pgcursor_internal.bucket_start(f.minute, bucket_minutes) AS bucket, f.queue,
-               sum(f.pushed) AS pushed, sum(f.completed) AS completed, sum(f.dead_lettered) AS dead_lettered
+               sum(f.pushed) AS pushed, sum(f.completed) AS completed, sum(f.dead_lettered) AS dead_lettered,
+               sum(f.discarded) AS discarded
         FROM pgcursor_internal.queue_minute_figures(since, upto, names) f
         GROUP BY 1, 2
-        HAVING sum(f.pushed) + sum(f.completed) + sum(f.dead_lettered) + sum(f.discarded) > 0
+    ), b AS (
+        SELECT bucket, queue, coalesce(s.pushed, 0) AS pushed, coalesce(s.completed, 0) AS completed,
+               coalesce(s.dead_lettered, 0) AS dead_lettered, g.push_requests, g.pop_messages, g.pop_empty,
+               g.ack_requests, g.ack_failed, g.transactions, g.age_sum_ms, g.age_max_ms
+        FROM s
+        FULL JOIN (SELECT * FROM pgcursor_internal.gateway_figures(since, upto, bucket_minutes, names)
+                   WHERE queue IS NOT NULL) g USING (bucket, queue)
+        WHERE coalesce(s.pushed + s.completed + s.dead_lettered + s.discarded, 0)
+              + coalesce(g.pop_requests + g.push_requests + g.ack_requests + g.transactions, 0) > 0
     )
     SELECT jsonb_build_object(
         'timeRange', pgcursor_internal.time_range(since, upto), 'bucketMinutes', bucket_minutes,
         'series', (SELECT coalesce(jsonb_agg(jsonb_build_object(
                               'bucket', pgcursor_internal.bucket_label(b.bucket), 'queueName', b.queue,
-                              'pushMessages', b.pushed, 'pushRequests', 0, 'popMessages', 0, 'popEmpty', 0,
-                              'ackSuccess', b.completed, 'ackFailed', 0, 'ackRequests', 0, 'transactions', 0,
-                              'dlqCount', b.dead_lettered,
+                              'pushMessages', b.pushed, 'pushRequests', coalesce(b.push_requests, 0),
+                              'popMessages', coalesce(b.pop_messages, 0), 'popEmpty', coalesce(b.pop_empty, 0),
+                              'ackSuccess', b.completed, 'ackFailed', coalesce(b.ack_failed, 0),
+                              'ackRequests', coalesce(b.ack_requests, 0),
+                              'transactions', coalesce(b.transactions, 0), 'dlqCount', b.dead_lettered,
                               'partitionsCreated', 0, 'partitionsDeleted', 0, 'partitionCount', 0,
-                              'avgLagMs', 0, 'maxLagMs', 0,
+                              'avgLagMs', pgcursor_internal.average_age(b.age_sum_ms, b.pop_messages),
+                              'maxLagMs', coalesce(b.age_max_ms, 0),
                               'pushPerSecond', pgcursor_internal.per_second(b.pushed, bucket_minutes),
-                              'popPerSecond', 0,
+                              'popPerSecond', pgcursor_internal.per_second(b.pop_messages, bucket_minutes),
                               'ackPerSecond', pgcursor_internal.per_second(b.completed, bucket_minutes),
-                              'emptyPerSecond', 0, 'parkedCount', 0)
+                              'emptyPerSecond', pgcursor_internal.per_second(b.pop_empty, bucket_minutes),
+                              'parkedCount', 0)
                             ORDER BY b.bucket, b.queue), '[]'::jsonb) FROM b),
         'queues', (SELECT coalesce(jsonb_agg(DISTINCT b.queue), '[]'::jsonb) FROM b))
 $$;
 
--- worker-metrics: the broker-wide series of pushes and acks (newest first,
--- every bucket), no workers, per-queue entries and totals of the window.
+-- queue-lag: per (minute, queue) with pops, newest first (then by queue),
+-- not re-bucketed: {queueName, popCount, avgLagMs, maxLagMs, bucketTime}.
+CREATE OR REPLACE FUNCTION pgcursor_internal.queue_lag(since timestamptz, upto timestamptz, names text[])
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'queueName', g.queue, 'popCount', g.pop_messages,
+               'avgLagMs', pgcursor_internal.average_age(g.age_sum_ms, g.pop_messages),
+               'maxLagMs', g.age_max_ms, 'bucketTime', pgcursor_internal.bucket_label(g.bucket))
+             ORDER BY g.bucket DESC, g.queue), '[]'::jsonb)
+    FROM pgcursor_internal.gateway_figures(since, upto, 1, names) g
+    WHERE g.queue IS NOT NULL AND g.pop_messages > 0
+$$;
+
+-- worker-metrics: the broker-wide series of pushes, pops and acks (newest
+-- first, every bucket), no workers, per-queue pops and message age at pop,
+-- and totals of the window.
 CREATE OR REPLACE FUNCTION pgcursor_internal.worker_metrics(since timestamptz, upto timestamptz,
                                                             bucket_minutes integer)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
-    WITH f AS (SELECT * FROM pgcursor_internal.bucket_figures(since, upto, bucket_minutes, NULL))
+    WITH f AS (SELECT b.*, g.push_requests, g.pop_requests, g.pop_messages, g.ack_requests, g.ack_failed,
+                      g.age_sum_ms, g.age_max_ms
+               FROM pgcursor_internal.bucket_figures(since, upto, bucket_minutes, NULL) b
+               LEFT JOIN pgcursor_internal.gateway_bucket_totals(since, upto, bucket_minutes, NULL) g
+                      ON g.bucket = b.bucket)
     SELECT jsonb_build_object(
         'timeRange', pgcursor_internal.time_range(since, upto), 'bucketMinutes', bucket_minutes,
         'pointCount', (SELECT count(*) FROM f),
         'timeSeries', (SELECT coalesce(jsonb_agg(jsonb_build_object(
                                   'timestamp', pgcursor_internal.bucket_label(f.bucket),
                                   'pushPerSecond', pgcursor_internal.per_second(f.pushed, bucket_minutes),
-                                  'popPerSecond', 0,
+                                  'popPerSecond', pgcursor_internal.per_second(f.pop_messages, bucket_minutes),
                                   'ackPerSecond', pgcursor_internal.per_second(f.completed, bucket_minutes),
-                                  'avgLagMs', 0, 'maxLagMs', 0, 'avgEventLoopLagMs', 0, 'maxEventLoopLagMs', 0,
-                                  'avgFreeSlots', 0, 'minFreeSlots', 0, 'dbConnections', 0, 'avgJobQueueSize', 0,
-                                  'maxJobQueueSize', 0, 'dbErrors', 0, 'ackFailed', 0,
-                                  'dlqCount', f.dead_lettered, 'pushMessages', f.pushed, 'popMessages', 0,
-                                  'ackMessages', f.completed, 'ackSuccess', f.completed, 'pushRequests', 0,
-                                  'popRequests', 0, 'ackRequests', 0, 'jobsDone', 0, 'backoffSize', 0,
-                                  'lagCount', 0)
+                                  'avgLagMs', pgcursor_internal.average_age(f.age_sum_ms, f.pop_messages),
+                                  'maxLagMs', coalesce(f.age_max_ms, 0), 'avgEventLoopLagMs', 0,
+                                  'maxEventLoopLagMs', 0, 'avgFreeSlots', 0, 'minFreeSlots', 0, 'dbConnections', 0,
+                                  'avgJobQueueSize', 0, 'maxJobQueueSize', 0, 'dbErrors', 0,
+                                  'ackFailed', coalesce(f.ack_failed, 0), 'dlqCount', f.dead_lettered,
+                                  'pushMessages', f.pushed, 'popMessages', coalesce(f.pop_messages, 0),
+                                  'ackMessages', f.completed, 'ackSuccess', f.completed,
+                                  'pushRequests', coalesce(f.push_requests, 0),
+                                  'popRequests', coalesce(f.pop_requests, 0),
+                                  'ackRequests', coalesce(f.ack_requests, 0), 'jobsDone', 0, 'backoffSize', 0,
+                                  'lagCount', coalesce(f.pop_messages, 0))
                                 ORDER BY f.bucket DESC), '[]'::jsonb) FROM f),
-        'workers', '[]'::jsonb, 'queues', '[]'::jsonb,
+        'workers', '[]'::jsonb,
+        'queues', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                              'queueName', q.queue, 'popCount', q.pops,
+                              'avgLagMs', pgcursor_internal.average_age(q.age_sum_ms, q.pops),
+                              'maxLagMs', q.age_max_ms) ORDER BY q.queue), '[]'::jsonb)
+                   FROM (SELECT g.queue, sum(g.pop_messages) AS pops, sum(g.age_sum_ms) AS age_sum_ms,
+                                max(g.age_max_ms) AS age_max_ms
+                         FROM pgcursor_internal.gateway_figures(since, upto, bucket_minutes, NULL) g
+                         WHERE g.queue IS NOT NULL GROUP BY g.queue HAVING sum(g.pop_messages) > 0) q),
         'summary', (SELECT jsonb_build_object(
                                'totalPushMessages', coalesce(sum(f.pushed), 0),
-                               'totalPopMessages', 0,
+                               'totalPopMessages', coalesce(sum(f.pop_messages), 0),
                                'totalAckMessages', coalesce(sum(f.completed), 0),
                                'totalDlqMessages', coalesce(sum(f.dead_lettered), 0),
                                'pendingMessages', (SELECT coalesce(sum(s.pending + s.processing), 0)
@@ -202,7 +246,7 @@ BEGIN
     WHEN 'queue-ops' THEN
         RETURN pgcursor_internal.queue_ops(w.since, w.upto, w.bucket_minutes, names);
     WHEN 'queue-lag' THEN
-        RETURN '[]'::jsonb;
+        RETURN pgcursor_internal.queue_lag(w.since, w.upto, names);
     WHEN 'retention' THEN
         RETURN jsonb_build_object('timeRange', span, 'bucketMinutes', w.bucket_minutes, 'series', '[]'::jsonb,
                                   'totals', jsonb_build_object('retentionMsgs', 0, 'completedRetentionMsgs', 0,

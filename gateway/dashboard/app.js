@@ -349,6 +349,8 @@ pages.messages = {
         <label>Partition <input name="partition" value="${esc(params.partition)}"></label>
         <label>From <input name="from" type="datetime-local" value="${esc(params.from)}"></label>
         <label>To <input name="to" type="datetime-local" value="${esc(params.to)}"></label>
+        <label>From offset <input name="fromOffset" type="number" min="0" step="1" value="${esc(params.fromOffset)}"></label>
+        <label>To offset <input name="toOffset" type="number" min="0" step="1" value="${esc(params.toOffset)}"></label>
         <label>Status <select name="status">${["", "pending", "processing", "completed", "dead_letter"]
           .map((s) => `<option ${s === params.status ? "selected" : ""}>${s}</option>`).join("")}</select></label>
         <label>Transaction id <input name="transactionId" value="${esc(params.transactionId)}"></label>
@@ -387,7 +389,7 @@ function isoOf(local) {
 
 function listMessages(params) {
   const q = new URLSearchParams({ limit: "200" });
-  for (const k of ["queue", "partition", "status"]) if (params[k]) q.set(k, params[k]);
+  for (const k of ["queue", "partition", "status", "fromOffset", "toOffset"]) if (params[k]) q.set(k, params[k]);
   if (params.from) q.set("from", isoOf(params.from));
   if (params.to) q.set("to", isoOf(params.to));
   return api("/api/v1/messages?" + q).then((a) => a.messages);

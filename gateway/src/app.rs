@@ -90,6 +90,8 @@ pub async fn serve(config: Config) -> Result<(), StartupError> {
         auth,
     });
     crate::housekeeping::spawn(state.pool.clone(), state.config.housekeeping_interval());
+    crate::minutes::spawn(state.pool.clone(), state.config.stats_flush_interval());
+    let pool = state.pool.clone();
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
@@ -141,7 +143,12 @@ pub async fn serve(config: Config) -> Result<(), StartupError> {
     .bind(bind)
     .map_err(|source| StartupError::Bind { bind, source })?;
     info!("listening on http://{bind}");
-    server.run().await.map_err(StartupError::Serve)
+    let served = server.run().await.map_err(StartupError::Serve);
+    // What was counted since the last flush would otherwise die with the process.
+    if let Err(why) = crate::minutes::flush(&pool).await {
+        warn!("flushing the gateway's per-minute figures at shutdown failed: {why}");
+    }
+    served
 }
 
 /// Histogram samples wait in the recorder until a scrape folds them in;

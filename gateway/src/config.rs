@@ -111,6 +111,18 @@ pub struct Config {
     )]
     pub housekeeping_seconds: u64,
 
+    /// Seconds between flushes of the gateway's per-minute figures (pops,
+    /// requests, failed acks, message age at pop) into the database, where
+    /// status and analytics read them
+    #[arg(
+        long,
+        env = "PGCURSOR_STATS_FLUSH_SECONDS",
+        value_name = "PGCURSOR_STATS_FLUSH_SECONDS",
+        default_value = "60",
+        value_parser = positive_u64,
+    )]
+    pub stats_flush_seconds: u64,
+
     /// AES-256 key (64 hex characters) for queues with encryptionEnabled;
     /// QUEEN_ENCRYPTION_KEY is read when this is unset. Without a key,
     /// configuring encryptionEnabled and pushing to encrypted queues are refused
@@ -173,6 +185,10 @@ impl Config {
 
     pub fn housekeeping_interval(&self) -> Duration {
         Duration::from_secs(self.housekeeping_seconds)
+    }
+
+    pub fn stats_flush_interval(&self) -> Duration {
+        Duration::from_secs(self.stats_flush_seconds)
     }
 }
 
@@ -242,6 +258,7 @@ mod tests {
         assert_eq!(c.max_push_items, 10_000);
         assert_eq!(c.db_timeout(), Duration::from_millis(5000));
         assert_eq!(c.housekeeping_seconds, 60);
+        assert_eq!(c.stats_flush_interval(), Duration::from_secs(60));
         assert!(c.tokens.is_none());
         assert!(c.encryption_key.is_none());
         assert_eq!(c.command, None);
@@ -253,6 +270,10 @@ mod tests {
         for (args, var) in [
             (&["--pool-size", "abc"][..], "PGCURSOR_POOL_SIZE"),
             (&["--pool-size", "0"][..], "PGCURSOR_POOL_SIZE"),
+            (
+                &["--stats-flush-seconds", "0"][..],
+                "PGCURSOR_STATS_FLUSH_SECONDS",
+            ),
             (&["--tokens", "x:superuser"][..], "PGCURSOR_TOKENS"),
             (&["--bind", "nowhere"][..], "PGCURSOR_BIND"),
             (&["--encryption-key", "abc"][..], "PGCURSOR_ENCRYPTION_KEY"),

@@ -152,6 +152,12 @@ pub async fn connect(pg: &tokio_postgres::Config) -> Result<Client, tokio_postgr
 /// Applies the migrations, then the SQL functions, under the bootstrap lock.
 pub async fn bootstrap(client: &mut Client) -> Result<(), BootstrapError> {
     let db = |e: tokio_postgres::Error| BootstrapError::Database(error_detail(&e));
+    // A lock_timeout in DATABASE_URL's options is meant for requests: the
+    // bootstrap waits for another gateway's bootstrap however long it takes.
+    client
+        .batch_execute("SET lock_timeout = 0")
+        .await
+        .map_err(db)?;
     // Session lock: refinery runs its own transactions.
     client
         .execute("SELECT pg_advisory_lock($1)", &[&BOOTSTRAP_LOCK])

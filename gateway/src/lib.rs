@@ -11,6 +11,7 @@ pub mod encryption;
 pub mod error;
 pub mod housekeeping;
 pub mod metrics;
+pub mod minutes;
 pub mod notify;
 pub mod routes;
 

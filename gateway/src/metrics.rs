@@ -251,6 +251,11 @@ impl AckTally {
         self.errors[ack_error("database error")] += items as u64;
     }
 
+    /// Items answered with an error so far.
+    pub fn errors(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+
     /// Adds the tally to the counters.
     pub fn record(&self) {
         let counters = counters();

@@ -257,20 +257,64 @@ impl Browser {
         .unwrap_or_else(|e| panic!("type into {css}: {e}"));
     }
 
-    /// Sets an input's value as a picker would, and tells the page so.
+    /// Sets an input's value as a picker would, and tells the page so;
+    /// finding it again if a refresh redrew it meanwhile.
     pub async fn set_value(&self, selector: &str, value: &str) {
         self.wait_visible(selector).await;
-        let id = self.find(selector).await.expect("the element");
         let script = "arguments[0].value = arguments[1]; \
                       arguments[0].dispatchEvent(new Event('input', {bubbles: true}));";
-        let args = json!([{ ELEMENT: id }, value]);
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let set = match self.find(selector).await {
+                Ok(id) => {
+                    let args = json!([{ ELEMENT: id }, value]);
+                    let body = json!({"script": script, "args": args});
+                    self.command("POST", "/execute/sync", Some(body)).await
+                }
+                Err(e) => Err(e),
+            };
+            match set {
+                Ok(_) => return,
+                Err(e) if Instant::now() > deadline => panic!("set {selector}: {e}"),
+                Err(_) => tokio::time::sleep(POLL).await,
+            }
+        }
+    }
+
+    /// Runs `script` (a function body; `return` gives its value) in the page.
+    pub async fn eval(&self, script: &str) -> Result<Value, String> {
         self.command(
             "POST",
             "/execute/sync",
-            Some(json!({"script": script, "args": args})),
+            Some(json!({"script": script, "args": []})),
         )
         .await
-        .unwrap_or_else(|e| panic!("set {selector}: {e}"));
+    }
+
+    /// Waits until `script`'s value is `expected`; returns it.
+    pub async fn wait_eval(&self, script: &str, expected: &Value) -> Value {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let seen = self.eval(script).await;
+            if seen.as_ref() == Ok(expected) {
+                return expected.clone();
+            }
+            if Instant::now() > deadline {
+                panic!("{script} never gave {expected} (last: {seen:?})");
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Sets the window's size, as a person turning to a phone would.
+    pub async fn resize(&self, width: u32, height: u32) {
+        self.command(
+            "POST",
+            "/window/rect",
+            Some(json!({"width": width, "height": height})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("resize to {width}x{height}: {e}"));
     }
 
     /// The browser console's entries at level SEVERE since the last call.

@@ -1,6 +1,8 @@
 //! The dashboard in a real browser (headless Chromium over WebDriver), with
-//! authentication on: a person signs in with a token, reads each page, and
-//! requeues a dead letter and seeks a group through the buttons. With
+//! authentication on: a person signs in with a token, reads each page,
+//! requeues a dead letter, seeks and deletes a group through the buttons,
+//! filters the message browser by status, time and offset range, and reads
+//! every page again on a phone-wide screen without sideways scrolling. With
 //! `PGCURSOR_SCREENSHOTS=<dir>` (`make screenshots`) it also saves a PNG of
 //! each page there.
 
@@ -129,6 +131,48 @@ async fn dead_letters(queue: &str) -> i64 {
         .await
         .unwrap()
         .get(0)
+}
+
+/// billing's cursor rows on the queue.
+async fn billing_cursors(queue: &str) -> i64 {
+    db().await
+        .query_one(
+            "SELECT count(*) FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id \
+             WHERE p.queue = $1 AND c.consumer_group = 'billing'",
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// A column of the message list's rows, as the page shows it.
+fn message_column(column: usize) -> String {
+    format!(
+        "return [...document.querySelectorAll('#msg-list tbody tr')].map(r => r.cells[{column}].textContent)"
+    )
+}
+
+/// Submits the message filter with the given fields set (others as they are).
+async fn filter_messages(browser: &Browser, fields: &[(&str, &str)]) {
+    for (name, value) in fields {
+        let selector = format!("//form[@id='msg-filter']//*[@name='{name}']");
+        browser.set_value(&selector, value).await;
+    }
+    browser.click("#msg-filter button[type=submit]").await;
+}
+
+/// Page width fits a phone: nothing sticks out sideways.
+async fn assert_no_sideways_scroll(browser: &Browser, page: &str) {
+    let widths = browser
+        .eval("return [document.documentElement.scrollWidth, window.innerWidth]")
+        .await
+        .unwrap();
+    let (scroll, inner) = (widths[0].as_i64().unwrap(), widths[1].as_i64().unwrap());
+    assert!(
+        scroll <= inner,
+        "{page} is {scroll}px wide in a {inner}px window"
+    );
 }
 
 /// billing's unconsumed messages on the queue, from the cursors themselves.
@@ -268,6 +312,28 @@ async fn a_person_signs_in_reads_every_page_requeues_and_seeks() {
         "the seek moved billing to the heads"
     );
 
+    // Message browser filters, through the form: billing is at the heads,
+    // so the queue's six messages are completed and none is pending.
+    browser.goto(&gw.url("/#/messages")).await;
+    browser.type_into("#msg-filter input[name=queue]", q).await;
+    filter_messages(&browser, &[("status", "pending")]).await;
+    browser.wait_text("#msg-list", "No message matches.").await;
+    filter_messages(&browser, &[("status", "completed")]).await;
+    browser
+        .wait_eval(&message_column(5), &json!(vec!["completed"; 6]))
+        .await;
+    // A time range before every message, then one reaching back to it.
+    let (from, to) = (("from", "2020-01-01T00:00"), ("to", "2020-01-02T00:00"));
+    filter_messages(&browser, &[("status", ""), from, to]).await;
+    browser.wait_text("#msg-list", "No message matches.").await;
+    filter_messages(&browser, &[("to", "")]).await;
+    browser
+        .wait_eval(&format!("{}.length", message_column(1)), &json!(6))
+        .await;
+
+    browser.goto(&gw.url("/#/groups")).await;
+    browser.wait_text("#group-list", q).await;
+
     // Seek back to a time before every message: a date-time picker's value
     // is set by script (typing into one depends on the browser's locale).
     let picker = format!("{group_row}//input[@data-time]");
@@ -294,6 +360,17 @@ async fn a_person_signs_in_reads_every_page_requeues_and_seeks() {
     let message = browser.wait_text("#msg-detail", "\"sku\": \"A-1\"").await;
     assert!(message.contains("billing: pending"), "{message}");
     shoot(&browser, "messages").await;
+    // An offset range of the partition, typed into the filter.
+    browser
+        .type_into("#msg-filter input[name=fromOffset]", "2")
+        .await;
+    browser
+        .type_into("#msg-filter input[name=toOffset]", "3")
+        .await;
+    browser.click("#msg-filter button[type=submit]").await;
+    browser
+        .wait_eval(&message_column(3), &json!(["3", "2"]))
+        .await;
 
     // Looking a transactionId up within the queue.
     browser.goto(&gw.url("/#/messages")).await;
@@ -304,6 +381,57 @@ async fn a_person_signs_in_reads_every_page_requeues_and_seeks() {
     browser.click("#msg-filter button[type=submit]").await;
     let found = browser.wait_text("#msg-list", &scene.held).await;
     assert_eq!(found.matches(q.as_str()).count(), 1, "one message: {found}");
+
+    // Deleting billing on the queue: cancelled first, then confirmed.
+    browser.goto(&gw.url("/#/groups")).await;
+    let delete = format!("{group_row}//button[@data-delete]");
+    browser.click(&delete).await;
+    let question = browser
+        .wait_text("#confirm-text", "Delete consumer group billing")
+        .await;
+    assert!(question.contains(q), "{question}");
+    browser.click("#confirm-no").await;
+    assert_eq!(billing_cursors(q).await, 2, "cancelled: nothing deleted");
+    browser.click(&delete).await;
+    browser.wait_visible("#confirm-yes").await;
+    browser.click("#confirm-yes").await;
+    browser
+        .wait_text(
+            "#notice",
+            &format!("Deleted billing on {q}: 2 partition(s)."),
+        )
+        .await;
+    assert_eq!(billing_cursors(q).await, 0, "the group's cursors are gone");
+    browser
+        .wait_eval(
+            &format!(
+                "return document.evaluate(\"count({group_row})\", document, null, \
+                 XPathResult.NUMBER_TYPE, null).numberValue"
+            ),
+            &json!(0),
+        )
+        .await;
+
+    // A phone: every page fits its width (tables scroll inside their box).
+    browser.resize(390, 844).await;
+    browser.goto(&gw.url("/#/overview")).await;
+    browser.wait_text("#queues", q).await;
+    assert_no_sideways_scroll(&browser, "overview").await;
+    browser.goto(&gw.url(&format!("/#/queue/{q}"))).await;
+    browser.wait_text("#partitions", "eu").await;
+    assert_no_sideways_scroll(&browser, "queue").await;
+    browser.goto(&gw.url("/#/groups")).await;
+    browser.wait_visible("#group-list").await;
+    assert_no_sideways_scroll(&browser, "consumer groups").await;
+    browser.goto(&gw.url(&format!("/#/dlq?queue={q}"))).await;
+    browser.wait_text("#dlq-list", "No dead letters.").await;
+    assert_no_sideways_scroll(&browser, "dead letters").await;
+    browser
+        .goto(&gw.url(&format!("/#/messages?queue={q}&partition=eu")))
+        .await;
+    browser.click("#msg-list tr[data-open]").await;
+    browser.wait_text("#msg-detail", "\"sku\": \"A-1\"").await;
+    assert_no_sideways_scroll(&browser, "messages").await;
 
     let errors = unexpected(browser.console_errors().await);
     browser.quit().await;

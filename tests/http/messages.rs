@@ -127,6 +127,43 @@ async fn listing_shows_each_status_newest_first_and_filters_before_paging() {
 }
 
 #[tokio::test]
+async fn listing_by_offset_range_reaches_old_messages() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("offsets");
+    let a = pid(&push_n(&gw, &queue, "a", 5).await);
+    push_n(&gw, &queue, "b", 3).await;
+    // Offsets 1..3 of a are older than the default hour.
+    db().await
+        .execute(
+            "UPDATE pgcursor.messages SET created_at = now() - interval '3 hours' \
+             WHERE partition_id = $1::text::uuid AND msg_offset <= 3",
+            &[&a],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        rows(&listing(&gw, &format!("queue={queue}&partition=a")).await),
+        ["a:5:pending", "a:4:pending"],
+        "by default only the last hour"
+    );
+    let range = listing(
+        &gw,
+        &format!("queue={queue}&partition=a&fromOffset=2&toOffset=4"),
+    )
+    .await;
+    assert_eq!(rows(&range), ["a:4:pending", "a:3:pending", "a:2:pending"]);
+    // Each partition's own offsets; from/to still bound the window when given.
+    let both = listing(&gw, &format!("queue={queue}&fromOffset=3&toOffset=3")).await;
+    assert_eq!(rows(&both), ["b:3:pending", "a:3:pending"]);
+    let recent = listing(
+        &gw,
+        &format!("queue={queue}&partition=a&toOffset=4&from=2000-01-01T00:00:00Z&to=2000-01-02T00:00:00Z"),
+    )
+    .await;
+    assert_eq!(rows(&recent).len(), 0);
+}
+
+#[tokio::test]
 async fn listing_refuses_bad_timestamps_and_counts_naming_them() {
     let gw = Gateway::start().await;
     for (query, field) in [
@@ -135,6 +172,9 @@ async fn listing_refuses_bad_timestamps_and_counts_naming_them() {
         ("limit=0", "limit"),
         ("limit=abc", "limit"),
         ("offset=-1", "offset"),
+        ("fromOffset=-1", "fromOffset"),
+        ("toOffset=x", "toOffset"),
+        ("fromOffset=3&toOffset=2", "toOffset"),
     ] {
         let (status, body) = get(&gw, &format!("/api/v1/messages?{query}")).await;
         assert_eq!(status, 400, "{query}: {body}");

@@ -6,10 +6,10 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use pgcursor_tests::{client, Gateway, PrivateCluster};
+use pgcursor_tests::{client, db, Gateway, PrivateCluster};
 use serde_json::{json, Value};
 
-use crate::broker::{configure_queue, fresh_queue, get, messages, post, send};
+use crate::broker::{configure_queue, fresh_queue, get, messages, pop, post, push_n, send};
 
 /// The database timeout the outage tests give the gateway.
 const DB_TIMEOUT: Duration = Duration::from_millis(1000);
@@ -254,4 +254,60 @@ async fn wait_for_query(cluster: &PrivateCluster, prefix: &str) {
         assert!(Instant::now() < deadline, "no {prefix:?} started");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+#[tokio::test]
+async fn sigterm_flushes_the_per_minute_figures_counted_since_the_last_flush() {
+    // The default interval: the first flush is a minute away, so only the
+    // shutdown's can write these pops.
+    let mut gw = Gateway::start().await;
+    let queue = fresh_queue("sigterm-minutes");
+    push_n(&gw, &queue, "Default", 2).await;
+    pop(&gw, &queue, "batch=2").await;
+    sigterm(&gw);
+    let exit = gw.wait_exit(Duration::from_secs(10)).await;
+    assert!(
+        exit.is_some_and(|e| e.success()),
+        "{exit:?}:\n{}",
+        gw.stderr()
+    );
+    let popped: i64 = db()
+        .await
+        .query_one(
+            "SELECT coalesce(sum(pop_messages), 0)::bigint FROM pgcursor.gateway_minutes WHERE queue = $1",
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(popped, 2);
+}
+
+/// The gateways' bootstrap lock (gateway/src/db.rs, "pgcursor" in ASCII).
+const BOOTSTRAP_LOCK: i64 = 0x7067_6375_7273_6f72;
+
+#[tokio::test]
+async fn a_lock_timeout_for_requests_does_not_cut_the_bootstrap_short() {
+    // Another gateway bootstrapping holds the lock for a second; this one's
+    // requests give up on a lock after 300 ms, its bootstrap waits.
+    let holder = db().await;
+    holder
+        .execute("SELECT pg_advisory_lock($1)", &[&BOOTSTRAP_LOCK])
+        .await
+        .unwrap();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        holder
+            .execute("SELECT pg_advisory_unlock($1)", &[&BOOTSTRAP_LOCK])
+            .await
+            .unwrap();
+    });
+    let url = format!(
+        "{}?options=-c%20lock_timeout%3D300",
+        pgcursor_tests::database_url()
+    );
+    let gw = Gateway::start_with(&[("DATABASE_URL", url.as_str())]).await;
+    release.await.unwrap();
+    let (status, body) = get(&gw, "/health").await;
+    assert_eq!(status, 200, "{body}");
 }

@@ -1,7 +1,10 @@
 //! GET /api/v1/status, /api/v1/status/queues[/{queue}[/messages]],
 //! /api/v1/status/analytics and /api/v1/analytics/* (wire-admin.md §4).
-//! Per-minute figures come from pgcursor.stats_snapshots: the tests write
-//! snapshot rows of their own queue at chosen minutes, as housekeeping would.
+//! Per-minute figures come from pgcursor.stats_snapshots (the tests write
+//! snapshot rows of their own queue at chosen minutes, as housekeeping
+//! would) and from what the gateways flush into pgcursor.gateway_minutes.
+
+use std::time::{Duration, Instant};
 
 use pgcursor_tests::{db, Gateway};
 use serde_json::{json, Value};
@@ -384,4 +387,79 @@ async fn analytics_routes_answer_queens_shapes() {
     }
     let (code, _) = get(&gw, "/api/v1/analytics/queue-ops?from=nope").await;
     assert_eq!(code, 400);
+}
+
+/// Polls `path` until `done` says yes (a flush is due every second).
+async fn wait_for(gw: &Gateway, path: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let answer = ok(gw, path).await;
+        if done(&answer) {
+            return answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} never got there: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn pops_the_gateway_counted_show_in_status_and_analytics_after_a_flush() {
+    let gw = Gateway::start_with(&[("PGCURSOR_STATS_FLUSH_SECONDS", "1")]).await;
+    let queue = fresh_queue("status-pops");
+    push_n(&gw, &queue, "Default", 3).await;
+    let first = pop(&gw, &queue, "batch=2").await;
+    ack_all(&gw, &first).await;
+    pop(&gw, &queue, "batch=2").await; // the third message
+    pop(&gw, &queue, "batch=2").await; // nothing left: an empty pop
+    let stale = json!({"transactionId": "Default-1", "partitionId": first["messages"][0]["partitionId"],
+                       "leaseId": first["leaseId"], "status": "completed"});
+    let (_, refused) = post(&gw, "/api/v1/ack", &stale).await;
+    assert_eq!(refused[0]["success"], false, "{refused}");
+
+    let path = format!("/api/v1/status?queue={queue}");
+    let status = wait_for(&gw, &path, |s| {
+        sum(&s["throughput"], "popMessages") == 3 && s["messages"]["requests"]["ack"] == 2
+    })
+    .await;
+    assert_eq!(
+        status["messages"]["requests"],
+        json!({"push": 1, "pop": 3, "ack": 2}),
+        "{status}"
+    );
+    assert_eq!(
+        status["messages"]["batchEfficiency"]["pop"].as_f64(),
+        Some(1.0)
+    );
+    assert_eq!(status["errors"]["ackFailed"], 1, "the stale ack");
+    // The pops fell in one minute's bucket, or two when a minute began meanwhile.
+    for bucket in status["throughput"].as_array().unwrap() {
+        let pops = bucket["popMessages"].as_i64().unwrap();
+        let rate = (pops as f64 / 60.0 * 100.0).round() / 100.0;
+        assert_eq!(bucket["popPerSecond"].as_f64(), Some(rate), "{bucket}");
+        assert!(
+            bucket["maxLagMs"].as_i64() >= bucket["avgLagMs"].as_i64(),
+            "{bucket}"
+        );
+    }
+
+    let ops = ok(&gw, &format!("/api/v1/analytics/queue-ops?queue={queue}")).await;
+    assert_eq!(sum(&ops["series"], "popMessages"), 3, "{ops}");
+    assert_eq!(sum(&ops["series"], "popEmpty"), 1, "{ops}");
+    assert_eq!(sum(&ops["series"], "pushRequests"), 1, "{ops}");
+    assert_eq!(sum(&ops["series"], "ackFailed"), 1, "{ops}");
+    let lag = ok(&gw, &format!("/api/v1/analytics/queue-lag?queue={queue}")).await;
+    let lag = lag.as_array().unwrap();
+    assert_eq!(
+        lag.iter()
+            .map(|m| m["popCount"].as_i64().unwrap())
+            .sum::<i64>(),
+        3
+    );
+    assert!(
+        lag.iter().all(|m| m["queueName"] == json!(queue)),
+        "{lag:?}"
+    );
 }

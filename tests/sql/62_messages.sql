@@ -2,7 +2,7 @@
 -- status rules, busStatus, mode, window, filters, paging), the detail's
 -- Queen fields in message(), delete_message and retry_message.
 BEGIN;
-SELECT plan(59);
+SELECT plan(68);
 
 -- Pushes n messages <q>-<part>-1..n to (q, part); returns the partition id.
 CREATE FUNCTION pg_temp.fill(q text, part text, n int) RETURNS uuid LANGUAGE sql AS $$
@@ -98,6 +98,28 @@ SELECT throws_ok($$SELECT pgcursor.list_messages('{"limit": "0"}')$$, '22023', '
                  'a bad limit names it');
 SELECT throws_ok($$SELECT pgcursor.list_messages('{"offset": "-1"}')$$, '22023',
                  'offset must be a non-negative integer', 'a bad offset names it');
+
+-- The offset range: fromOffset..toOffset (inclusive) within each partition;
+-- with a bound, the window is open where from/to are not given.
+SELECT is(pg_temp.rows('{"queue": "t62q", "partition": "a", "fromOffset": 2, "toOffset": 4}'),
+          'a:4:processing a:3:processing a:2:completed', 'fromOffset..toOffset, both inclusive');
+SELECT is(pg_temp.rows('{"queue": "t62q", "partition": "a", "fromOffset": "4"}'), 'a:5:pending a:4:processing',
+          'fromOffset alone, as a query string gives it');
+SELECT is(pg_temp.rows('{"queue": "t62q", "partition": "b", "toOffset": "1"}'), 'b:1:pending',
+          'toOffset alone reaches a message older than the default hour');
+SELECT is(pg_temp.rows(jsonb_build_object('queue', 't62q', 'partition', 'b', 'fromOffset', 1,
+                                          'from', now() - interval '1 hour')),
+          'b:2:pending', 'a from given still bounds the window');
+SELECT is(pg_temp.rows('{"queue": "t62q", "fromOffset": 2, "toOffset": 2}'), 'a:2:completed b:2:pending',
+          'without a partition the range applies within each one');
+SELECT throws_ok($$SELECT pgcursor.list_messages('{"fromOffset": "-1"}')$$, '22023',
+                 'fromOffset must be a non-negative integer', 'a negative fromOffset names it');
+SELECT throws_ok($$SELECT pgcursor.list_messages('{"toOffset": 1.5}')$$, '22023',
+                 'toOffset must be a non-negative integer', 'a fractional toOffset names it');
+SELECT throws_ok($$SELECT pgcursor.list_messages('{"toOffset": "99999999999999999999"}')$$, '22023',
+                 'toOffset must be a non-negative integer', 'an offset past bigint names it');
+SELECT throws_ok($$SELECT pgcursor.list_messages('{"fromOffset": 5, "toOffset": "4"}')$$, '22023',
+                 'toOffset must not be below fromOffset', 'an empty range is refused, naming toOffset');
 
 -- Bus only (rule 2): completed when every named group is past it.
 SELECT pg_temp.fill('t62bus', 'Default', 3) AS bus \gset

@@ -9,6 +9,7 @@ SELECT plan(48);
 DELETE FROM pgcursor.queues;
 DELETE FROM pgcursor.retired_totals;
 DELETE FROM pgcursor.stats_snapshots;
+DELETE FROM pgcursor.gateway_minutes;
 
 CREATE FUNCTION pg_temp.snap(m text, q text, pushed bigint, completed bigint) RETURNS void LANGUAGE sql AS $$
     INSERT INTO pgcursor.stats_snapshots (minute, queue, taken_at, pushed, completed, dead_lettered, discarded)
@@ -164,7 +165,7 @@ SELECT is((SELECT jsonb_agg(jsonb_build_array(x -> 'bucket', x -> 'queueName', x
           'queue-ops: per bucket and queue with figures, oldest first');
 SELECT is(pgcursor.analytics('queue-ops', '{"from":"2026-01-01T10:00:00Z","to":"2026-01-01T10:30:00Z","queue":"q63b"}')
           -> 'queues', '["q63b"]', 'queue-ops: the queue filter');
-SELECT is(pgcursor.analytics('queue-lag'), '[]', 'queue-lag: no pop ages recorded');
+SELECT is(pgcursor.analytics('queue-lag'), '[]', 'queue-lag: no gateway recorded pops');
 SELECT ok(pgcursor.analytics('postgres-stats') -> 'tableSizes' @> '[{"table":"messages"}]',
           'postgres-stats: the sizes of pgcursor''s tables');
 SELECT is(pgcursor.analytics('worker-metrics', '{"from":"2026-01-01T10:00:00Z","to":"2026-01-01T10:30:00Z"}') -> 'summary',

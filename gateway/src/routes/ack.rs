@@ -20,6 +20,7 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::parse_json;
 use crate::error::ApiError;
+use crate::minutes::{record, Target};
 use crate::routes::call::RawJson;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -372,14 +373,27 @@ async fn run_groups<'a>(
 
 /// The items' outcomes and errors, for the metrics (a read of the small
 /// fields of each answer; the answers themselves pass on unread).
+/// Tallies the outcomes for the metrics, and counts the request once per
+/// partition it touched, with each group's items and failed items, into
+/// the per-minute figures.
 fn tally(request: &AckRequest, outcomes: &Outcomes) -> crate::metrics::AckTally {
     let mut tally = crate::metrics::AckTally::default();
     let status = |index: usize| request.items.get(index).map(|item| item.status);
+    let mut partitions = std::collections::HashSet::new();
     for (group, outcome) in outcomes {
+        let errors_before = tally.errors();
         match outcome {
             Ok(answer) => tally.add_answer(&answer.0, status),
             Err(_) => tally.add_failed_group(group.len()),
         }
+        let partition = group[0].partition_id;
+        let first = partitions.insert(partition);
+        let failed = tally.errors() - errors_before;
+        record(Target::Partition(partition), |f| {
+            f.ack_requests += u64::from(first);
+            f.ack_messages += group.len() as u64;
+            f.ack_failed += failed;
+        });
     }
     tally
 }

@@ -1,5 +1,5 @@
 //! The message browser (wire-admin.md §2):
-//! GET /api/v1/messages?queue=&partition=&ns=&task=&status=&from=&to=&limit=&offset=
+//! GET /api/v1/messages?queue=&partition=&ns=&task=&status=&from=&to=&fromOffset=&toOffset=&limit=&offset=
 //! (read-only) through `pgcursor.list_messages`, which checks the parameters
 //! (22023 → 400 naming the field);
 //! DELETE /api/v1/messages/{partitionId}/{transactionId} (read-write) through
@@ -19,7 +19,7 @@ use crate::error::ApiError;
 use crate::routes::call::{call_json, call_listing, plaintext_refused};
 
 /// Query parameters handed to `pgcursor.list_messages` as strings.
-const PARAMETERS: [&str; 9] = [
+const PARAMETERS: [&str; 11] = [
     "queue",
     "partition",
     "ns",
@@ -27,6 +27,8 @@ const PARAMETERS: [&str; 9] = [
     "status",
     "from",
     "to",
+    "fromOffset",
+    "toOffset",
     "limit",
     "offset",
 ];

@@ -19,16 +19,28 @@ use deadpool_postgres::Client;
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
+use crate::minutes::{record, Target};
 use crate::routes::call::RawJson;
 
 /// The answer, and whether it is final: it claimed something
 /// (`partitionsClaimed` is absent when not) or pops are paused by maintenance
 /// mode (`paused`, answered at once, never waited on). The gateway passes the
 /// answer on unread.
-/// Third: how many messages it delivers (for the metrics, counted here so
-/// the gateway need not read the answer).
+/// Then, for the metrics and the per-minute figures, counted here so the
+/// gateway need not read the answer: how many messages it delivers, and
+/// per queue delivered from, the messages and the sum and maximum of their
+/// age (now - createdAt) in ms.
 const POP_SQL: &str = "SELECT a, a ? 'partitionsClaimed' OR a ? 'paused', \
-     coalesce(jsonb_array_length(a -> 'messages'), 0) FROM pgcursor.pop($1::jsonb) AS a";
+     coalesce(jsonb_array_length(a -> 'messages'), 0), d.queues, d.counts, d.age_sums, d.age_maxes \
+     FROM pgcursor.pop($1::jsonb) AS a CROSS JOIN LATERAL ( \
+       SELECT array_agg(q.queue) AS queues, array_agg(q.n) AS counts, \
+              array_agg(q.age_sum) AS age_sums, array_agg(q.age_max) AS age_maxes \
+       FROM (SELECT m ->> 'queue' AS queue, count(*) AS n, sum(x.age)::bigint AS age_sum, \
+                    max(x.age) AS age_max \
+             FROM jsonb_array_elements(coalesce(a -> 'messages', '[]')) m \
+             CROSS JOIN LATERAL (SELECT greatest(0, round(1000 * extract(epoch FROM \
+                 now() - (m ->> 'createdAt')::timestamptz)))::bigint AS age) x \
+             GROUP BY 1) q) d";
 /// The longest a pop may wait; a larger `timeout` is capped to it (the queen
 /// client's HTTP timeout is its pop timeout + 5 s, so capping is safe).
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -101,6 +113,7 @@ async fn respond(
     counters.pop_requests.increment(1);
     let look = pop_or_wait(state, &pop).await?;
     counters.pop_messages.increment(look.messages);
+    record_minute(pop.queue(), &look.delivered);
     let answer = look.answer;
     // Envelopes of encrypted queues are opened here; other answers pass unread.
     Ok(state.encryption.open_answer(answer).respond())
@@ -174,16 +187,54 @@ struct Look {
     settled: bool,
     /// Messages in the answer.
     messages: u64,
+    delivered: Vec<Delivered>,
 }
+
+/// Per queue an answer delivered from: (queue, messages, and the sum and
+/// maximum of their age at pop in ms).
+type Delivered = (String, i64, i64, i64);
 
 async fn look(client: &Client, pop: &PopRequest) -> Result<Look, ApiError> {
     let statement = client.prepare_cached(POP_SQL).await?;
     let row = client.query_one(&statement, &[&pop.arguments]).await?;
+    let column = |i| row.try_get::<_, Option<Vec<i64>>>(i).map(Option::unwrap_or_default);
+    let queues: Vec<String> = row.try_get::<_, Option<Vec<String>>>(3)?.unwrap_or_default();
+    let (counts, sums, maxes) = (column(4)?, column(5)?, column(6)?);
+    let delivered = queues
+        .into_iter()
+        .zip(counts)
+        .zip(sums.into_iter().zip(maxes))
+        .map(|((queue, n), (sum, max))| (queue, n, sum, max))
+        .collect();
     Ok(Look {
         answer: row.try_get(0)?,
         settled: row.try_get(1)?,
         messages: u64::try_from(row.try_get::<_, i32>(2)?).unwrap_or(0),
+        delivered,
     })
+}
+
+/// Counts the request into the per-minute figures: for the queue of its
+/// path, else each queue it delivered from, else no queue; with the
+/// messages delivered and their age, or as an empty pop.
+fn record_minute(path_queue: Option<&str>, delivered: &[Delivered]) {
+    let as_u64 = |n: i64| u64::try_from(n).unwrap_or(0);
+    if delivered.is_empty() {
+        record(Target::Queue(path_queue.map(str::to_string)), |f| {
+            f.pop_requests += 1;
+            f.pop_empty += 1;
+        });
+    } else if let Some(queue) = path_queue {
+        record(Target::Queue(Some(queue.to_string())), |f| f.pop_requests += 1);
+    }
+    for (queue, n, sum, max) in delivered {
+        record(Target::Queue(Some(queue.clone())), |f| {
+            f.pop_requests += u64::from(path_queue.is_none());
+            f.pop_messages += as_u64(*n);
+            f.age_sum_ms += as_u64(*sum);
+            f.age_max_ms = f.age_max_ms.max(as_u64(*max));
+        });
+    }
 }
 
 /// Looks once; with `wait`, looks again on every relevant push (and every

@@ -10,6 +10,7 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::encryption::Items;
 use crate::error::ApiError;
+use crate::minutes::{item_queues, record_each, Target};
 use crate::routes::call::{body_text, call_sealing, object_body};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -26,6 +27,7 @@ async fn push(
     let request = object_body(&body)?;
     check_item_count(&request, state.config.max_push_items)?;
     let text = body_text(&body)?;
+    let queues = item_queues(request.get("items"));
     let answer = call_sealing(
         &state,
         "SELECT pgcursor.push($1::text::jsonb)",
@@ -35,6 +37,9 @@ async fn push(
     )
     .await?;
     crate::metrics::count_pushed(&answer.0);
+    record_each(queues.into_iter().map(|q| Target::Queue(Some(q))), |f| {
+        f.push_requests += 1
+    });
     Ok(answer.respond())
 }
 

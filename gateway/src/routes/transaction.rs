@@ -4,13 +4,17 @@
 //! rolled back when an ack is refused. The gateway only bounds its size, and
 //! seals the pushed payloads of encrypted queues (gateway/src/encryption.rs).
 
+use std::collections::BTreeSet;
+
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::Value;
+use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::encryption::Items;
 use crate::error::ApiError;
+use crate::minutes::{item_queues, record_each, Target};
 use crate::routes::call::{body_text, call_sealing, object_body};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -31,6 +35,7 @@ async fn transaction(
         state.config.max_push_items,
     )?;
     let text = body_text(&body)?;
+    let touched = touched(&request);
     let answer = call_sealing(
         &state,
         "SELECT pgcursor.transaction($1::text::jsonb)",
@@ -39,7 +44,25 @@ async fn transaction(
         Items::Transaction,
     )
     .await?;
+    record_each(touched, |f| f.transactions += 1);
     Ok(answer.respond())
+}
+
+/// What a bundle touches, for the per-minute figures: the queues of its
+/// push items and the partitions of its acks, each once.
+fn touched(request: &Value) -> BTreeSet<Target> {
+    let operations = request.get("operations").and_then(Value::as_array);
+    let mut targets = BTreeSet::new();
+    for op in operations.into_iter().flatten() {
+        match op["type"].as_str() {
+            Some("push") => targets.extend(item_queues(op.get("items")).into_iter().map(|q| Target::Queue(Some(q)))),
+            Some("ack") => targets.extend(
+                op["partitionId"].as_str().and_then(|p| Uuid::parse_str(p).ok()).map(Target::Partition),
+            ),
+            _ => {}
+        }
+    }
+    targets
 }
 
 /// 413 when the bundle holds more ack operations, or more push items in

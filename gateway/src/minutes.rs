@@ -1,0 +1,264 @@
+//! Per-minute figures only the gateway sees (wire-admin.md §4.1: requests,
+//! pops, empty pops, acked items, failed acks, transactions, message age at
+//! pop), counted in memory per (minute, queue or partition) and flushed every
+//! `PGCURSOR_STATS_FLUSH_SECONDS` through one `pgcursor.record_gateway_minutes`
+//! call, which adds them to what other gateways wrote for the same minute
+//! (sql/67_gateway_minutes.sql). The status and analytics answers read them.
+//!
+//! Counting is one short mutex hold per request; nothing touches the
+//! database on the request path. A failed flush keeps its figures for the
+//! next one.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use deadpool_postgres::Pool;
+use serde_json::{json, Map, Value};
+use tokio::time::{interval_at, Instant, MissedTickBehavior};
+use tracing::warn;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::routes::call::call_json;
+
+/// What figures count for: a queue (None: none can be named, as for an
+/// empty namespace/task pop), or a partition, whose queue the SQL looks up
+/// (an ack names only its partition).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Target {
+    Queue(Option<String>),
+    Partition(Uuid),
+}
+
+/// One (minute, target)'s figures; the JSON keys are record_gateway_minutes'.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Figures {
+    pub push_requests: u64,
+    pub pop_requests: u64,
+    pub pop_messages: u64,
+    pub pop_empty: u64,
+    pub ack_requests: u64,
+    pub ack_messages: u64,
+    pub ack_failed: u64,
+    pub transactions: u64,
+    /// Message age at pop, summed over pop_messages and its largest, in ms.
+    pub age_sum_ms: u64,
+    pub age_max_ms: u64,
+}
+
+impl Figures {
+    fn fields(&self) -> [(&'static str, u64); 10] {
+        [
+            ("pushRequests", self.push_requests),
+            ("popRequests", self.pop_requests),
+            ("popMessages", self.pop_messages),
+            ("popEmpty", self.pop_empty),
+            ("ackRequests", self.ack_requests),
+            ("ackMessages", self.ack_messages),
+            ("ackFailed", self.ack_failed),
+            ("transactions", self.transactions),
+            ("ageSumMs", self.age_sum_ms),
+            ("ageMaxMs", self.age_max_ms),
+        ]
+    }
+
+    fn absorb(&mut self, other: &Figures) {
+        self.push_requests += other.push_requests;
+        self.pop_requests += other.pop_requests;
+        self.pop_messages += other.pop_messages;
+        self.pop_empty += other.pop_empty;
+        self.ack_requests += other.ack_requests;
+        self.ack_messages += other.ack_messages;
+        self.ack_failed += other.ack_failed;
+        self.transactions += other.transactions;
+        self.age_sum_ms += other.age_sum_ms;
+        self.age_max_ms = self.age_max_ms.max(other.age_max_ms);
+    }
+}
+
+/// The figures not flushed yet, by (minute as unix seconds, target).
+type Pending = HashMap<(u64, Target), Figures>;
+
+/// Figures older than this are dropped rather than kept for a flush: the
+/// database keeps no more (record_gateway_minutes' default `keep`).
+const KEEP: Duration = Duration::from_secs(24 * 3600);
+
+fn pending() -> &'static Mutex<Pending> {
+    static PENDING: OnceLock<Mutex<Pending>> = OnceLock::new();
+    PENDING.get_or_init(Mutex::default)
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+/// Counts into this minute's figures of `target`.
+pub fn record(target: Target, count: impl FnOnce(&mut Figures)) {
+    let minute = now_secs() / 60 * 60;
+    let mut pending = pending().lock().unwrap_or_else(|e| e.into_inner());
+    count(pending.entry((minute, target)).or_default());
+}
+
+/// Counts `count` for each target.
+pub fn record_each(targets: impl IntoIterator<Item = Target>, count: impl Fn(&mut Figures)) {
+    for target in targets {
+        record(target, &count);
+    }
+}
+
+/// The distinct queues of a push's items (`items[].queue`), as targets.
+pub fn item_queues(items: Option<&Value>) -> BTreeSet<String> {
+    items
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item["queue"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn take() -> Pending {
+    std::mem::take(&mut *pending().lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Puts back figures a flush could not write, but none older than KEEP.
+fn restore(figures: Pending) {
+    let oldest = now_secs().saturating_sub(KEEP.as_secs());
+    let mut pending = pending().lock().unwrap_or_else(|e| e.into_inner());
+    for (key, f) in figures
+        .into_iter()
+        .filter(|((minute, _), _)| *minute >= oldest)
+    {
+        pending.entry(key).or_default().absorb(&f);
+    }
+}
+
+/// record_gateway_minutes' argument: one row per (minute, target).
+fn rows(figures: &Pending) -> Value {
+    let rows = figures
+        .iter()
+        .map(|((minute, target), f)| {
+            let mut row = Map::new();
+            row.insert("minute".into(), json!(minute));
+            match target {
+                Target::Queue(Some(queue)) => row.insert("queue".into(), json!(queue)),
+                Target::Queue(None) => None,
+                Target::Partition(id) => row.insert("partitionId".into(), json!(id)),
+            };
+            for (key, n) in f.fields().into_iter().filter(|(_, n)| *n > 0) {
+                row.insert(key.into(), json!(n));
+            }
+            Value::Object(row)
+        })
+        .collect();
+    Value::Array(rows)
+}
+
+/// Writes what was counted since the last flush. On failure the figures
+/// are kept for the next flush, unless the database refused them as
+/// malformed (they would be refused again).
+pub async fn flush(pool: &Pool) -> Result<(), String> {
+    let figures = take();
+    if figures.is_empty() {
+        return Ok(());
+    }
+    let sql = "SELECT pgcursor.record_gateway_minutes($1::jsonb)";
+    match call_json(pool, sql, &[&rows(&figures)]).await {
+        Ok(_) => Ok(()),
+        Err(ApiError::BadRequest(why)) => Err(format!("figures refused, dropped: {why}")),
+        Err(other) => {
+            restore(figures);
+            Err(other.to_string())
+        }
+    }
+}
+
+/// Flushes every `every`, the first one `every` after startup.
+pub fn spawn(pool: Pool, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticks = interval_at(Instant::now() + every, every);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            if let Err(why) = flush(&pool).await {
+                warn!("flushing the gateway's per-minute figures failed: {why}");
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_carry_the_target_and_only_figures_above_zero() {
+        let id = Uuid::now_v7();
+        let figures: Pending = [
+            (
+                (120, Target::Queue(Some("orders".into()))),
+                Figures {
+                    pop_requests: 2,
+                    age_max_ms: 7,
+                    ..Figures::default()
+                },
+            ),
+            (
+                (60, Target::Queue(None)),
+                Figures {
+                    pop_empty: 1,
+                    ..Figures::default()
+                },
+            ),
+            (
+                (60, Target::Partition(id)),
+                Figures {
+                    ack_failed: 3,
+                    ..Figures::default()
+                },
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let mut got = rows(&figures).as_array().unwrap().clone();
+        let mut want = vec![
+            json!({"minute": 120, "queue": "orders", "popRequests": 2, "ageMaxMs": 7}),
+            json!({"minute": 60, "partitionId": id, "ackFailed": 3}),
+            json!({"minute": 60, "popEmpty": 1}),
+        ];
+        // A map's order is no promise: compare as sets.
+        got.sort_by_key(|r| r.to_string());
+        want.sort_by_key(|r| r.to_string());
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn absorbing_adds_counts_and_keeps_the_larger_maximum() {
+        let mut a = Figures {
+            pop_messages: 2,
+            age_sum_ms: 10,
+            age_max_ms: 8,
+            ..Figures::default()
+        };
+        a.absorb(&Figures {
+            pop_messages: 1,
+            age_sum_ms: 5,
+            age_max_ms: 5,
+            ..Figures::default()
+        });
+        assert_eq!((a.pop_messages, a.age_sum_ms, a.age_max_ms), (3, 15, 8));
+    }
+
+    #[test]
+    fn push_items_name_their_distinct_queues() {
+        let items = json!([{"queue": "b"}, {"queue": "a"}, {"queue": "b"}, {"queue": 5}, "x"]);
+        assert_eq!(
+            item_queues(Some(&items)).into_iter().collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        assert!(item_queues(None).is_empty());
+    }
+}

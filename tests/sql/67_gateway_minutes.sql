@@ -1,0 +1,117 @@
+-- The gateways' per-minute figures: record_gateway_minutes adds (never
+-- overwrites) per (minute, queue), resolves partitions to their queue,
+-- keeps 24 hours and refuses bad rows whole; status and analytics read them.
+BEGIN;
+SELECT plan(27);
+
+DELETE FROM pgcursor.gateway_minutes;
+\ir lib/queue_helpers.sql
+SELECT pg_temp.push('q67', 'Default', 1);
+SELECT pg_temp.push('q67b', 'Default', 1);
+
+-- Minutes as unix seconds: m5 five minutes ago (its 17th second), m4 four.
+SELECT extract(epoch FROM date_trunc('minute', now()) - interval '5 minutes')::bigint + 17 AS m5,
+       extract(epoch FROM date_trunc('minute', now()) - interval '4 minutes')::bigint AS m4,
+       date_trunc('minute', now()) - interval '5 minutes' AS t5 \gset
+CREATE FUNCTION pg_temp.stored(q text) RETURNS text LANGUAGE sql AS $$
+    SELECT string_agg(format('%s:%s/%s/%s/%s/%s/%s/%s/%s', to_char(g.minute AT TIME ZONE 'UTC', 'HH24:MI:SS'),
+                             g.pop_requests, g.pop_messages, g.pop_empty, g.ack_requests, g.ack_failed,
+                             g.push_requests, g.age_sum_ms, g.age_max_ms), ' ' ORDER BY g.minute)
+    FROM pgcursor.gateway_minutes g WHERE g.queue IS NOT DISTINCT FROM q
+$$;
+
+SELECT is(pgcursor.record_gateway_minutes(format(
+              '[{"minute": %s, "queue": "q67", "popRequests": 2, "popMessages": 3, "ageSumMs": 300, "ageMaxMs": 200},
+                {"minute": %s, "queue": "q67", "popRequests": "1", "popEmpty": 1}]', :m5, :m4)::jsonb),
+          '{"rows": 2, "purged": 0}', 'one row per (minute, queue) written');
+SELECT is(pg_temp.stored('q67'),
+          to_char(:'t5'::timestamptz AT TIME ZONE 'UTC', 'HH24:MI:SS') || ':2/3/0/0/0/0/300/200 '
+          || to_char((:'t5'::timestamptz + interval '1 minute') AT TIME ZONE 'UTC', 'HH24:MI:SS') || ':1/0/1/0/0/0/0/0',
+          'any second names its minute; absent figures are 0; digit strings count');
+-- A second gateway writes the same minute: its figures add up.
+SELECT is(pgcursor.record_gateway_minutes(format(
+              '[{"minute": %s, "queue": "q67", "popRequests": 1, "popMessages": 1, "ageSumMs": 50, "ageMaxMs": 50},
+                {"minute": %s, "partitionId": "%s", "ackRequests": 1, "ackFailed": 2}]',
+              :m5, :m5, pg_temp.pid('q67'))::jsonb) -> 'rows',
+          '1', 'a partition''s figures land on its queue''s row: one row for the minute');
+SELECT is(split_part(pg_temp.stored('q67'), ' ', 1),
+          to_char(:'t5'::timestamptz AT TIME ZONE 'UTC', 'HH24:MI:SS') || ':3/4/0/1/2/0/350/200',
+          'added to what was there, never overwritten; the larger maximum stays');
+SELECT pgcursor.record_gateway_minutes(format(
+           '[{"minute": %s, "queue": "q67", "ageMaxMs": 900}, {"minute": %s, "popEmpty": 4},
+             {"minute": %s, "partitionId": "%s", "ackRequests": 1}]', :m5, :m5, :m5, gen_random_uuid())::jsonb);
+SELECT is(split_part(split_part(pg_temp.stored('q67'), ' ', 1), '/', 8), '900',
+          'a larger maximum replaces the stored one');
+SELECT is(pg_temp.stored(NULL), to_char(:'t5'::timestamptz AT TIME ZONE 'UTC', 'HH24:MI:SS') || ':0/0/4/1/0/0/0/0',
+          'no queue, or a partition that is gone: the queue-less row');
+
+-- Retention: 24 hours by default.
+SELECT is(pgcursor.record_gateway_minutes(format('[{"minute": %s, "queue": "q67", "popRequests": 1}]',
+                                                 extract(epoch FROM now() - interval '25 hours')::bigint)::jsonb),
+          '{"rows": 0, "purged": 0}', 'a minute older than keep is not written');
+INSERT INTO pgcursor.gateway_minutes (minute, queue, pop_requests) VALUES (now() - interval '2 days', 'q67', 9);
+SELECT is(pgcursor.record_gateway_minutes('[]') -> 'purged', '1', 'stored minutes older than keep are deleted');
+
+-- Bad input: 22023 naming the row and field, nothing written.
+SELECT throws_ok($$SELECT pgcursor.record_gateway_minutes('{}')$$, '22023', 'rows must be an array', 'not an array');
+SELECT throws_ok($$SELECT pgcursor.record_gateway_minutes('[{"minute": 60}, 5]')$$, '22023',
+                 'rows[1] must be an object', 'a row that is not an object');
+SELECT throws_ok($$SELECT pgcursor.record_gateway_minutes('[{"queue": "q67"}]')$$, '22023',
+                 'rows[0].minute must be a time in unix seconds', 'no minute');
+SELECT throws_ok($$SELECT pgcursor.record_gateway_minutes('[{"minute": 60, "popMessages": -1}]')$$, '22023',
+                 'rows[0].popMessages must be a non-negative integer', 'a negative figure');
+SELECT throws_ok($$SELECT pgcursor.record_gateway_minutes('[{"minute": 60, "partitionId": "x"}]')$$, '22023',
+                 'rows[0].partitionId must be a UUID string', 'a bad partitionId');
+SELECT throws_ok(format($$SELECT pgcursor.record_gateway_minutes('[{"minute": %s, "queue": "q67", "popRequests": 5},
+                                                                    {"minute": %s, "queue": 7}]')$$, :m4, :m4),
+                 '22023', 'rows[1].queue must be a string', 'a bad row refuses them all');
+SELECT is(split_part(pg_temp.stored('q67'), ' ', 2),
+          to_char((:'t5'::timestamptz + interval '1 minute') AT TIME ZONE 'UTC', 'HH24:MI:SS') || ':1/0/1/0/0/0/0/0',
+          'nothing of a refused call is written');
+
+-- Readers. q67 in the window: 3 pop requests, 4 messages (ages 350 ms, max 900), 1 empty, 2 failed acks
+-- at t5; 1 empty pop at t5 + 1 minute. q67b: 2 pushes and 1 pop of 1 message at t5.
+SELECT pgcursor.record_gateway_minutes(format(
+           '[{"minute": %s, "queue": "q67b", "pushRequests": 2, "popRequests": 1, "popMessages": 1, "ageSumMs": 40,
+              "ageMaxMs": 40, "ackRequests": 1, "ackMessages": 3}]', :m5)::jsonb);
+SELECT (pgcursor.status('{"queue":"q67"}') -> 'throughput') AS series \gset
+SELECT is((SELECT x - ARRAY['timestamp', 'ingested', 'ingestedPerSecond', 'processed', 'processedPerSecond', 'dlqCount']
+           FROM jsonb_array_elements(:'series') x WHERE x ->> 'timestamp' = pgcursor_internal.bucket_label(:'t5')),
+          '{"popPerSecond":0.07,"popMessages":4,"avgLagMs":88,"maxLagMs":900,"avgEventLoopLagMs":0,"maxEventLoopLagMs":0,
+            "dbErrors":0,"ackFailed":2,"queenCpuUserPct":0,"queenCpuSysPct":0,"dbPoolActive":0,"dbPoolIdle":0,
+            "dbPoolSize":0,"minFreeSlots":0,"queenRssMb":0}',
+          'status throughput: pops, their rate, message age at pop and failed acks of the queue');
+SELECT is(pgcursor.status('{"queue":"q67"}') #> '{messages,requests}', '{"push":0,"pop":4,"ack":1}',
+          'status requests over the window (the queue''s)');
+SELECT is(pgcursor.status('{}') #> '{messages,requests}', '{"push":2,"pop":5,"ack":3}',
+          'without a filter: every queue and the queue-less row');
+SELECT is(pgcursor.status('{"queue":"q67b"}') #> '{messages,batchEfficiency}', '{"push":0.5,"pop":1,"ack":3}',
+          'batchEfficiency: messages per request (1 pushed in 2 requests)');
+SELECT is(pgcursor.status('{"queue":"q67"}') #> '{errors,ackFailed}', '2', 'errors.ackFailed of the window');
+SELECT is((SELECT jsonb_agg(jsonb_build_array(x -> 'queueName', x -> 'popMessages', x -> 'popEmpty', x -> 'avgLagMs',
+                                              x -> 'maxLagMs', x -> 'ackFailed', x -> 'pushRequests')
+                            ORDER BY x ->> 'bucket', x ->> 'queueName')
+           FROM jsonb_array_elements(pgcursor.analytics('queue-ops') -> 'series') x
+           WHERE x ->> 'queueName' LIKE 'q67%'
+             AND x ->> 'bucket' <= pgcursor_internal.bucket_label(:'t5'::timestamptz + interval '1 minute')),
+          '[["q67",4,0,88,900,2,0],["q67b",1,0,40,40,0,2],["q67",0,1,0,0,0,0]]',
+          'queue-ops: the gateways'' figures per bucket and queue, a bucket with only an empty pop included');
+SELECT is(pgcursor.analytics('queue-ops', '{"queue":"q67b"}') -> 'queues', '["q67b"]', 'queue-ops: filtered');
+SELECT is(pgcursor.analytics('queue-lag'),
+          jsonb_build_array(
+              jsonb_build_object('queueName', 'q67', 'popCount', 4, 'avgLagMs', 88, 'maxLagMs', 900,
+                                 'bucketTime', pgcursor_internal.bucket_label(:'t5')),
+              jsonb_build_object('queueName', 'q67b', 'popCount', 1, 'avgLagMs', 40, 'maxLagMs', 40,
+                                 'bucketTime', pgcursor_internal.bucket_label(:'t5'))),
+          'queue-lag: per minute and queue with pops');
+SELECT is(pgcursor.analytics('queue-lag', '{"queue":"q67b"}') -> 0 -> 'queueName', '"q67b"', 'queue-lag: filtered');
+SELECT is((SELECT x -> 'popMessages' FROM jsonb_array_elements(pgcursor.analytics('worker-metrics') -> 'timeSeries') x
+           WHERE x ->> 'timestamp' = pgcursor_internal.bucket_label(:'t5')), '5',
+          'worker-metrics: every queue''s pops per bucket');
+SELECT is(pgcursor.analytics('worker-metrics') #> '{summary,totalPopMessages}', '5', 'worker-metrics: total pops');
+SELECT is(pgcursor.analytics('worker-metrics') -> 'queues',
+          '[{"queueName":"q67","popCount":4,"avgLagMs":88,"maxLagMs":900},
+            {"queueName":"q67b","popCount":1,"avgLagMs":40,"maxLagMs":40}]', 'worker-metrics: pops per queue');
+
+SELECT * FROM finish();
+ROLLBACK;
