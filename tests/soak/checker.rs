@@ -350,7 +350,7 @@ fn check_failover(
     let in_b: HashSet<&str> = snap.messages.values().map(String::as_str).collect();
     let mut items = 0;
     for a in &log.acks {
-        if !a.received.is_some_and(|t| t < crashed) {
+        if a.received.is_none_or(|t| t >= crashed) {
             continue;
         }
         for item in &a.items {

@@ -201,7 +201,7 @@ async fn resumed(
             format!("failover: crash to first successful {what}"),
             shown.clone(),
         ));
-        if !after.is_some_and(|after| after <= bound) {
+        if after.is_none_or(|after| after > bound) {
             report.violations.push(format!(
                 "failover: no successful {what} within {bound:?} of the crash ({shown})"
             ));

@@ -404,7 +404,7 @@ impl World {
     /// after the crash says when the broker was back for it.
     pub fn succeeded(&self, op: Op, sent: Time) {
         let mut clock = self.failover.lock().unwrap();
-        if !clock.crashed.is_some_and(|crashed| sent >= crashed) {
+        if clock.crashed.is_none_or(|crashed| sent < crashed) {
             return;
         }
         let first = match op {
