@@ -14,6 +14,11 @@
 # The timings go to target/failover/report.txt, the soak's output to
 # target/failover/soak.log.
 #
+# FAILOVER_CONTROL=1 is the control run, which must FAIL: asynchronous
+# replication, and the standby's WAL receiver frozen 3 s before the crash and
+# killed after it, so the standby misses the last commits; the checker must
+# report them missing (it shows the check is not vacuous).
+#
 # Everything lives under one temp dir; the clusters, the soak and its
 # gateways are stopped and the dir removed whatever happens.
 set -euo pipefail
@@ -73,17 +78,24 @@ unix_socket_directories = '$tmp/standby/sock'
 EOF
 scripts/pg.sh start "$standby" >/dev/null
 
-step "synchronous replication: synchronous_standby_names = 'FIRST 1 (standby1)'"
-# Set on the primary only, after the base backup: the promoted standby then
-# commits on its own (it has no standby to wait for).
-sql "$primary" "ALTER SYSTEM SET synchronous_standby_names = 'FIRST 1 (standby1)'" \
-    "ALTER SYSTEM SET synchronous_commit = on" "SELECT pg_reload_conf()" >/dev/null
+control=${FAILOVER_CONTROL:-0}
+want=sync
+if [[ $control == 1 ]]; then
+    step "CONTROL RUN: asynchronous replication (this run must fail)"
+    want=async
+else
+    step "synchronous replication: synchronous_standby_names = 'FIRST 1 (standby1)'"
+    # Set on the primary only, after the base backup: the promoted standby
+    # then commits on its own (it has no standby to wait for).
+    sql "$primary" "ALTER SYSTEM SET synchronous_standby_names = 'FIRST 1 (standby1)'" \
+        "ALTER SYSTEM SET synchronous_commit = on" "SELECT pg_reload_conf()" >/dev/null
+fi
 for _ in $(seq 1 100); do
     state=$(sql "$primary" "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1'")
-    [[ $state == sync ]] && break
+    [[ $state == "$want" ]] && break
     sleep 0.1
 done
-[[ $state == sync ]] || { echo "failover.sh: the standby never became synchronous (state: '$state')" >&2; exit 1; }
+[[ $state == "$want" ]] || { echo "failover.sh: the standby is not $want (state: '$state')" >&2; exit 1; }
 sql "$primary" "SELECT 'primary: ' || application_name || ' ' || state || ', ' || sync_state FROM pg_stat_replication"
 echo "standby: in recovery = $(sql "$standby" "SELECT pg_is_in_recovery()")"
 
@@ -100,6 +112,11 @@ export PGCURSOR_PG_BINDIR=$BIN
 export PGCURSOR_SOAK_SECONDS=${FAILOVER_SECONDS:-60}
 export PGCURSOR_SOAK_DATABASE_URL=$url
 export PGCURSOR_SOAK_CRASH_COMMAND="'$PWD/scripts/pg.sh' crash '$primary'"
+if [[ $control == 1 ]]; then
+    # SIGKILL also drops what the frozen receiver had not read off its socket.
+    receiver=$(sql "$standby" "SELECT pid FROM pg_stat_wal_receiver")
+    PGCURSOR_SOAK_CRASH_COMMAND="kill -STOP $receiver; sleep 3; $PGCURSOR_SOAK_CRASH_COMMAND; kill -KILL $receiver"
+fi
 # The promotion comes FAILOVER_PROMOTE_DELAY seconds (default 5) after the
 # crash, as it would from an operator or a failover manager: meanwhile the
 # only server left is a read-only standby, which the gateways must refuse.
@@ -113,14 +130,17 @@ wait "$soak_pid" || rc=$?
 soak_pid=
 sleep 0.3 # the tail's last lines
 
-mkdir -p target/failover
-cp "$log" target/failover/soak.log
+out=target/failover
+if [[ $control == 1 ]]; then out=target/failover-control; fi
+mkdir -p "$out"
+cp "$log" "$out/soak.log"
 {
-    echo "# make test-failover, $(date -u +%FT%TZ), exit $rc"
-    grep -E '^soak: (Settings|.*fault at|.*failover|.*answered before the crash|.*lost|.*pushed \(answered)' "$log" || true
-} >target/failover/report.txt
-step "report (target/failover/report.txt)"
-cat target/failover/report.txt
+    echo "# make test-failover, $(date -u +%FT%TZ), FAILOVER_CONTROL=$control, exit $rc"
+    grep -E '^soak: (Settings|.*fault at|.*failover|.*lost|.*pushed \(answered)' "$log" || true
+    grep -m 5 '^failover lost' "$log" || true
+} >"$out/report.txt"
+step "report ($out/report.txt)"
+cat "$out/report.txt"
 echo "promoted standby: in recovery = $(sql "$standby" "SELECT pg_is_in_recovery()")"
 
 if [[ $rc -ne 0 ]]; then

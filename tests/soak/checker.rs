@@ -52,13 +52,17 @@ pub async fn check(
     let mut totals = Vec::new();
     let mut total = |name: &str, value: String| totals.push((name.to_string(), value));
 
+    // Before the other checks, so its violations come near the top of the list.
+    let before_crash = failover.map(|(snap, crashed)| {
+        let already = v.len();
+        let (pushes, items) = check_failover(log, &db, snap, crashed, &mut v);
+        (pushes, items, v.len() - already)
+    });
     let pending = check_cursors(&db, &mut v);
     let (pushed, in_doubt, vanished) = check_producers(log, &db, purges, &mut v);
     let dead_letters = check_dead_letters(log, &db, &mut v);
     let (delivered, redelivered) = check_deliveries(log, &db, &mut v);
     check_pushed_to_b(log, &db, &mut v);
-    let before_crash =
-        failover.map(|(snap, crashed)| check_failover(log, &db, snap, crashed, &mut v));
 
     let count = |queue: &str| {
         db.messages
@@ -100,11 +104,12 @@ pub async fn check(
         format!("{} ({} / {})", log.requests, log.aborted, log.unanswered),
     );
     total("forced purges", purges.len().to_string());
-    if let Some((pushes, items)) = before_crash {
+    if let Some((pushes, items, missing)) = before_crash {
         total(
-            "answered before the crash, present after it",
+            "failover: answered before the crash (checked)",
             format!("{pushes} pushes, {items} ack items"),
         );
+        total("failover: of those, missing after it", missing.to_string());
     }
     total(
         "throughput (while producing / until drained)",
