@@ -49,7 +49,7 @@ db-down:
 test: deps build
 	scripts/test.sh
 
-# A failover that loses nothing (≈3 min, not part of `make test`): a primary
+# A failover that loses nothing (≈2 min, not part of `make test`): a primary
 # and a synchronous standby, the soak through two gateways given both hosts,
 # the primary stopped -m immediate and the standby promoted mid-run
 # (scripts/failover.sh; FAILOVER_SECONDS of producing, default 60).
