@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PG_DATA := .data/pg
 APT_PACKAGES := postgresql postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl chromium chromium-driver
 
-.PHONY: deps build run db-up db-down test soak docs-check fmt lint bench bench-quick screenshots
+.PHONY: deps build run db-up db-down test test-failover soak docs-check fmt lint bench bench-quick screenshots
 
 # Install what is missing: PostgreSQL 15 server, pgTAP, pg_prove, Chromium and
 # chromedriver (the dashboard's browser test); rustfmt and clippy.
@@ -48,6 +48,13 @@ db-down:
 
 test: deps build
 	scripts/test.sh
+
+# A failover that loses nothing (≈2 min, not part of `make test`): a primary
+# and a synchronous standby, the soak through two gateways given both hosts,
+# the primary stopped -m immediate and the standby promoted mid-run
+# (scripts/failover.sh; FAILOVER_SECONDS of producing, default 60).
+test-failover: deps
+	scripts/failover.sh
 
 # The soak test alone, in release mode: SOAK_SECONDS of producing (default
 # 600) with faults, then the drain and the check (`make test` runs 30 s).

@@ -44,6 +44,7 @@ pub async fn check(
     db_url: &str,
     run: Duration,
     until_drained: Duration,
+    failover: Option<(&Snapshot, Time)>,
 ) -> Report {
     let mut v: Vec<String> = log.violations.clone();
     v.extend(server_errors.iter().map(|e| format!("server error: {e}")));
@@ -51,6 +52,12 @@ pub async fn check(
     let mut totals = Vec::new();
     let mut total = |name: &str, value: String| totals.push((name.to_string(), value));
 
+    // Before the other checks, so its violations come near the top of the list.
+    let before_crash = failover.map(|(snap, crashed)| {
+        let already = v.len();
+        let (pushes, items) = check_failover(log, &db, snap, crashed, &mut v);
+        (pushes, items, v.len() - already)
+    });
     let pending = check_cursors(&db, &mut v);
     let (pushed, in_doubt, vanished) = check_producers(log, &db, purges, &mut v);
     let dead_letters = check_dead_letters(log, &db, &mut v);
@@ -97,6 +104,13 @@ pub async fn check(
         format!("{} ({} / {})", log.requests, log.aborted, log.unanswered),
     );
     total("forced purges", purges.len().to_string());
+    if let Some((pushes, items, missing)) = before_crash {
+        total(
+            "failover: answered before the crash (checked)",
+            format!("{pushes} pushes, {items} ack items"),
+        );
+        total("failover: of those, missing after it", missing.to_string());
+    }
     total(
         "throughput (while producing / until drained)",
         format!(
@@ -245,6 +259,153 @@ async fn read(db_url: &str, v: &mut Vec<String>) -> Db {
         discarded_a,
         discarded_b,
     }
+}
+
+/// What the promoted standby holds right after a failover.
+pub struct Snapshot {
+    /// transactionId by (partition, offset), both queues.
+    messages: HashMap<(Uuid, i64), String>,
+    /// cursor by (partition, group).
+    cursors: HashMap<(Uuid, String), i64>,
+    /// (partition, group, offset)
+    dead_letters: HashSet<(Uuid, String, i64)>,
+}
+
+/// Reads the snapshot; an error means the database is not back yet.
+pub async fn snapshot(db_url: &str) -> Result<Snapshot, tokio_postgres::Error> {
+    let db = connect(db_url).await?;
+    let messages = db
+        .query(
+            "SELECT m.partition_id, m.msg_offset, m.transaction_id
+               FROM pgcursor.messages m JOIN pgcursor.partitions p ON p.id = m.partition_id
+              WHERE p.queue IN ($1, $2)",
+            &[&QUEUE_A, &QUEUE_B],
+        )
+        .await?
+        .iter()
+        .map(|r| ((r.get(0), r.get(1)), r.get(2)))
+        .collect();
+    let cursors = db
+        .query(
+            "SELECT partition_id, consumer_group, cursor FROM pgcursor.cursors",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| ((r.get(0), r.get(1)), r.get(2)))
+        .collect();
+    let dead_letters = db
+        .query(
+            "SELECT partition_id, consumer_group, msg_offset FROM pgcursor.dead_letters",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    Ok(Snapshot {
+        messages,
+        cursors,
+        dead_letters,
+    })
+}
+
+/// The failover lost nothing: everything answered before the crash (before
+/// `pg_ctl stop -m immediate` returned) is in the promoted standby's
+/// snapshot. A push answered queued/duplicate is at the place it was given;
+/// an ack item answered success (completed) or dlq:true has the cursor at or
+/// past it (past one of its copies, for a transactionId stored twice across
+/// a purge; see `offsets_of`), a dlq:true its dead-letter row; what a
+/// committed transaction pushed to B is in B. Answers (pushes, ack items)
+/// checked.
+fn check_failover(
+    log: &WorkerLog,
+    db: &Db,
+    snap: &Snapshot,
+    crashed: Time,
+    v: &mut Vec<String>,
+) -> (usize, usize) {
+    let mut pushes = 0;
+    for p in &log.pushed {
+        let (PushOutcome::Stored { partition, offset }, Some(answered)) = (&p.outcome, p.answered)
+        else {
+            continue;
+        };
+        if answered >= crashed {
+            continue;
+        }
+        pushes += 1;
+        let txid = crate::producer::txid(p.producer, p.seq);
+        let held = snap.messages.get(&(*partition, *offset));
+        if held != Some(&txid) {
+            v.push(format!(
+                "failover lost a push: {txid} answered stored at {partition}/{offset} at {:.3}s, before the crash; after it the place holds {held:?}",
+                answered.as_secs_f64()
+            ));
+        }
+    }
+    // The lowest offset of each transactionId stored more than once.
+    let mut lowest: HashMap<(Uuid, &str), i64> = HashMap::new();
+    let mut count: HashMap<(Uuid, &str), usize> = HashMap::new();
+    for ((p, o), t) in &db.messages {
+        let low = lowest.entry((*p, t.as_str())).or_insert(*o);
+        *low = (*low).min(*o);
+        *count.entry((*p, t.as_str())).or_default() += 1;
+    }
+    let in_b: HashSet<&str> = snap.messages.values().map(String::as_str).collect();
+    let mut items = 0;
+    for a in &log.acks {
+        if a.received.is_none_or(|t| t >= crashed) {
+            continue;
+        }
+        for item in &a.items {
+            let completed = matches!(item.answer, Answer::Item { success: true, .. })
+                && item.status == Status::Completed;
+            let dead = matches!(item.answer, Answer::Item { dlq: true, .. });
+            if !completed && !dead {
+                continue;
+            }
+            items += 1;
+            let key = (a.partition, item.txid.as_str());
+            let at_least = match count.get(&key) {
+                Some(n) if *n > 1 => lowest[&key].min(item.offset),
+                _ => item.offset,
+            };
+            let cursor = snap
+                .cursors
+                .get(&(a.partition, a.group.to_string()))
+                .copied()
+                .unwrap_or(0);
+            if cursor < at_least {
+                v.push(format!(
+                    "failover lost an ack: {} offset {} ({}) of group {} answered {} before the crash, the cursor after it is {cursor}",
+                    a.partition,
+                    item.offset,
+                    item.txid,
+                    a.group,
+                    item.status.as_str()
+                ));
+            }
+            if dead
+                && !snap
+                    .dead_letters
+                    .contains(&(a.partition, a.group.to_string(), item.offset))
+            {
+                v.push(format!(
+                    "failover lost a dead letter: {} offset {} of group {} answered dlq:true before the crash",
+                    a.partition, item.offset, a.group
+                ));
+            }
+        }
+        for txid in &a.pushed {
+            if !in_b.contains(txid.as_str()) {
+                v.push(format!(
+                    "failover lost a handed-over message: {txid} was pushed to B by a transaction committed before the crash"
+                ));
+            }
+        }
+    }
+    (pushes, items)
 }
 
 fn cursor(db: &Db, partition: Uuid, group: &str) -> i64 {

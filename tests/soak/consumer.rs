@@ -22,7 +22,7 @@ use uuid::Uuid;
 use crate::log::{AckKind, AckRecord, AckedItem, Answer, Delivery, Status, WorkerLog};
 use crate::producer::txid as producer_txid;
 use crate::world::{
-    CatchUp, Reply, Rng, World, CATCH_UP_BATCH, GROUP_B, LEASE_A, LEASE_B, QUEUE_A, QUEUE_B,
+    CatchUp, Op, Reply, Rng, World, CATCH_UP_BATCH, GROUP_B, LEASE_A, LEASE_B, QUEUE_A, QUEUE_B,
 };
 
 /// Every error string an ack item may carry (docs/ack-contract.md §12), but
@@ -229,6 +229,9 @@ impl Worker {
             }
         };
         let slices = self.slices(&body, sent);
+        if !slices.is_empty() {
+            self.world.succeeded(Op::Pop, sent);
+        }
         if body["success"] != true
             || body["partitionsClaimed"].as_u64().unwrap_or(0) != slices.len() as u64
         {
@@ -455,7 +458,11 @@ impl Worker {
                 if !pushes_ok {
                     self.violation(format!("committed bundle with a failed push: {answer}"));
                 }
-                (self.item_answer(&answer["results"][0], 0, &last.txid), true)
+                let answer = self.item_answer(&answer["results"][0], 0, &last.txid);
+                if answer.succeeded() {
+                    self.world.succeeded(Op::Ack, sent);
+                }
+                (answer, true)
             }
             Reply::Ok(answer) => {
                 let why = answer["error"].as_str().unwrap_or("?").to_string();
@@ -536,6 +543,9 @@ impl Worker {
                 vec![Answer::Unknown; items.len()]
             }
         };
+        if answers.iter().any(Answer::succeeded) {
+            self.world.succeeded(Op::Ack, sent);
+        }
         for (&(i, status), answer) in items.iter().zip(&answers) {
             self.check_answer(kind, slice, i, status, answer);
             self.after_answer(slice, answer, received);

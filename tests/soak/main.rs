@@ -7,6 +7,13 @@
 //! `PGCURSOR_SOAK_SECONDS` (default 30) is the producing time; `make test`
 //! runs the default, `make soak` ten minutes (`SOAK_SECONDS`). More knobs in
 //! world.rs (`PGCURSOR_SOAK_*`). A failed run prints its seed.
+//!
+//! `make test-failover` (scripts/failover.sh) runs it in failover mode: on
+//! the script's primary and synchronous standby, with the failover as the
+//! only fault; the checker then also proves that what was answered before
+//! the crash survived it, and the run fails unless push, pop and ack
+//! succeed again through the same gateway processes within
+//! `PGCURSOR_SOAK_RESUME_SECONDS` (60).
 
 mod checker;
 mod consumer;
@@ -22,7 +29,7 @@ use pgcursor_tests::{Gateway, PrivateCluster};
 use tokio::task::JoinHandle;
 
 use crate::log::WorkerLog;
-use crate::world::{Settings, World, GROUPS_A};
+use crate::world::{FailoverClock, Settings, World, GROUPS_A};
 
 /// How often a line of progress is printed while producing.
 const PROGRESS: Duration = Duration::from_secs(30);
@@ -31,10 +38,19 @@ const PROGRESS: Duration = Duration::from_secs(30);
 async fn soak() {
     let settings = Settings::from_env();
     println!("soak: {settings:?}");
-    let cluster = Arc::new(PrivateCluster::start());
-    durability_is_on(cluster.url()).await;
+    // Failover mode brings its database; otherwise a private cluster.
+    let cluster = match settings.database_url {
+        Some(_) => None,
+        None => Some(Arc::new(PrivateCluster::start())),
+    };
+    let url = match (&settings.database_url, &cluster) {
+        (Some(url), _) => url.clone(),
+        (None, Some(cluster)) => cluster.url().to_string(),
+        (None, None) => unreachable!(),
+    };
+    durability_is_on(&url).await;
     let env = [
-        ("DATABASE_URL", cluster.url()),
+        ("DATABASE_URL", url.as_str()),
         ("PGCURSOR_DB_TIMEOUT_MS", "3000"),
         ("RUST_LOG", "warn"),
     ];
@@ -43,11 +59,8 @@ async fn soak() {
         Gateway::start_with(&env).await,
     ];
     let bases = [gateways[0].base.clone(), gateways[1].base.clone()];
-    let world = Arc::new(World::new(
-        settings.clone(),
-        cluster.url().to_string(),
-        bases,
-    ));
+    let pids: Vec<u32> = gateways.iter().map(Gateway::pid).collect();
+    let world = Arc::new(World::new(settings.clone(), url.clone(), bases));
     world.configure().await;
 
     let monitor = tokio::spawn({
@@ -82,7 +95,11 @@ async fn soak() {
     for p in producers {
         log.merge(p.await.expect("a producer panicked"));
     }
-    let (gateways, fault_report) = faults.await.expect("the fault schedule failed");
+    let faults::Done {
+        mut gateways,
+        report: fault_report,
+        snapshot,
+    } = faults.await.expect("the fault schedule failed");
 
     let drained = drain(&world).await;
     world.stop_consuming();
@@ -94,15 +111,21 @@ async fn soak() {
     let purges = world.purges.lock().unwrap().clone();
     let server_errors = world.server_errors.lock().unwrap().clone();
     let until_drained = world.now();
-    let report = checker::check(
+    let clock = world.failover.lock().unwrap().clone();
+    let failover = snapshot.as_ref().zip(clock.crashed);
+    let mut report = checker::check(
         &log,
         &purges,
         &server_errors,
-        cluster.url(),
+        &url,
         run,
         until_drained,
+        failover,
     )
     .await;
+    if settings.failover() {
+        resumed(&settings, &clock, &mut gateways, &pids, &mut report).await;
+    }
     println!(
         "\nsoak: {} s producing, seed {}",
         settings.seconds, settings.seed
@@ -139,6 +162,63 @@ async fn soak() {
                 .join("\n")
         );
     }
+}
+
+/// Failover mode: push, pop and ack succeeded again within the bound after
+/// the crash, through the gateway processes started at the beginning.
+async fn resumed(
+    settings: &Settings,
+    clock: &FailoverClock,
+    gateways: &mut [Gateway],
+    pids: &[u32],
+    report: &mut checker::Report,
+) {
+    let Some(crashed) = clock.crashed else {
+        report
+            .violations
+            .push("failover mode, but the failover never happened".to_string());
+        return;
+    };
+    let bound = Duration::from_secs(settings.resume_seconds);
+    if let Some(promoted) = clock.promoted {
+        report.totals.push((
+            "failover: crash to standby promoted".to_string(),
+            format!("{:.2} s", (promoted - crashed).as_secs_f64()),
+        ));
+    }
+    for (what, first) in [
+        ("push", clock.first_push),
+        ("pop", clock.first_pop),
+        ("ack", clock.first_ack),
+    ] {
+        let after = first.map(|t| t - crashed);
+        let shown = match after {
+            Some(after) => format!("{:.2} s", after.as_secs_f64()),
+            None => "never".to_string(),
+        };
+        // main.rs prints the totals: scripts/failover.sh keeps these lines.
+        report.totals.push((
+            format!("failover: crash to first successful {what}"),
+            shown.clone(),
+        ));
+        if after.is_none_or(|after| after > bound) {
+            report.violations.push(format!(
+                "failover: no successful {what} within {bound:?} of the crash ({shown})"
+            ));
+        }
+    }
+    for (i, gw) in gateways.iter_mut().enumerate() {
+        if gw.pid() != pids[i] || gw.wait_exit(Duration::ZERO).await.is_some() {
+            report.violations.push(format!(
+                "failover: gateway {i} (pid {}) did not keep running",
+                pids[i]
+            ));
+        }
+    }
+    report.totals.push((
+        "failover: gateway pids, same process all along".to_string(),
+        format!("{pids:?}"),
+    ));
 }
 
 /// A soak about what survives a crash means nothing without fsync.

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::log::{PushOutcome, Pushed, WorkerLog};
-use crate::world::{Reply, Rng, World, QUEUE_A};
+use crate::world::{Op, Reply, Rng, World, QUEUE_A};
 
 /// How long one batch is retried before it is left in doubt.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -66,11 +66,15 @@ async fn push_batch(
     let mut attempts = 0;
     let answer = loop {
         attempts += 1;
+        let sent = world.now();
         let reply = world
             .request(log, rng, gw, Method::POST, "/api/v1/push", Some(&body))
             .await;
         match reply {
-            Reply::Ok(answer) => break Some(answer),
+            Reply::Ok(answer) => {
+                world.succeeded(Op::Push, sent);
+                break Some(answer);
+            }
             Reply::Bad(status, answer) => {
                 log.violations
                     .push(format!("push answered {status}: {answer}"));

@@ -47,6 +47,17 @@ pub struct Settings {
     /// Percent of requests dropped by the client after a short random delay.
     pub abort_percent: f64,
     pub drain_seconds: u64,
+    /// An existing database (`PGCURSOR_SOAK_DATABASE_URL`, already migrated)
+    /// instead of a private cluster: scripts/failover.sh gives the two hosts
+    /// of a primary and its synchronous standby.
+    pub database_url: Option<String>,
+    /// Failover mode (scripts/failover.sh): shell commands that crash the
+    /// primary and promote the standby. The run then has no other fault, and
+    /// no gateway is ever restarted.
+    pub crash_command: Option<String>,
+    pub promote_command: Option<String>,
+    /// How soon after the crash push, pop and ack must succeed again.
+    pub resume_seconds: u64,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -57,6 +68,10 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
             .unwrap_or_else(|_| panic!("{name}={v:?} is not valid")),
         _ => default,
     }
+}
+
+fn env_opt(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
 impl Settings {
@@ -76,7 +91,15 @@ impl Settings {
             max_lag: env_or("PGCURSOR_SOAK_MAX_LAG", 4_000).min(CATCH_UP_BATCH as i64 - 1_000),
             abort_percent: env_or("PGCURSOR_SOAK_ABORT_PERCENT", 1.0),
             drain_seconds: env_or("PGCURSOR_SOAK_DRAIN_SECONDS", 90 + seconds / 10),
+            database_url: env_opt("PGCURSOR_SOAK_DATABASE_URL"),
+            crash_command: env_opt("PGCURSOR_SOAK_CRASH_COMMAND"),
+            promote_command: env_opt("PGCURSOR_SOAK_PROMOTE_COMMAND"),
+            resume_seconds: env_or("PGCURSOR_SOAK_RESUME_SECONDS", 60),
         }
+    }
+
+    pub fn failover(&self) -> bool {
+        self.crash_command.is_some()
     }
 
     pub fn partition_name(&self, n: usize) -> String {
@@ -127,6 +150,26 @@ pub enum Reply {
     Bad(u16, Value),
 }
 
+/// What a failover run measures: when the old primary was certainly gone
+/// (`pg_ctl stop -m immediate` returned), when `pg_ctl promote -w` returned,
+/// and when the first push, pop (with messages) and ack sent after the crash
+/// succeeded, all on the run's clock.
+#[derive(Debug, Default, Clone)]
+pub struct FailoverClock {
+    pub crashed: Option<Time>,
+    pub promoted: Option<Time>,
+    pub first_push: Option<Time>,
+    pub first_pop: Option<Time>,
+    pub first_ack: Option<Time>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Op {
+    Push,
+    Pop,
+    Ack,
+}
+
 /// Orphaned by a purge: (partition, group) whose next messages no longer
 /// resolve, to be completed past with one big batch.
 #[derive(Debug, Clone)]
@@ -157,6 +200,7 @@ pub struct World {
     /// Every 5xx answer (with what it said), for the summary main.rs prints.
     pub server_errors: Mutex<Vec<String>>,
     fences: AtomicU64,
+    pub failover: Mutex<FailoverClock>,
 }
 
 impl World {
@@ -181,6 +225,7 @@ impl World {
             catch_up: Mutex::new(HashMap::new()),
             server_errors: Mutex::new(Vec::new()),
             fences: AtomicU64::new(0),
+            failover: Mutex::new(FailoverClock::default()),
         }
     }
 
@@ -347,6 +392,28 @@ impl World {
                 self.monitor_fresh.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
+        }
+    }
+
+    /// Marks the moment the primary is gone (failover mode).
+    pub fn crashed(&self, at: Time) {
+        self.failover.lock().unwrap().crashed = Some(at);
+    }
+
+    /// A request of kind `op` sent at `sent` succeeded: the first one sent
+    /// after the crash says when the broker was back for it.
+    pub fn succeeded(&self, op: Op, sent: Time) {
+        let mut clock = self.failover.lock().unwrap();
+        if clock.crashed.is_none_or(|crashed| sent < crashed) {
+            return;
+        }
+        let first = match op {
+            Op::Push => &mut clock.first_push,
+            Op::Pop => &mut clock.first_pop,
+            Op::Ack => &mut clock.first_ack,
+        };
+        if first.is_none() {
+            *first = Some(self.now());
         }
     }
 
