@@ -697,6 +697,25 @@ def test_max_size_refuses_what_does_not_fit() -> None:
     run(body)
 
 
+def test_a_namespace_pop_serves_the_higher_priority_queue_first() -> None:
+    # low sorts first by name and is created first: only priority puts high first.
+    ns = name("ns")
+    low, high = f"{ns}-a", f"{ns}-b"
+
+    async def body(client: Queen) -> None:
+        for queue, priority in ((low, 0), (high, 5)):
+            await client.queue(queue).namespace(ns).config({"priority": priority}).create()
+            await push_all(client, queue, payloads(2, queue))
+        for expected in (high, low):
+            got = await client.queue().namespace(ns).batch(2).wait(False).pop()
+            assert [m["queue"] for m in got] == [expected, expected], got
+            assert data(got) == payloads(2, expected)
+            assert (await client.ack(got))["success"] is True
+        assert await client.queue().namespace(ns).wait(False).pop() == []
+
+    run(body)
+
+
 def test_configure_refuses_an_option_it_does_not_know() -> None:
     queue = name()
 

@@ -2,6 +2,8 @@
 //! the gateway, answers come back as (status, JSON).
 
 use std::collections::BTreeSet;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
 use pgcursor_tests::{client, db, Gateway};
 use reqwest::{Method, RequestBuilder};
@@ -79,18 +81,38 @@ pub fn messages(answer: &Value) -> &Vec<Value> {
 
 /// Acks every message of a pop answer `completed` in one batch; asserts success.
 pub async fn ack_all(gw: &Gateway, answer: &Value) {
+    ack_all_as(gw, answer, "completed").await;
+}
+
+/// Acks every message of a pop answer with `status` in one batch; asserts
+/// each item's success and answers the result array.
+pub async fn ack_all_as(gw: &Gateway, answer: &Value, status: &str) -> Value {
     let acks: Vec<Value> = messages(answer)
         .iter()
         .map(|m| {
             json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                   "leaseId": m["leaseId"], "status": "completed"})
+                   "leaseId": m["leaseId"], "status": status})
         })
         .collect();
     let body = json!({"consumerGroup": answer["consumerGroup"], "acknowledgments": acks});
-    let (status, results) = post(gw, "/api/v1/ack/batch", &body).await;
-    assert_eq!(status, 200, "{results}");
+    let (code, results) = post(gw, "/api/v1/ack/batch", &body).await;
+    assert_eq!(code, 200, "{results}");
     for r in results.as_array().unwrap() {
         assert_eq!(r["success"], true, "{results}");
+    }
+    results
+}
+
+/// Polls `done` every 200 ms until it holds; fails naming `what` after `within`.
+pub async fn eventually<F, Fut>(what: &str, within: Duration, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    while !done().await {
+        assert!(Instant::now() < deadline, "{what}: not after {within:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -115,4 +137,16 @@ pub async fn stored_messages(queue: &str) -> i64 {
         .await
         .unwrap()
         .get(0)
+}
+
+/// Ages every message of `queue` by `seconds`, moving created_at back.
+pub async fn age_messages(queue: &str, seconds: i32) {
+    db().await
+        .execute(
+            "UPDATE pgcursor.messages m SET created_at = m.created_at - $2::int * interval '1 second'
+               FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = $1",
+            &[&queue, &seconds],
+        )
+        .await
+        .expect("age the messages");
 }

@@ -10,20 +10,9 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::broker::{
-    configure_queue, fresh_queue, get, messages, offsets, pop, post, push_n, request, send,
+    age_messages, configure_queue, fresh_queue, get, messages, offsets, pop, post, push_n, request,
+    send,
 };
-
-/// Ages every message of `queue` by `seconds` (the lag figures count whole seconds).
-async fn age_messages(queue: &str, seconds: i32) {
-    db().await
-        .execute(
-            "UPDATE pgcursor.messages m SET created_at = m.created_at - $2::int * interval '1 second'
-               FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = $1",
-            &[&queue, &seconds],
-        )
-        .await
-        .expect("age the messages");
-}
 
 /// Where the group stands on (queue, partition), straight from the database
 /// (its row, or the one its subscription will write: `cursor_rows()`).

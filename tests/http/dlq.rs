@@ -9,14 +9,20 @@ use crate::broker::{fresh_queue, get, keys, post, push_n};
 
 /// Dead-letters offset `offset` (transactionId `<partition>-<offset>`) of
 /// (queue, partition) for `group` with an explicit dlq ack.
-async fn kill(gw: &Gateway, partition_id: &str, partition: &str, group: &str, offset: usize) {
+pub(crate) async fn kill(
+    gw: &Gateway,
+    partition_id: &str,
+    partition: &str,
+    group: &str,
+    offset: usize,
+) {
     let ack = json!({"transactionId": format!("{partition}-{offset}"), "partitionId": partition_id,
                      "consumerGroup": group, "status": "dlq", "error": format!("bad {offset}")});
     let (status, answer) = post(gw, "/api/v1/ack", &ack).await;
     assert_eq!((status, &answer[0]["dlq"]), (200, &json!(true)), "{answer}");
 }
 
-async fn listing(gw: &Gateway, query: &str) -> Value {
+pub(crate) async fn listing(gw: &Gateway, query: &str) -> Value {
     let (status, body) = get(gw, &format!("/api/v1/dlq?{query}")).await;
     assert_eq!(status, 200, "{query}: {body}");
     body

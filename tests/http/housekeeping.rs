@@ -1,12 +1,12 @@
 //! The gateway's housekeeping clock: it purges on its own, and never while
 //! another run holds the advisory lock.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pgcursor_tests::{db, Gateway};
 use serde_json::json;
 
-use crate::broker::{fresh_queue, post};
+use crate::broker::{eventually, fresh_queue, post};
 
 /// `pgcursor_internal.housekeeping_lock()` (sql/90_housekeeping.sql, documented in docs/sql-api.md).
 const HOUSEKEEPING_LOCK: i64 = 0x7067_6375_5f68_6b31;
@@ -35,14 +35,8 @@ async fn index_rows(queue: &str) -> i64 {
 
 /// Polls until the queue's index rows are gone, for at most `within`.
 async fn wait_purged(queue: &str, within: Duration) {
-    let deadline = Instant::now() + within;
-    while index_rows(queue).await > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "index rows of {queue} still there after {within:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let what = format!("the index rows of {queue} purged");
+    eventually(&what, within, || async { index_rows(queue).await == 0 }).await;
 }
 
 #[tokio::test]

@@ -25,6 +25,7 @@ mod produce_consume;
 mod queue_options;
 mod resilience;
 mod resources;
+mod retention;
 mod routes;
 mod status;
 mod traces;

@@ -552,7 +552,7 @@ async fn seconds_until(instant: &Value) -> f64 {
 }
 
 #[tokio::test]
-async fn lease_extend_with_no_body_uses_the_lease_time_and_seconds_otherwise() {
+async fn lease_extend_without_seconds_gives_60_s_never_shortening_and_seconds_otherwise() {
     let gw = Gateway::start().await;
     let queue = fresh_queue("lease");
     let config = json!({"queue": queue, "options": {"leaseTime": 120}});
@@ -583,7 +583,23 @@ async fn lease_extend_with_no_body_uses_the_lease_time_and_seconds_otherwise() {
         "{body}"
     );
     let left = seconds_until(&body["newExpiresAt"]).await;
-    assert!((110.0..=121.0).contains(&left), "{left}");
+    assert!(
+        (110.0..=121.0).contains(&left),
+        "60 s would shorten the 120 s lease: it is kept, {left}"
+    );
+    // With less than 60 s left, the same call gives 60 s, not the leaseTime's 120.
+    let lease_id: Uuid = lease.parse().unwrap();
+    db().await
+        .execute(
+            "UPDATE pgcursor.cursors SET lease_expires_at = now() + interval '5 s' WHERE lease_id = $1",
+            &[&lease_id],
+        )
+        .await
+        .unwrap();
+    let (status, body) = send(client().post(gw.url(&path))).await;
+    assert_eq!((status, &body["success"]), (200, &json!(true)), "{body}");
+    let left = seconds_until(&body["newExpiresAt"]).await;
+    assert!((55.0..=61.0).contains(&left), "60 s, not 120: {left}");
 
     let (status, body) = post(&gw, &path, &json!({"seconds": 1000})).await;
     assert_eq!((status, &body["success"]), (200, &json!(true)));

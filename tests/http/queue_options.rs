@@ -1,14 +1,16 @@
 //! The queue options Queen's clients send, each enforced (docs/http-api.md,
 //! Queue options): delayedProcessing, windowBuffer, maxSize; configure
 //! refusing an unknown option; subscriptionMode and empty queue names as
-//! Queen reads them; message_id; the 60-second lease extension default.
+//! Queen reads them; message_id; the 60-second lease extension default;
+//! retryLimit over HTTP acks; priority in namespace pops. (The retention
+//! options: retention.rs.)
 
 use std::time::Duration;
 
 use pgcursor_tests::{db, Gateway};
 use serde_json::{json, Value};
 
-use crate::broker::{fresh_queue, get, messages, offsets, pop, post, push_n};
+use crate::broker::{ack_all_as, fresh_queue, get, messages, offsets, pop, post, push_n};
 
 async fn configure(gw: &Gateway, queue: &str, options: Value) -> Value {
     let (status, body) = post(
@@ -195,7 +197,10 @@ async fn subscription_mode_follows_queens_rule_and_empty_queue_names_work() {
         assert!(messages(&answer).is_empty(), "{mode}: starts at the head");
     }
     push_n(&gw, &queue, "x", 1).await;
-    // The empty name is a name (Queen's rule): push, pop through the selection route, ack.
+    // The empty name is a name (Queen's rule): push, configure, read back, ack.
+    // Not popped here: neither HTTP pop route can name "" (the path needs a
+    // segment; the selection route reads `queue=` as absent). pgTAP pops it
+    // through pgcursor.pop (25_queue_options.sql).
     let (status, pushed) = post(
         &gw,
         "/api/v1/push",
@@ -209,6 +214,21 @@ async fn subscription_mode_follows_queens_rule_and_empty_queue_names_work() {
     );
     let (status, _) = post(&gw, "/api/v1/configure", &json!({"queue": ""})).await;
     assert_eq!(status, 200);
+    let (pid, tx) = (&pushed[0]["partitionId"], &pushed[0]["transactionId"]);
+    let detail = format!(
+        "/api/v1/messages/{}/{}",
+        pid.as_str().unwrap(),
+        tx.as_str().unwrap()
+    );
+    let (status, shown) = get(&gw, &detail).await;
+    assert_eq!((status, &shown["queue"]), (200, &json!("")), "{shown}");
+    let ack = json!({"transactionId": tx, "partitionId": pid, "status": "completed"});
+    let (status, acked) = post(&gw, "/api/v1/ack", &ack).await;
+    assert_eq!(
+        (status, &acked[0]["success"]),
+        (200, &json!(true)),
+        "{acked}"
+    );
 }
 
 #[tokio::test]
@@ -272,4 +292,76 @@ async fn a_lease_extension_without_seconds_extends_by_60_seconds() {
         (55.0..=61.0).contains(&left),
         "a 2-second lease renewed with no body lasts ~60 s, not 2: {left}"
     );
+}
+
+#[tokio::test]
+async fn a_configured_retry_limit_is_spent_by_failed_acks_then_the_message_is_dead_lettered() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("retry");
+    configure(&gw, &queue, json!({"retryLimit": 2})).await;
+    push_n(&gw, &queue, "Default", 2).await;
+    let dlq = format!("/api/v1/dlq?queue={queue}");
+    for call in 1..=2 {
+        let popped = pop(&gw, &queue, "batch=1").await;
+        assert_eq!(offsets(&popped), vec![1], "failed call {call} redelivers");
+        let results = ack_all_as(&gw, &popped, "failed").await;
+        assert_eq!(results[0]["dlq"], false, "call {call}: {results}");
+        assert_eq!(
+            get(&gw, &dlq).await.1["total"],
+            0,
+            "nothing dead-lettered yet"
+        );
+    }
+    let popped = pop(&gw, &queue, "batch=1").await;
+    assert_eq!(
+        offsets(&popped),
+        vec![1],
+        "the budget of 2 is spent, not yet past"
+    );
+    let results = ack_all_as(&gw, &popped, "failed").await;
+    assert_eq!(
+        results[0]["dlq"], true,
+        "the third failure dead-letters: {results}"
+    );
+    let (_, dead) = get(&gw, &dlq).await;
+    assert_eq!(dead["total"], 1, "{dead}");
+    assert_eq!(
+        (
+            &dead["messages"][0]["offset"],
+            &dead["messages"][0]["retryCount"]
+        ),
+        (&json!(1), &json!(2)),
+        "{dead}"
+    );
+    assert_eq!(
+        offsets(&pop(&gw, &queue, "batch=1").await),
+        vec![2],
+        "the queue moves on"
+    );
+}
+
+#[tokio::test]
+async fn a_namespace_pop_serves_the_higher_priority_queue_first() {
+    let gw = Gateway::start().await;
+    let ns = fresh_queue("prio");
+    // low sorts first by name, is created first and has the older partition
+    // id: only its priority puts it second.
+    let (low, high) = (format!("{ns}-a"), format!("{ns}-b"));
+    for (queue, priority) in [(&low, 0), (&high, 5)] {
+        let body = json!({"queue": queue, "namespace": ns, "options": {"priority": priority}});
+        assert_eq!(post(&gw, "/api/v1/configure", &body).await.0, 200);
+        push_n(&gw, queue, "Default", 2).await;
+    }
+    let path = format!("/api/v1/pop?namespace={ns}&batch=2");
+    for expected in [&high, &low] {
+        let (status, answer) = get(&gw, &path).await;
+        assert_eq!(status, 200, "{answer}");
+        let queues: Vec<&str> = messages(&answer)
+            .iter()
+            .map(|m| m["queue"].as_str().unwrap())
+            .collect();
+        assert_eq!(queues, [expected.as_str(); 2], "{answer}");
+        crate::broker::ack_all(&gw, &answer).await;
+    }
+    assert!(messages(&get(&gw, &path).await.1).is_empty());
 }

@@ -3,7 +3,7 @@
 -- lease extension default and maintenance mode. Ages are made by moving
 -- created_at back: now() does not move inside this one transaction.
 BEGIN;
-SELECT plan(26);
+SELECT plan(30);
 
 CREATE FUNCTION pg_temp.push(q text, n int, part text DEFAULT 'Default') RETURNS jsonb LANGUAGE sql AS $$
     SELECT pgcursor.push(jsonb_build_object('items', (
@@ -81,8 +81,30 @@ SELECT is(pg_temp.offs(pg_temp.pop('t25s', '{"consumerGroup": "g2", "subscriptio
           '{1,2}', 'from_beginning: all');
 SELECT is(pg_temp.offs(pg_temp.pop('t25s', '{"consumerGroup": "g3", "subscriptionMode": ""}')), '{1,2}',
           'an empty mode: all');
-SELECT is(pgcursor.push('{"items": [{"queue": "", "payload": 1}]}') -> 0 ->> 'status', 'queued',
-          'the empty string is a queue name');
+SELECT is(pgcursor.push('{"items": [{"queue": "", "payload": 1, "transactionId": "t25-empty"}]}') -> 0 ->> 'status',
+          'queued', 'the empty string is a queue name');
+SELECT is((SELECT count(*)::int FROM jsonb_array_elements(
+              pgcursor.pop('{"queue": "", "batch": 1000, "consumerGroup": "t25e"}') -> 'messages') m
+            WHERE m ->> 'transactionId' = 't25-empty' AND m ->> 'queue' = ''), 1,
+          '... and pops by that name');
+
+-- priority: a namespace pop serves the higher-priority queue first. t25pa
+-- sorts first by name and has the older partition: only priority puts t25pb first.
+SELECT FROM pgcursor.configure('{"queue": "t25pa", "namespace": "ns25p", "options": {"priority": 0}}');
+SELECT FROM pgcursor.configure('{"queue": "t25pb", "namespace": "ns25p", "options": {"priority": 5}}');
+SELECT FROM pg_temp.push('t25pa', 2);
+SELECT FROM pg_temp.push('t25pb', 2);
+CREATE FUNCTION pg_temp.popped_queues(answer jsonb) RETURNS text[] LANGUAGE sql AS $$
+    SELECT coalesce(array_agg(m ->> 'queue' ORDER BY k), '{}')  -- in answer order
+      FROM jsonb_array_elements(answer -> 'messages') WITH ORDINALITY AS x(m, k)
+$$;
+SELECT is(pg_temp.popped_queues(pgcursor.pop('{"namespace": "ns25p", "batch": 2, "autoAck": true}')),
+          '{t25pb,t25pb}', 'priority: the priority-5 queue first');
+SELECT is(pg_temp.popped_queues(pgcursor.pop('{"namespace": "ns25p", "batch": 2, "autoAck": true}')),
+          '{t25pa,t25pa}', 'then the priority-0 queue');
+SELECT is(pg_temp.popped_queues(pgcursor.pop('{"namespace": "ns25p", "batch": 10, "consumerGroup": "t25pg",
+                                                 "partitions": 2}')),
+          '{t25pb,t25pb,t25pa,t25pa}', 'one pop over both: the higher priority''s messages first');
 
 -- extend_lease without seconds: 60 s, whatever the queue's leaseTime.
 SELECT FROM pgcursor.configure('{"queue": "t25l", "options": {"leaseTime": 2}}');

@@ -91,9 +91,12 @@ SELECT is((SELECT max(lease_expires_at) FROM pgcursor.cursors WHERE lease_id = l
           'rows extended') FROM l;
 SELECT is(pgcursor.extend_lease(jsonb_build_object('leaseId', lease, 'seconds', 5)) -> 'newExpiresAt',
           to_jsonb(pgcursor_internal.rfc3339_utc(now() + interval '1000 s')), 'never shortens a lease') FROM l;
+-- No seconds: 60 s, whatever the leaseTime (120 here, so the two differ).
 UPDATE pgcursor.cursors SET lease_expires_at = now() + interval '1 s' WHERE lease_id = (SELECT lease FROM l);
+UPDATE pgcursor.queues SET lease_time = 120 WHERE name = 't30';
 SELECT is((pgcursor.extend_lease(jsonb_build_object('leaseId', lease)) ->> 'newExpiresAt')::timestamptz,
-          now() + interval '60 s', 'default: the queue''s leaseTime') FROM l;
+          now() + interval '60 s', 'no seconds: now + 60 s, not the queue''s leaseTime (120)') FROM l;
+UPDATE pgcursor.queues SET lease_time = 60 WHERE name = 't30';
 UPDATE pgcursor.cursors SET lease_expires_at = now() - interval '1 s' WHERE lease_id = (SELECT lease FROM l);
 SELECT is(pgcursor.extend_lease(jsonb_build_object('leaseId', lease, 'seconds', 100)),
           jsonb_build_object('leaseId', lease, 'success', false, 'newExpiresAt', NULL, 'renewed', 0,
