@@ -78,7 +78,7 @@ pub struct Args {
     /// Messages waiting in (h)'s large queue (the small one has 1,000)
     #[arg(long, default_value_t = 1_000_000)]
     pub backlog: u64,
-    /// ≈20 s development run: short windows, no extra batch sizes, writes to <out>/quick
+    /// ≈40 s development run: short windows, no extra batch sizes, (h) at 100,000 messages, writes to <out>/quick
     #[arg(long)]
     pub quick: bool,
     /// Load pg_stat_statements (top statements of every run, in latest.md) and
