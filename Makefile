@@ -74,7 +74,7 @@ bench: deps
 	cargo build --release -p gateway -p bench
 	target/release/bench $(BENCH_ARGS)
 
-# The same in ≈20 s, for development: writes bench/results/quick/.
+# The same in ≈40 s, for development: writes bench/results/quick/.
 bench-quick: deps
 	cargo build --release -p gateway -p bench
 	target/release/bench --quick $(BENCH_ARGS)

@@ -7,6 +7,10 @@
 //! (docs/ack-contract.md §1: acking the last message finishes the batch). pgmq has no cursor and archives or
 //! deletes every id. `pgcursor-sql-every-item` acks each message instead,
 //! for comparison (not in the default set).
+//!
+//! Fan-out (i): a pgcursor broker can read for a consumer group (`in_group`);
+//! pgmq has none, so its producer side is `PgmqFanOut`, sending every batch
+//! to one queue per group.
 
 use deadpool_postgres::Pool;
 use serde::Serialize;
@@ -50,6 +54,8 @@ pub enum Broker {
         pool: Pool,
         queue: String,
         ack_every_item: bool,
+        /// None: queue mode (pgcursor's default group).
+        group: Option<String>,
     },
     PgcursorHttp {
         http: reqwest::Client,
@@ -61,12 +67,16 @@ pub enum Broker {
         queue: String,
         archive: bool,
     },
+    /// Producer side only: every batch goes to each of `queues`.
+    PgmqFanOut { pool: Pool, queues: Vec<String> },
 }
 
 /// What a pop handed out, and what its ack needs.
 pub enum Delivery {
     Pgcursor {
         partition_id: String,
+        /// The partition's name (`p3`): where a scenario puts messages back.
+        partition: String,
         lease_id: String,
         transaction_ids: Vec<String>,
     },
@@ -82,6 +92,14 @@ impl Delivery {
                 transaction_ids, ..
             } => transaction_ids.len(),
             Delivery::Pgmq { ids } => ids.len(),
+        }
+    }
+
+    /// The pgcursor partition's name (`p3`); pgmq has none.
+    pub fn partition(&self) -> Option<&str> {
+        match self {
+            Delivery::Pgcursor { partition, .. } => Some(partition),
+            Delivery::Pgmq { .. } => None,
         }
     }
 }
@@ -113,6 +131,7 @@ impl Broker {
                 pool: pool.clone(),
                 queue,
                 ack_every_item: system == System::PgcursorSqlEveryItem,
+                group: None,
             },
             System::PgcursorHttp => Broker::PgcursorHttp {
                 http: reqwest::Client::new(),
@@ -133,6 +152,25 @@ impl Broker {
                 }
             }
         })
+    }
+
+    /// The same pgcursor queue, read by consumer group `group`: every group
+    /// gets every message (SQL only).
+    pub fn in_group(&self, group: String) -> Result<Broker> {
+        match self {
+            Broker::PgcursorSql {
+                pool,
+                queue,
+                ack_every_item,
+                ..
+            } => Ok(Broker::PgcursorSql {
+                pool: pool.clone(),
+                queue: queue.clone(),
+                ack_every_item: *ack_every_item,
+                group: Some(group),
+            }),
+            _ => Err("consumer groups: pgcursor through SQL only".into()),
+        }
     }
 
     /// One batch into one partition (pgmq has no partitions: its one queue).
@@ -167,14 +205,38 @@ impl Broker {
                     false => Err(format!("send_batch returned {} ids", ids.len()).into()),
                 }
             }
+            Broker::PgmqFanOut { pool, queues } => {
+                // One statement, so one transaction and one commit for all
+                // the copies: pgmq's cheapest way to fan a batch out.
+                let client = pool.get().await?;
+                let statement = client
+                    .prepare_cached(
+                        "SELECT count(*) FROM unnest($1::text[]) q, \
+                         LATERAL pgmq.send_batch(q, $2::jsonb[])",
+                    )
+                    .await?;
+                let n: i64 = client
+                    .query_one(&statement, &[queues, &payloads])
+                    .await?
+                    .get(0);
+                match n as usize == payloads.len() * queues.len() {
+                    true => Ok(()),
+                    false => Err(format!("fan-out send_batch returned {n} ids").into()),
+                }
+            }
         }
     }
 
     /// Up to `batch` messages, payloads included; `None` when nothing is ready.
     pub async fn pop(&self, batch: usize) -> Result<Option<Delivery>> {
         match self {
-            Broker::PgcursorSql { pool, queue, .. } => {
-                let request = json!({"queue": queue, "batch": batch});
+            Broker::PgcursorSql {
+                pool, queue, group, ..
+            } => {
+                let mut request = json!({"queue": queue, "batch": batch});
+                if let Some(group) = group {
+                    request["consumerGroup"] = json!(group);
+                }
                 let client = pool.get().await?;
                 let statement = client
                     .prepare_cached("SELECT pgcursor.pop($1::jsonb)")
@@ -205,6 +267,7 @@ impl Broker {
                     .collect();
                 Ok((!ids.is_empty()).then_some(Delivery::Pgmq { ids }))
             }
+            Broker::PgmqFanOut { .. } => Err("a fan-out producer does not pop".into()),
         }
     }
 
@@ -215,12 +278,14 @@ impl Broker {
                 Broker::PgcursorSql {
                     pool,
                     ack_every_item,
+                    group,
                     ..
                 },
                 Delivery::Pgcursor {
                     partition_id,
                     lease_id,
                     transaction_ids,
+                    ..
                 },
             ) => {
                 let items: Vec<Value> = acked(transaction_ids, *ack_every_item)
@@ -228,8 +293,11 @@ impl Broker {
                     .enumerate()
                     .map(|(index, t)| json!({"index": index, "transactionId": t, "status": "completed", "error": null}))
                     .collect();
-                let request =
+                let mut request =
                     json!({"partitionId": partition_id, "leaseId": lease_id, "items": items});
+                if let Some(group) = group {
+                    request["consumerGroup"] = json!(group);
+                }
                 let client = pool.get().await?;
                 let statement = client
                     .prepare_cached("SELECT pgcursor.ack_group($1::jsonb)")
@@ -242,6 +310,7 @@ impl Broker {
                     partition_id,
                     lease_id,
                     transaction_ids,
+                    ..
                 },
             ) => {
                 let items: Vec<Value> = acked(transaction_ids, false)
@@ -288,6 +357,8 @@ fn acked(transaction_ids: &[String], every_item: bool) -> &[String] {
     }
 }
 
+/// Partition `n` of a queue is named `p<n>` (here, in `load::seed` and in
+/// every scenario).
 fn push_request(queue: &str, partition: usize, payloads: &[Value]) -> Value {
     let partition = format!("p{partition}");
     let items: Vec<Value> = payloads
@@ -297,11 +368,19 @@ fn push_request(queue: &str, partition: usize, payloads: &[Value]) -> Value {
     json!({ "items": items })
 }
 
+/// `n` from a partition name `p<n>`, as `push` takes it.
+pub fn partition_number(name: &str) -> Result<usize> {
+    name.strip_prefix('p')
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("not a bench partition name: {name:?}").into())
+}
+
 /// A pop answer; all messages of a one-partition pop share partition and lease.
 fn pgcursor_delivery(answer: Value) -> Option<Delivery> {
     let messages = answer["messages"].as_array().filter(|m| !m.is_empty())?;
     Some(Delivery::Pgcursor {
         partition_id: answer["partitionId"].as_str()?.to_string(),
+        partition: answer["partition"].as_str()?.to_string(),
         lease_id: answer["leaseId"].as_str()?.to_string(),
         transaction_ids: messages
             .iter()

@@ -160,8 +160,12 @@ pub fn histogram() -> Histogram<u64> {
 }
 
 pub fn record(h: &mut Histogram<u64>, since: Instant) {
-    let us = since.elapsed().as_micros().clamp(1, 60_000_000) as u64;
-    h.saturating_record(us);
+    h.saturating_record(micros(since.elapsed()));
+}
+
+/// A duration in µs, within the histograms' bounds.
+pub fn micros(d: Duration) -> u64 {
+    d.as_micros().clamp(1, 60_000_000) as u64
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -192,20 +196,25 @@ pub fn payload(bytes: usize) -> Value {
 }
 
 /// Pushes `per_partition` messages into each of `partitions` partitions
-/// (`p0`, `p1`, ...) of `queue` through `pgcursor.push`, 1000 per call, with
-/// transactionIds `o1`, `o2`, ... equal to their offsets. Returns the
-/// partition ids in partition order.
+/// (`p0`, `p1`, ...) of `queue` through `pgcursor.push`, `per_call` per call
+/// and the partitions in parallel (as many at once as the pool has
+/// connections), with transactionIds `o1`, `o2`, ... equal to their offsets.
+/// Returns the partition ids in partition order.
 pub async fn seed(
     pool: &Pool,
     queue: &str,
     partitions: usize,
     per_partition: u64,
+    per_call: u64,
     payload: &Value,
 ) -> Result<Vec<String>> {
     let tasks = (0..partitions).map(|p| {
         let pool = pool.clone();
         let (queue, payload) = (queue.to_string(), payload.clone());
-        tokio::spawn(async move { seed_partition(&pool, &queue, p, per_partition, &payload).await })
+        let per_call = per_call.max(1);
+        tokio::spawn(async move {
+            seed_partition(&pool, &queue, p, per_partition, per_call, &payload).await
+        })
     });
     let mut ids = Vec::new();
     for task in futures::future::join_all(tasks).await {
@@ -219,13 +228,14 @@ async fn seed_partition(
     queue: &str,
     p: usize,
     per_partition: u64,
+    per_call: u64,
     payload: &Value,
 ) -> Result<String> {
     let client = pool.get().await?;
     let mut id = String::new();
     let mut next = 1;
     while next <= per_partition {
-        let last = (next + 999).min(per_partition);
+        let last = (next + per_call - 1).min(per_partition);
         let items: Vec<Value> = (next..=last)
             .map(|o| json!({"queue": queue, "partition": format!("p{p}"), "payload": payload, "transactionId": format!("o{o}")}))
             .collect();

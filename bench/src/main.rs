@@ -24,7 +24,9 @@ use serde::Serialize;
 use crate::brokers::{Broker, System};
 use crate::cluster::Cluster;
 use crate::cpu::Probe;
-use crate::scenario::{ack_cost, ack_throughput, end_to_end, first_pop, step_cost};
+use crate::scenario::{
+    ack_cost, ack_throughput, backlog, end_to_end, fan_out, first_pop, step_cost,
+};
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 pub type Result<T> = std::result::Result<T, Error>;
@@ -33,7 +35,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[command(
     name = "bench",
     about = "pgcursor benchmarks: ack throughput, end to end vs pgmq, ack cost, \
-             a new group's first pop"
+             a new group's first pop, backlog independence, fan-out vs pgmq"
 )]
 pub struct Args {
     /// Measured seconds per system, split over the rounds
@@ -66,13 +68,17 @@ pub struct Args {
     /// Messages seeded per partition for (a); workers start over with a new group
     #[arg(long, default_value_t = 5000)]
     pub ack_seed: u64,
-    /// Timed calls per batch size for (c), and cycles per system for (f)
+    /// Timed calls per batch size for (c), cycles per system for (f), and
+    /// pop+ack cycles per queue for (h)
     #[arg(long, default_value_t = 300)]
     pub cost_iterations: usize,
     /// Timed fresh consumer groups per partition count and subscription variant (g)
     #[arg(long, default_value_t = 15)]
     pub first_pop_groups: usize,
-    /// ≈20 s development run: short windows, no extra batch sizes, writes to <out>/quick
+    /// Messages waiting in (h)'s large queue (the small one has 1,000)
+    #[arg(long, default_value_t = 1_000_000)]
+    pub backlog: u64,
+    /// ≈40 s development run: short windows, no extra batch sizes, (h) at 100,000 messages, writes to <out>/quick
     #[arg(long)]
     pub quick: bool,
     /// Load pg_stat_statements (top statements of every run, in latest.md) and
@@ -91,8 +97,9 @@ pub struct Args {
     #[arg(long, default_value_t = 2)]
     pub rounds: u32,
     /// Only these scenarios (a = ack throughput, b = end to end, c = ack cost,
-    /// f = cost per step against the floor, g = a new group's first pop)
-    #[arg(long, value_delimiter = ',', default_value = "a,b,c,f,g")]
+    /// f = cost per step against the floor, g = a new group's first pop,
+    /// h = backlog independence, i = fan-out to 10 consumer groups)
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,f,g,h,i")]
     pub only: Vec<String>,
     /// SQL files run after the gateway's bootstrap, to measure a proposed
     /// change to a function without editing sql/ (e.g. --apply /tmp/fix.sql)
@@ -132,6 +139,7 @@ impl Args {
             self.ack_seed = self.ack_seed.min(1000);
             self.cost_iterations = self.cost_iterations.min(40);
             self.first_pop_groups = self.first_pop_groups.min(5);
+            self.backlog = self.backlog.min(100_000);
             self.rounds = 1;
             self.out = self.out.join("quick");
         }
@@ -214,6 +222,7 @@ async fn run(args: &Args) -> Result<()> {
         args,
         warmup: Duration::from_secs_f64(args.warmup),
         duration: Duration::from_secs_f64(args.duration),
+        url: &cluster.url,
         pool: load::pool(&cluster.url, args.pool_size)?,
         gateway: &gateway,
         postmaster: cluster.postmaster_pid().ok_or("no postmaster.pid")?,
@@ -235,6 +244,13 @@ async fn run(args: &Args) -> Result<()> {
     if args.runs("g") {
         bench.first_pop(&admin, &mut report).await?;
     }
+    if args.runs("i") {
+        bench.fan_out(&mut report).await?;
+    }
+    // Last: its million messages stay in the tables every scenario shares.
+    if args.runs("h") {
+        bench.backlog(&mut report).await?;
+    }
     report.finish(started.elapsed());
     drop(bench);
     drop(gateway);
@@ -251,6 +267,8 @@ struct Bench<'a> {
     args: &'a Args,
     warmup: Duration,
     duration: Duration,
+    /// The cluster, for scenarios that need pools of their own size.
+    url: &'a str,
     /// The bench's own SQL pool (same size as the gateway's).
     pool: deadpool_postgres::Pool,
     gateway: &'a Gateway,
@@ -272,6 +290,7 @@ impl Bench<'_> {
             "bench-ack",
             args.partitions,
             args.ack_seed,
+            1000,
             &self.payload,
         )
         .await?;
@@ -332,15 +351,16 @@ impl Bench<'_> {
                 let broker =
                     Broker::new(system, &self.pool, Some(&self.gateway.base), queue).await?;
                 let gateway = (system == System::PgcursorHttp).then(|| self.gateway.pid());
-                systems.push((system, broker, Probe::new(self.postmaster, gateway)));
+                let sides = end_to_end::Sides::shared(broker, args.consumers);
+                systems.push((system, sides, Probe::new(self.postmaster, gateway)));
             }
             let setup = end_to_end::Setup {
                 batch,
                 producers: args.producers,
-                consumers: args.consumers,
                 partitions: args.partitions,
                 payload: self.payload.clone(),
                 max_backlog: (batch * args.consumers * 8) as u64,
+                groups: 1,
             };
             let names: Vec<_> = args.systems.iter().map(|s| s.name()).collect();
             say(&format!(
@@ -348,21 +368,10 @@ impl Bench<'_> {
                 names.join(", ")
             ));
             self.gateway.reset_peak_rss();
-            let mut runs = Vec::new();
-            if args.profile {
-                for system in systems {
-                    self.profiler.reset().await?;
-                    let name = system.0.name();
-                    runs.extend(
-                        end_to_end::compare(&[system], &setup, self.warmup, duration, 1).await?,
-                    );
-                    self.profiler
-                        .collect(&format!("b: {name} batch {batch}"), report)
-                        .await?;
-                }
-            } else {
-                runs = end_to_end::compare(&systems, &setup, self.warmup, duration, rounds).await?;
-            }
+            let label = format!("b batch {batch}");
+            let runs = self
+                .compare(systems, &setup, (duration, rounds), &label, report)
+                .await?;
             // Only the HTTP system's slices make the gateway work.
             let peak = self.gateway.peak_rss_kb();
             for mut run in runs {
@@ -375,6 +384,83 @@ impl Bench<'_> {
         Ok(())
     }
 
+    /// (b)'s loops on `systems` in turns; with --profile one system at a
+    /// time, each profiled apart (as `<label>: <system>`).
+    async fn compare(
+        &self,
+        systems: Vec<(System, end_to_end::Sides, Probe)>,
+        setup: &end_to_end::Setup,
+        (duration, rounds): (Duration, u32),
+        label: &str,
+        report: &mut report::Report,
+    ) -> Result<Vec<end_to_end::E2eRun>> {
+        if !self.args.profile {
+            return end_to_end::compare(&systems, setup, self.warmup, duration, rounds).await;
+        }
+        let mut runs = Vec::new();
+        for system in systems {
+            self.profiler.reset().await?;
+            let name = system.0.name();
+            runs.extend(end_to_end::compare(&[system], setup, self.warmup, duration, 1).await?);
+            self.profiler
+                .collect(&format!("{label}: {name}"), report)
+                .await?;
+        }
+        Ok(runs)
+    }
+
+    /// (i) on a pool of its own: a connection per producer and consumer.
+    async fn fan_out(&self, report: &mut report::Report) -> Result<()> {
+        let args = self.args;
+        let pool = load::pool(self.url, fan_out::connections(args.producers))?;
+        let mut systems = Vec::new();
+        for system in fan_out::SYSTEMS {
+            let sides = fan_out::sides(system, &pool).await?;
+            systems.push((system, sides, Probe::new(self.postmaster, None)));
+        }
+        let setup = end_to_end::Setup {
+            batch: args.batch,
+            producers: args.producers,
+            partitions: args.partitions,
+            payload: self.payload.clone(),
+            max_backlog: (args.batch * args.consumers * 8) as u64,
+            groups: fan_out::GROUPS as u64,
+        };
+        say(&format!(
+            "(i) fan-out to {} consumer groups, batch {}: pgcursor vs pgmq, {} round(s)",
+            fan_out::GROUPS,
+            args.batch,
+            args.rounds
+        ));
+        let runs = self
+            .compare(systems, &setup, (self.duration, args.rounds), "i", report)
+            .await?;
+        report.fan_out(runs);
+        Ok(())
+    }
+
+    /// (h): seeded through the bench's pool, timed on one connection of its own.
+    async fn backlog(&self, report: &mut report::Report) -> Result<()> {
+        let args = self.args;
+        say(&format!(
+            "(h) backlog: seeding {} and {} messages over {} partitions, then pop+ack",
+            args.backlog,
+            backlog::SMALL,
+            backlog::PARTITIONS
+        ));
+        let setup = backlog::Setup {
+            large: args.backlog,
+            batch: args.batch,
+            cycles: args.cost_iterations,
+            payload: self.payload.clone(),
+        };
+        let timed = load::pool(self.url, 1)?;
+        let seeded = backlog::seed_both(&self.pool, &timed, &setup).await?;
+        self.profiler.reset().await?;
+        report.backlog(backlog::time(seeded, &setup).await?);
+        self.profiler.collect("h: backlog", report).await
+    }
+
     /// (c) on one connection of its own.
     async fn ack_cost(
         &self,
@@ -383,7 +469,7 @@ impl Bench<'_> {
     ) -> Result<()> {
         let batches = [10, 100, 1000];
         say("(c) ack cost: the last offset of a batch of 10, 100, 1000");
-        load::seed(&self.pool, ack_cost::queue(), 1, 1000, &self.payload).await?;
+        load::seed(&self.pool, ack_cost::queue(), 1, 1000, 1000, &self.payload).await?;
         self.profiler.reset().await?;
         report.ack_cost(ack_cost::run(client, &batches, self.args.cost_iterations).await?);
         self.profiler.collect("c: ack cost", report).await

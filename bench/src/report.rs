@@ -12,7 +12,9 @@ use crate::machine::{Machine, Postgres};
 use crate::profile::Statement;
 use crate::scenario::ack_cost::AckCost;
 use crate::scenario::ack_throughput::AckRun;
+use crate::scenario::backlog::Backlogs;
 use crate::scenario::end_to_end::E2eRun;
+use crate::scenario::fan_out;
 use crate::scenario::first_pop::{FirstPops, Variant};
 use crate::scenario::step_cost::StepCost;
 use crate::{Args, Result};
@@ -21,6 +23,10 @@ use crate::{Args, Result};
 const RSS_LIMIT_KB: u64 = 30 * 1024;
 /// (g): a new group's first pop at the most partitions over the fewest, p50.
 const FIRST_POP_LIMIT: f64 = 2.0;
+/// (h): pop+ack p50 with the large backlog over with the small one.
+const BACKLOG_LIMIT: f64 = 1.5;
+/// (i): pgcursor's deliveries/s over pgmq's, fanning out to the groups.
+const FAN_OUT_TARGET: f64 = 5.0;
 
 #[derive(Debug, Serialize)]
 pub struct Stamp {
@@ -69,6 +75,11 @@ pub struct Report {
     pub ack_cost: Vec<AckCost>,
     pub step_cost: Vec<StepCost>,
     pub first_pop: FirstPops,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<Backlogs>,
+    /// (i): `measured.done` counts a message once per group that acked it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fan_out: Vec<E2eRun>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub profile: Vec<Profiled>,
 }
@@ -94,6 +105,8 @@ impl Report {
             ack_cost: Vec::new(),
             step_cost: Vec::new(),
             first_pop: FirstPops::default(),
+            backlog: None,
+            fan_out: Vec::new(),
             profile: Vec::new(),
         }
     }
@@ -124,6 +137,14 @@ impl Report {
         self.first_pop = runs;
     }
 
+    pub fn backlog(&mut self, backlogs: Backlogs) {
+        self.backlog = Some(backlogs);
+    }
+
+    pub fn fan_out(&mut self, runs: Vec<E2eRun>) {
+        self.fan_out = runs;
+    }
+
     pub fn profile(&mut self, run: &str, top_statements: Vec<Statement>) {
         self.profile.push(Profiled {
             run: run.to_string(),
@@ -134,19 +155,8 @@ impl Report {
     /// Judges every target.
     pub fn finish(&mut self, wall: Duration) {
         self.stamp.wall_seconds = wall.as_secs_f64();
-        let rate = |runs: &[E2eRun], system, batch| {
-            runs.iter()
-                .find(|r| r.system == system && r.batch == batch)
-                .map(|r| r.measured.per_second)
-        };
-        let runs = self.end_to_end.clone();
-        for run in &mut self.end_to_end {
-            let ours = run.measured.per_second;
-            run.vs_pgmq_archive =
-                rate(&runs, System::PgmqArchive, run.batch).map(|t| ours / t.max(1e-9));
-            run.vs_pgmq_delete =
-                rate(&runs, System::PgmqDelete, run.batch).map(|t| ours / t.max(1e-9));
-        }
+        versus_pgmq(&mut self.end_to_end);
+        versus_pgmq(&mut self.fan_out);
         let mut targets = Vec::new();
         if let Some(a) = &self.ack_throughput {
             targets.push(judge(
@@ -320,7 +330,66 @@ impl Report {
                 ));
             }
         }
+        targets.extend(self.backlog_target());
+        targets.extend(self.fan_out_targets());
         self.targets = targets;
+    }
+
+    /// (h): pop+ack p50, the large backlog over the small one.
+    fn backlog_target(&self) -> Option<Target> {
+        let b = self.backlog.as_ref()?;
+        let (small, large) = (b.runs.first()?, b.runs.last()?);
+        let ratio = large.cycle.p50_us as f64 / small.cycle.p50_us.max(1) as f64;
+        Some(judge(
+            "h",
+            format!(
+                "pop+ack of {} with {} / {} messages waiting: p50 ({:.2} / {:.2} ms; p99 {:.2} / {:.2} ms)",
+                b.batch,
+                large.waiting,
+                small.waiting,
+                ms(large.cycle.p50_us),
+                ms(small.cycle.p50_us),
+                ms(large.cycle.p99_us),
+                ms(small.cycle.p99_us)
+            ),
+            ratio,
+            "<= 1.5",
+            ratio <= BACKLOG_LIMIT,
+        ))
+    }
+
+    /// (i): deliveries/s against pgmq's, judged; producer msgs/s reported.
+    fn fan_out_targets(&self) -> Vec<Target> {
+        let run = |system| self.fan_out.iter().find(|r| r.system == system);
+        let (Some(ours), Some(theirs)) = (run(System::PgcursorSql), run(System::PgmqDelete)) else {
+            return Vec::new();
+        };
+        let ratio = ours.measured.per_second / theirs.measured.per_second.max(1e-9);
+        vec![
+            judge(
+                "i",
+                format!(
+                    "fan-out to {} groups: pgcursor SQL / pgmq read→delete (a queue per group), deliveries/s ({:.0} / {:.0})",
+                    fan_out::GROUPS,
+                    ours.measured.per_second,
+                    theirs.measured.per_second
+                ),
+                ratio,
+                ">= 5.0",
+                ratio >= FAN_OUT_TARGET,
+            ),
+            info(
+                "i",
+                format!(
+                    "fan-out: producer msgs/s, pgcursor / pgmq ({:.0} / {:.0}; PostgreSQL cores {:.2} / {:.2})",
+                    ours.measured.pushed_per_second,
+                    theirs.measured.pushed_per_second,
+                    ours.measured.cores.postgres,
+                    theirs.measured.cores.postgres
+                ),
+                ours.measured.pushed_per_second / theirs.measured.pushed_per_second.max(1e-9),
+            ),
+        ]
     }
 
     pub fn write(&self, out: &Path) -> Result<()> {
@@ -332,7 +401,7 @@ impl Report {
             serde_json::to_string_pretty(self)? + "\n",
         )?;
         std::fs::write(out.join("latest.md"), markdown)?;
-        crate::chart::throughput(&self.end_to_end, &out.join("throughput.svg"))?;
+        crate::chart::throughput(&self.end_to_end, &self.fan_out, &out.join("throughput.svg"))?;
         eprintln!(
             "bench: wrote {}/latest.{{json,md}} and throughput.svg",
             out.display()
@@ -523,6 +592,9 @@ impl Report {
             );
         }
 
+        self.backlog_markdown(&mut md);
+        self.fan_out_markdown(&mut md);
+
         for p in &self.profile {
             let _ = writeln!(md, "\n### pg_stat_statements: {}\n", p.run);
             let _ = writeln!(
@@ -542,6 +614,94 @@ impl Report {
             }
         }
         md
+    }
+
+    fn backlog_markdown(&self, md: &mut String) {
+        let Some(b) = &self.backlog else {
+            return;
+        };
+        let _ = writeln!(
+            md,
+            "\n## (h) Backlog independence: pop + ack of {} (SQL, one connection) by messages waiting over {} partitions\n",
+            b.batch, b.partitions
+        );
+        let _ = writeln!(md, "| waiting | cycles | pop+ack p50 ms | p99 ms | max ms | pop p50 ms | ack p50 ms |\n|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &b.runs {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                r.waiting,
+                r.cycle.count,
+                ms(r.cycle.p50_us),
+                ms(r.cycle.p99_us),
+                ms(r.cycle.max_us),
+                ms(r.pop.p50_us),
+                ms(r.ack.p50_us)
+            );
+        }
+        let _ = writeln!(
+            md,
+            "\nSeeding (untimed for the target): {} messages through `pgcursor.push` in {:.1} s ({:.0} msgs/s); \
+             VACUUM (ANALYZE) and CHECKPOINT after it, {:.1} s. Each popped batch is pushed back, untimed, \
+             so the backlog stays as seeded; both queues share the tables.",
+            b.seed_messages,
+            b.seed_seconds,
+            b.seed_messages as f64 / b.seed_seconds.max(1e-9),
+            b.settle_seconds
+        );
+    }
+
+    fn fan_out_markdown(&self, md: &mut String) {
+        if self.fan_out.is_empty() {
+            return;
+        }
+        let a = &self.args;
+        let _ = writeln!(
+            md,
+            "\n## (i) Fan-out: {} consumer groups each consuming everything, {} producers, batch {}\n",
+            fan_out::GROUPS,
+            a.producers,
+            a.batch
+        );
+        let _ = writeln!(md, "pgcursor: one queue of {} partitions, a consumerGroup per group. pgmq: a queue per group, each batch sent to all of them in one statement, read→delete. Deliveries count a message once per group that acked it.\n", a.partitions);
+        let _ = writeln!(md, "| system | deliveries/s | vs pgmq | producer msgs/s | push p50/p99 ms | pop p50/p99 ms | ack p50/p99 ms | cores pg | bench cores | machine cores | deliveries/s per pg core |\n|---|---:|---:|---:|---|---|---|---:|---:|---:|---:|");
+        for r in &self.fan_out {
+            let c = &r.measured.cores;
+            let _ = writeln!(
+                md,
+                "| {} | {:.0} | {} | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} | {:.2} | {:.2} | {:.0} |",
+                r.name,
+                r.measured.per_second,
+                r.vs_pgmq_delete.map_or("-".to_string(), |v| format!("{v:.2}")),
+                r.measured.pushed_per_second,
+                ms(r.push.p50_us),
+                ms(r.push.p99_us),
+                ms(r.pop.p50_us),
+                ms(r.pop.p99_us),
+                ms(r.ack.p50_us),
+                ms(r.ack.p99_us),
+                c.postgres,
+                c.bench,
+                c.machine,
+                r.per_broker_core()
+            );
+        }
+    }
+}
+
+/// Sets each run's msgs/s over pgmq's at the same batch size, in one list.
+fn versus_pgmq(runs: &mut [E2eRun]) {
+    let rate = |runs: &[E2eRun], system, batch| {
+        runs.iter()
+            .find(|r: &&E2eRun| r.system == system && r.batch == batch)
+            .map(|r| r.measured.per_second)
+    };
+    let all = runs.to_vec();
+    for run in runs.iter_mut() {
+        let ours = run.measured.per_second;
+        run.vs_pgmq_archive =
+            rate(&all, System::PgmqArchive, run.batch).map(|t| ours / t.max(1e-9));
+        run.vs_pgmq_delete = rate(&all, System::PgmqDelete, run.batch).map(|t| ours / t.max(1e-9));
     }
 }
 

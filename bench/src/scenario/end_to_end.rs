@@ -4,6 +4,10 @@
 //! are pushed but not yet acked, so every system is measured in a steady
 //! state with a shallow queue rather than with an ever-growing one.
 //! Consumers that find nothing sleep 2 ms (same rule for every system).
+//!
+//! (i) fan-out runs the same loops with other `Sides`: the producers' broker
+//! feeds several consumer groups, each consumer reads for one of them, and a
+//! message counts once per group that acked it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,11 +25,31 @@ use crate::Result;
 pub struct Setup {
     pub batch: usize,
     pub producers: usize,
-    pub consumers: usize,
     /// pgcursor partitions the producers spread over (pgmq: one queue).
     pub partitions: usize,
     pub payload: Value,
+    /// Producers pause while a group has this many messages pushed but not acked.
     pub max_backlog: u64,
+    /// Consumer groups that each get every message: 1 in (b).
+    pub groups: u64,
+}
+
+/// Who pushes and who pops. In (b) one broker both ways; in (i) the
+/// producers' broker feeds every group and each consumer reads for one.
+#[derive(Clone)]
+pub struct Sides {
+    pub producer: Broker,
+    pub consumers: Vec<Broker>,
+}
+
+impl Sides {
+    /// `consumers` tasks popping from the queue the producers push to.
+    pub fn shared(broker: Broker, consumers: usize) -> Sides {
+        Sides {
+            consumers: vec![broker.clone(); consumers],
+            producer: broker,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -55,7 +79,7 @@ impl E2eRun {
 /// each (after its own warm-up), so drift on a shared machine and the
 /// growing tables hit all alike. A system keeps its queue across rounds.
 pub async fn compare(
-    systems: &[(System, Broker, Probe)],
+    systems: &[(System, Sides, Probe)],
     setup: &Setup,
     warmup: Duration,
     duration: Duration,
@@ -71,9 +95,9 @@ pub async fn compare(
         })
         .collect();
     for _ in 0..rounds {
-        for (i, (_, broker, probe)) in systems.iter().enumerate() {
+        for (i, (_, sides, probe)) in systems.iter().enumerate() {
             let (measured, latencies) =
-                slice(broker, setup, probe, warmup, duration / rounds).await?;
+                slice(sides, setup, probe, warmup, duration / rounds).await?;
             slices[i].0.push(measured);
             for (all, one) in slices[i].1.iter_mut().zip(latencies) {
                 all.add(one)?;
@@ -100,7 +124,7 @@ pub async fn compare(
 
 /// One measured slice: latencies of push, pop (that delivered) and ack.
 async fn slice(
-    broker: &Broker,
+    sides: &Sides,
     setup: &Setup,
     probe: &Probe,
     warmup: Duration,
@@ -110,32 +134,16 @@ async fn slice(
     let batch = Arc::new(vec![setup.payload.clone(); setup.batch]);
     let producers: Vec<_> = (0..setup.producers)
         .map(|i| {
-            let (broker, window, counters) = (broker.clone(), window.clone(), counters.clone());
-            let (batch, partitions, producers) = (batch.clone(), setup.partitions, setup.producers);
-            let max_backlog = setup.max_backlog;
-            tokio::spawn(async move {
-                let mut latency = load::histogram();
-                let mut partition = i;
-                while !window.stopped() {
-                    let pushed = counters.pushed.load(Ordering::Relaxed);
-                    if pushed.saturating_sub(counters.done.load(Ordering::Relaxed)) > max_backlog {
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                        continue;
-                    }
-                    let started = Instant::now();
-                    broker.push(partition % partitions, &batch).await?;
-                    if window.measuring() {
-                        load::record(&mut latency, started);
-                    }
-                    Counters::add(&counters.pushed, batch.len() as u64);
-                    partition += producers;
-                }
-                Ok::<_, crate::Error>(latency)
-            })
+            let (broker, window, counters) =
+                (sides.producer.clone(), window.clone(), counters.clone());
+            let (batch, pace) = (batch.clone(), Pace::of(setup, i));
+            tokio::spawn(async move { produce(&broker, &batch, pace, &window, &counters).await })
         })
         .collect();
-    let consumers: Vec<_> = (0..setup.consumers)
-        .map(|_| {
+    let consumers: Vec<_> = sides
+        .consumers
+        .iter()
+        .map(|broker| {
             let (broker, window, counters) = (broker.clone(), window.clone(), counters.clone());
             let batch = setup.batch;
             tokio::spawn(async move { consume(&broker, batch, &window, &counters).await })
@@ -153,6 +161,63 @@ async fn slice(
         ack.add(a)?;
     }
     Ok((measured, [push, pop, ack]))
+}
+
+/// Where one producer pushes, and when it waits.
+#[derive(Clone, Copy)]
+struct Pace {
+    /// Partitions `first`, `first + step`, ... modulo `partitions`.
+    first: usize,
+    step: usize,
+    partitions: usize,
+    max_backlog: u64,
+    groups: u64,
+}
+
+impl Pace {
+    fn of(setup: &Setup, producer: usize) -> Pace {
+        Pace {
+            first: producer,
+            step: setup.producers,
+            partitions: setup.partitions,
+            max_backlog: setup.max_backlog,
+            groups: setup.groups.max(1),
+        }
+    }
+
+    /// Messages pushed and not yet acked, per group (`done` counts a
+    /// message once per group that acked it).
+    fn backlog(&self, counters: &Counters) -> u64 {
+        let pushed = counters.pushed.load(Ordering::Relaxed);
+        pushed.saturating_sub(counters.done.load(Ordering::Relaxed) / self.groups)
+    }
+}
+
+/// Pushes `batch` until told to stop, pausing while the backlog is over
+/// `max_backlog`; push latencies during the measured window.
+async fn produce(
+    broker: &Broker,
+    batch: &[Value],
+    pace: Pace,
+    window: &Window,
+    counters: &Counters,
+) -> Result<Histogram<u64>> {
+    let mut latency = load::histogram();
+    let mut partition = pace.first;
+    while !window.stopped() {
+        if pace.backlog(counters) > pace.max_backlog {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            continue;
+        }
+        let started = Instant::now();
+        broker.push(partition % pace.partitions, batch).await?;
+        if window.measuring() {
+            load::record(&mut latency, started);
+        }
+        Counters::add(&counters.pushed, batch.len() as u64);
+        partition += pace.step;
+    }
+    Ok(latency)
 }
 
 /// Pops and acks until told to stop; latencies of pops that delivered
