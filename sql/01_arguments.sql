@@ -25,45 +25,11 @@ BEGIN
     RETURN req ->> key;
 END $$;
 
--- A positive integer (JSON number or digit string); absent or null = dflt.
-CREATE OR REPLACE FUNCTION pgcursor_internal.positive_int_arg(req jsonb, key text, dflt integer)
-RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-    v jsonb := req -> key;
-    n numeric;
-BEGIN
-    IF v IS NULL OR v = 'null'::jsonb THEN
-        RETURN dflt;
-    END IF;
-    IF jsonb_typeof(v) = 'number' THEN
-        n := v::numeric;
-    ELSIF jsonb_typeof(v) = 'string' AND (v #>> '{}') ~ '^\s*[0-9]{1,10}\s*$' THEN
-        n := (v #>> '{}')::numeric;
-    END IF;
-    IF n IS NULL OR n <> trunc(n) OR n < 1 OR n > 2147483647 THEN
-        RAISE EXCEPTION '% must be a positive integer', key USING ERRCODE = '22023';
-    END IF;
-    RETURN n::integer;
-END $$;
-
--- A non-negative integer (JSON number or digit string); absent or null = dflt.
-CREATE OR REPLACE FUNCTION pgcursor_internal.non_negative_int_arg(req jsonb, key text, dflt integer)
-RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    IF req -> key IS NULL OR req -> key = 'null' THEN
-        RETURN dflt;
-    ELSIF req -> key = '0' OR req -> key = '"0"' THEN
-        RETURN 0;
-    END IF;
-    RETURN pgcursor_internal.positive_int_arg(req, key, dflt);
-EXCEPTION WHEN invalid_parameter_value THEN
-    RAISE EXCEPTION '% must be a non-negative integer', key USING ERRCODE = '22023';
-END $$;
-
--- A non-negative bigint (JSON number or digit string), such as an offset or
--- a count; absent or null = NULL. The error names `label` (default key).
-CREATE OR REPLACE FUNCTION pgcursor_internal.non_negative_bigint_arg(req jsonb, key text, label text DEFAULT NULL)
-RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+-- An integer field (JSON number or digit string) from lowest to highest;
+-- absent or null = NULL. Anything else raises 22023 "<label> must be <what>".
+CREATE OR REPLACE FUNCTION pgcursor_internal.integer_arg(
+    req jsonb, key text, lowest numeric, highest numeric, label text, what text)
+RETURNS numeric LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     v jsonb := req -> key;
     n numeric;
@@ -76,11 +42,33 @@ BEGIN
     ELSIF jsonb_typeof(v) = 'string' AND (v #>> '{}') ~ '^\s*[0-9]{1,19}\s*$' THEN
         n := (v #>> '{}')::numeric;
     END IF;
-    IF n IS NULL OR n <> trunc(n) OR n < 0 OR n > 9223372036854775807 THEN
-        RAISE EXCEPTION '% must be a non-negative integer', coalesce(label, key) USING ERRCODE = '22023';
+    IF n IS NULL OR n <> trunc(n) OR n < lowest OR n > highest THEN
+        RAISE EXCEPTION '% must be %', label, what USING ERRCODE = '22023';
     END IF;
-    RETURN n::bigint;
+    RETURN n;
 END $$;
+
+-- A positive integer (JSON number or digit string); absent or null = dflt.
+CREATE OR REPLACE FUNCTION pgcursor_internal.positive_int_arg(req jsonb, key text, dflt integer)
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(pgcursor_internal.integer_arg(req, key, 1, 2147483647, key, 'a positive integer')::integer,
+                    dflt)
+$$;
+
+-- A non-negative integer (JSON number or digit string); absent or null = dflt.
+CREATE OR REPLACE FUNCTION pgcursor_internal.non_negative_int_arg(req jsonb, key text, dflt integer)
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(pgcursor_internal.integer_arg(req, key, 0, 2147483647, key, 'a non-negative integer')::integer,
+                    dflt)
+$$;
+
+-- A non-negative bigint (JSON number or digit string), such as an offset or
+-- a count; absent or null = NULL. The error names `label` (default key).
+CREATE OR REPLACE FUNCTION pgcursor_internal.non_negative_bigint_arg(req jsonb, key text, label text DEFAULT NULL)
+RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+    SELECT pgcursor_internal.integer_arg(req, key, 0, 9223372036854775807, coalesce(label, key),
+                                         'a non-negative integer')::bigint
+$$;
 
 -- A boolean (JSON boolean or "true"/"false"); absent or null = dflt.
 CREATE OR REPLACE FUNCTION pgcursor_internal.bool_arg(req jsonb, key text, dflt boolean)

@@ -10,17 +10,13 @@ use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use serde_json::Value;
-use tokio::time::{interval_at, Instant, MissedTickBehavior};
 use tracing::{debug, info, warn};
 
-/// Starts the clock on the current runtime. The first run comes one
-/// interval after startup, not at once: restarts do not stampede.
+/// Starts the clock on the current runtime (`crate::clock::every`).
 pub fn spawn(pool: Pool, every: Duration) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut ticks = interval_at(Instant::now() + every, every);
-        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
+    crate::clock::every(every, move || {
+        let pool = pool.clone();
+        async move {
             match run_once(&pool).await {
                 Ok(Some(counts)) => log_counts(&counts),
                 Ok(None) => debug!("housekeeping skipped: another gateway holds the lock"),

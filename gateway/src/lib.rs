@@ -4,6 +4,7 @@
 pub mod app;
 pub mod auth;
 pub mod body;
+pub mod clock;
 pub mod config;
 pub mod cors;
 pub mod db;

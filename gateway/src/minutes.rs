@@ -15,7 +15,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use deadpool_postgres::Pool;
 use serde_json::{json, Map, Value};
-use tokio::time::{interval_at, Instant, MissedTickBehavior};
 use tracing::warn;
 use uuid::Uuid;
 
@@ -178,11 +177,9 @@ pub async fn flush(pool: &Pool) -> Result<(), String> {
 
 /// Flushes every `every`, the first one `every` after startup.
 pub fn spawn(pool: Pool, every: Duration) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut ticks = interval_at(Instant::now() + every, every);
-        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
+    crate::clock::every(every, move || {
+        let pool = pool.clone();
+        async move {
             if let Err(why) = flush(&pool).await {
                 warn!("flushing the gateway's per-minute figures failed: {why}");
             }

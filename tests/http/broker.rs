@@ -139,6 +139,29 @@ pub async fn stored_messages(queue: &str) -> i64 {
         .get(0)
 }
 
+/// One column of every stored message of `queue` (`column` is an
+/// expression over `messages m` and `partitions p`), in partition then
+/// offset order, straight from the database.
+pub async fn stored_column<T: tokio_postgres::types::FromSqlOwned>(
+    queue: &str,
+    column: &str,
+) -> Vec<T> {
+    db().await
+        .query(
+            &format!(
+                "SELECT {column} FROM pgcursor.messages m
+                   JOIN pgcursor.partitions p ON p.id = m.partition_id
+                  WHERE p.queue = $1 ORDER BY p.name, m.msg_offset"
+            ),
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
 /// Ages every message of `queue` by `seconds`, moving created_at back.
 pub async fn age_messages(queue: &str, seconds: i32) {
     db().await

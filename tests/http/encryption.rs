@@ -8,7 +8,7 @@ use pgcursor_tests::{db, Gateway, GatewayConfig};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::broker::{fresh_queue, get, keys, messages, pop, post, stored_messages};
+use crate::broker::{fresh_queue, get, keys, messages, pop, post, stored_column, stored_messages};
 
 const KEY: &str = "8f3a1c5e7b9d2f4a6c8e0b1d3f5a7c9e2b4d6f8a0c1e3b5d7f9a2c4e6b8d0f1a";
 
@@ -38,18 +38,7 @@ async fn configure_encrypted(gw: &Gateway, queue: &str) {
 
 /// The payloads stored for `queue`, in offset order, straight from the database.
 async fn stored_payloads(queue: &str) -> Vec<Value> {
-    db().await
-        .query(
-            "SELECT m.payload FROM pgcursor.messages m
-               JOIN pgcursor.partitions p ON p.id = m.partition_id
-              WHERE p.queue = $1 ORDER BY p.name, m.msg_offset",
-            &[&queue],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect()
+    stored_column(queue, "m.payload").await
 }
 
 /// An envelope as Queen stores it, not holding `secret` in the clear.

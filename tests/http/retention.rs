@@ -11,7 +11,9 @@ use std::time::Duration;
 use pgcursor_tests::{db, Gateway};
 use serde_json::{json, Value};
 
-use crate::broker::{age_messages, eventually, fresh_queue, get, offsets, post, push_n};
+use crate::broker::{
+    age_messages, eventually, fresh_queue, get, offsets, post, push_n, stored_column,
+};
 use crate::dlq::{kill, listing};
 
 /// Several runs, and another test holding the lock for a while meanwhile.
@@ -30,18 +32,7 @@ async fn configure(gw: &Gateway, queue: &str, options: Value) -> String {
 
 /// The queue's stored messages as "partition:offset", sorted (from the database).
 async fn stored(queue: &str) -> Vec<String> {
-    db().await
-        .query(
-            "SELECT p.name || ':' || m.msg_offset FROM pgcursor.messages m
-               JOIN pgcursor.partitions p ON p.id = m.partition_id
-              WHERE p.queue = $1 ORDER BY p.name, m.msg_offset",
-            &[&queue],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect()
+    stored_column(queue, "p.name || ':' || m.msg_offset").await
 }
 
 /// The queue's messages as GET /api/v1/messages lists them (any age), sorted like `stored`.
