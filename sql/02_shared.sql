@@ -115,33 +115,50 @@ $$;
 
 -- Writes the rows cursor_rows() shows for pending subscriptions (of group
 -- grp, or all) and marks the subscriptions complete. Housekeeping runs it
--- for all, a seek for its group (it moves rows, so they must exist). The
--- subscriptions are locked first: a push that creates a partition meanwhile
--- marks them pending again once this commits, so no partition is missed.
-CREATE OR REPLACE FUNCTION pgcursor_internal.materialize_cursors(grp text DEFAULT NULL)
+-- for all, a seek and a delete for their group (they move or count rows), a
+-- pop that looked at every partition of a queue for its group (so the next
+-- pops need not look again). The subscriptions are locked first and only
+-- those are written: a push that creates a partition meanwhile marks them
+-- pending again once this commits, so no partition is missed. With
+-- skip_locked, subscriptions another session is writing are left to it (a
+-- pop must not wait on a writer that may be waiting on the pop's own rows).
+CREATE OR REPLACE FUNCTION pgcursor_internal.materialize_cursors(
+    grp text DEFAULT NULL, skip_locked boolean DEFAULT false)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
-    made bigint;
+    groups text[];
+    queues text[];
+    made   bigint;
 BEGIN
-    PERFORM FROM pgcursor.subscriptions s
-     WHERE s.cursor_rows = 'pending' AND (grp IS NULL OR s.consumer_group = grp)
-     ORDER BY s.consumer_group, s.queue
-       FOR UPDATE;
-    IF NOT FOUND THEN
+    IF skip_locked THEN
+        SELECT array_agg(x.consumer_group), array_agg(x.queue) INTO groups, queues
+          FROM (SELECT s.consumer_group, s.queue FROM pgcursor.subscriptions s
+                 WHERE s.cursor_rows = 'pending' AND (grp IS NULL OR s.consumer_group = grp)
+                 ORDER BY s.consumer_group, s.queue
+                   FOR UPDATE SKIP LOCKED) x;
+    ELSE
+        SELECT array_agg(x.consumer_group), array_agg(x.queue) INTO groups, queues
+          FROM (SELECT s.consumer_group, s.queue FROM pgcursor.subscriptions s
+                 WHERE s.cursor_rows = 'pending' AND (grp IS NULL OR s.consumer_group = grp)
+                 ORDER BY s.consumer_group, s.queue
+                   FOR UPDATE) x;
+    END IF;
+    IF groups IS NULL THEN
         RETURN 0;
     END IF;
     INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
     SELECT p.id, s.consumer_group, pgcursor_internal.start_cursor(p, s)
-      FROM pgcursor.subscriptions s
+      FROM unnest(groups, queues) k(consumer_group, queue)
+      JOIN pgcursor.subscriptions s ON s.consumer_group = k.consumer_group AND s.queue = k.queue
       JOIN pgcursor.partitions p ON p.queue = s.queue
-     WHERE s.cursor_rows = 'pending' AND (grp IS NULL OR s.consumer_group = grp)
-       AND NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
+     WHERE NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
                         WHERE c.partition_id = p.id AND c.consumer_group = s.consumer_group)
      ORDER BY p.id, s.consumer_group  -- partition order, as every writer of new rows
     ON CONFLICT DO NOTHING;
     GET DIAGNOSTICS made = ROW_COUNT;
     UPDATE pgcursor.subscriptions s SET cursor_rows = 'complete'
-     WHERE s.cursor_rows = 'pending' AND (grp IS NULL OR s.consumer_group = grp);
+      FROM unnest(groups, queues) k(consumer_group, queue)
+     WHERE s.consumer_group = k.consumer_group AND s.queue = k.queue;
     RETURN made;
 END $$;
 

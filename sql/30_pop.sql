@@ -122,6 +122,7 @@ DECLARE
     start bigint;
     made  integer;
     left_ integer := n;
+    looked_at_all boolean := false;
 BEGIN
     FOR sub IN SELECT s.* FROM unnest(pending) WITH ORDINALITY x(queue, ord)
                  JOIN pgcursor.subscriptions s ON s.consumer_group = grp AND s.queue = x.queue
@@ -144,7 +145,14 @@ BEGIN
             EXIT WHEN left_ <= 0;
         END LOOP;
         EXIT WHEN left_ <= 0;
+        looked_at_all := true;
     END LOOP;
+    -- Every partition of a queue looked at: write the group's remaining rows
+    -- now (set-based), or every later pop would look at them all again
+    -- until housekeeping does (a quiet queue, a group in mode new).
+    IF looked_at_all THEN
+        PERFORM pgcursor_internal.materialize_cursors(grp, skip_locked => true);
+    END IF;
     RETURN n - left_;
 END $$;
 

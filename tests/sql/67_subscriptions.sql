@@ -5,7 +5,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(39);
+SELECT plan(42);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.sub(q text, grp text) RETURNS text LANGUAGE sql AS $$
@@ -171,6 +171,22 @@ SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67k
 SELECT is((SELECT c.cursor FROM pgcursor.cursors c
             WHERE c.partition_id = pg_temp.pid('t67k', 'k') AND c.consumer_group = 'late'), 3::bigint,
           '... its row written at the head it subscribed at');
+
+-- A group in mode new on a quiet queue: its first pop writes no row; its
+-- second looks at every partition, finds nothing new, and writes the rows
+-- then, so later pops need not look again.
+SELECT pg_temp.push('t67q', 'a', 1, 'qa'), pg_temp.push('t67q', 'b', 1, 'qb'), pg_temp.push('t67q', 'c', 1, 'qc');
+UPDATE pgcursor.messages m SET created_at = pg_temp.ago(600)
+  FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = 't67q';
+SELECT FROM pgcursor.pop('{"queue":"t67q","consumerGroup":"quiet","subscriptionMode":"new"}');
+SELECT is((SELECT count(*)::int FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
+            WHERE p.queue = 't67q' AND c.consumer_group = 'quiet'), 0, 'mode new, first pop: no row written');
+SELECT is(pgcursor.pop('{"queue":"t67q","consumerGroup":"quiet"}') -> 'messages', '[]', 'second pop: nothing new');
+SELECT is((SELECT string_agg(p.name || '@' || c.cursor, ' ' ORDER BY p.name) || ' ' || s.cursor_rows
+             FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
+             JOIN pgcursor.subscriptions s ON s.queue = p.queue AND s.consumer_group = c.consumer_group
+            WHERE p.queue = 't67q' AND c.consumer_group = 'quiet' GROUP BY s.cursor_rows),
+          'a@1 b@1 c@1 complete', '... having looked at every partition, it wrote the rows, at the head');
 
 SELECT * FROM finish();
 ROLLBACK;
