@@ -19,8 +19,20 @@ use crate::scenario::first_pop::{FirstPops, Variant};
 use crate::scenario::step_cost::StepCost;
 use crate::{Args, Result};
 
-/// (d): the gateway's peak RSS must stay under this many kB.
+/// (d): the gateway's peak RSS must stay under this many kB at `--batch`,
+/// and under the second at the extra batch sizes.
 const RSS_LIMIT_KB: u64 = 30 * 1024;
+const RSS_LIMIT_EXTRA_KB: u64 = 40 * 1024;
+/// (b): pgcursor SQL over pgmq read→archive and read→delete at `--batch`,
+/// and over read→delete at batch 1000; pgcursor HTTP over pgcursor SQL.
+const E2E_VS_ARCHIVE: f64 = 1.5;
+const E2E_VS_DELETE: f64 = 1.2;
+const E2E_VS_DELETE_AT_1000: f64 = 1.0;
+const HTTP_VS_SQL: f64 = 0.9;
+/// (f): pgcursor's one-connection cycle over its floor, and the floor's
+/// "put a batch in" over pgmq's send_batch (a message costs one heap row).
+const CYCLE_OVER_FLOOR: f64 = 1.3;
+const FLOOR_PUT_OVER_SEND: f64 = 1.2;
 /// (g): a new group's first pop at the most partitions over the fewest, p50.
 const FIRST_POP_LIMIT: f64 = 2.0;
 /// (h): pop+ack p50 with the large backlog over with the small one.
@@ -170,42 +182,49 @@ impl Report {
                 a.ratio >= 0.8,
             ));
         }
-        let e2e = |system| {
+        let e2e = |system, batch| {
             self.end_to_end
                 .iter()
-                .find(|r| r.system == system && r.batch == self.args.batch)
+                .find(|r| r.system == system && r.batch == batch)
         };
-        if let Some(ours) = e2e(System::PgcursorSql) {
-            for pgmq in [System::PgmqArchive, System::PgmqDelete] {
-                if let Some(theirs) = e2e(pgmq) {
-                    let ratio = ours.measured.per_second / theirs.measured.per_second.max(1e-9);
-                    targets.push(judge(
-                        "b",
-                        format!(
-                            "pgcursor SQL / {}, msgs/s ({:.0} / {:.0})",
-                            pgmq.name(),
-                            ours.measured.per_second,
-                            theirs.measured.per_second
-                        ),
-                        ratio,
-                        ">= 2.0",
-                        ratio >= 2.0,
-                    ));
-                }
-            }
-            if let (Some(http), Some(theirs)) =
-                (e2e(System::PgcursorHttp), e2e(System::PgmqArchive))
-            {
-                let ratio = http.measured.per_second / theirs.measured.per_second.max(1e-9);
-                targets.push(info(
+        let batch = self.args.batch;
+        let goals = [
+            (System::PgmqArchive, batch, E2E_VS_ARCHIVE),
+            (System::PgmqDelete, batch, E2E_VS_DELETE),
+            (System::PgmqDelete, 1000, E2E_VS_DELETE_AT_1000),
+        ];
+        for (pgmq, at, goal) in goals {
+            if let (Some(ours), Some(theirs)) = (e2e(System::PgcursorSql, at), e2e(pgmq, at)) {
+                let ratio = ours.measured.per_second / theirs.measured.per_second.max(1e-9);
+                targets.push(judge(
                     "b",
                     format!(
-                        "pgcursor HTTP / pgmq read→archive, msgs/s ({:.0})",
-                        http.measured.per_second
+                        "pgcursor SQL / {} at batch {at}, msgs/s ({:.0} / {:.0})",
+                        pgmq.name(),
+                        ours.measured.per_second,
+                        theirs.measured.per_second
                     ),
                     ratio,
+                    &format!(">= {goal:.1}"),
+                    ratio >= goal,
                 ));
             }
+        }
+        if let (Some(http), Some(sql)) = (
+            e2e(System::PgcursorHttp, batch),
+            e2e(System::PgcursorSql, batch),
+        ) {
+            let ratio = http.measured.per_second / sql.measured.per_second.max(1e-9);
+            targets.push(judge(
+                "b'",
+                format!(
+                    "pgcursor HTTP / pgcursor SQL at batch {batch}, msgs/s ({:.0} / {:.0})",
+                    http.measured.per_second, sql.measured.per_second
+                ),
+                ratio,
+                &format!(">= {HTTP_VS_SQL:.1}"),
+                ratio >= HTTP_VS_SQL,
+            ));
         }
         if let (Some(small), Some(large)) = (self.ack_cost.first(), self.ack_cost.last()) {
             let ratio = large.server.p50_us as f64 / small.server.p50_us.max(1) as f64;
@@ -232,13 +251,16 @@ impl Report {
                 .map(StepCost::cycle_p50_us)
         };
         if let (Some(floor), Some(ours)) = (cycle("floor"), cycle("pgcursor")) {
-            targets.push(info(
+            let ratio = ours as f64 / floor.max(1) as f64;
+            targets.push(judge(
                 "f",
                 format!(
                     "pgcursor's cycle over its floor, one connection ({ours} / {floor} µs per batch of {})",
                     self.args.batch
                 ),
-                ours as f64 / floor.max(1) as f64,
+                ratio,
+                &format!("<= {CYCLE_OVER_FLOOR:.1}"),
+                ratio <= CYCLE_OVER_FLOOR,
             ));
             for pgmq in [System::PgmqArchive, System::PgmqDelete] {
                 if let Some(theirs) = cycle(pgmq.name()) {
@@ -252,6 +274,22 @@ impl Report {
                     ));
                 }
             }
+        }
+        let put = |name: &str| {
+            self.step_cost
+                .iter()
+                .find(|c| c.system.starts_with(name))
+                .map(|c| c.server[0].p50_us)
+        };
+        if let (Some(floor), Some(send)) = (put("floor"), put(System::PgmqDelete.name())) {
+            let ratio = floor as f64 / send.max(1) as f64;
+            targets.push(judge(
+                "f",
+                format!("the floor's put a batch in over pgmq's send_batch ({floor} / {send} µs)"),
+                ratio,
+                &format!("<= {FLOOR_PUT_OVER_SEND:.1}"),
+                ratio <= FLOOR_PUT_OVER_SEND,
+            ));
         }
         let batch = self.args.batch;
         let peak = |target_batch: bool| {
@@ -277,10 +315,12 @@ impl Report {
             ));
         }
         if let Some(kb) = peak(false) {
-            targets.push(info(
+            targets.push(judge(
                 "d",
                 "gateway peak RSS during (b) at the extra batch sizes, MB".to_string(),
                 kb as f64 / 1024.0,
+                "<= 40",
+                kb <= RSS_LIMIT_EXTRA_KB,
             ));
         }
         for run in self
