@@ -71,9 +71,15 @@ BEGIN
     -- Groups subscribed to the queue get their rows on the new partition
     -- from materialize_cursors (sql/02_shared.sql). Not only 'complete'
     -- ones: one being materialized now is locked, this waits, and marks it
-    -- pending again after, so the new partition is not missed.
+    -- pending again after, so the new partition is not missed. Locked in
+    -- (group, queue) order, as materialize_cursors locks them: two pushes
+    -- creating partitions of one queue wait for each other, never deadlock.
     UPDATE pgcursor.subscriptions s SET cursor_rows = 'pending'
-     WHERE s.queue IN (SELECT made.queue FROM made) AND s.cursor_rows <> 'none';
+      FROM (SELECT x.consumer_group, x.queue FROM pgcursor.subscriptions x
+             WHERE x.queue IN (SELECT made.queue FROM made) AND x.cursor_rows <> 'none'
+             ORDER BY x.consumer_group, x.queue
+               FOR UPDATE) l
+     WHERE s.consumer_group = l.consumer_group AND s.queue = l.queue;
 END $$;
 
 -- Writes the items into the partitions the caller has locked: partition i
