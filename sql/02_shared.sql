@@ -130,19 +130,14 @@ DECLARE
     queues text[];
     made   bigint;
 BEGIN
-    IF skip_locked THEN
-        SELECT array_agg(x.consumer_group), array_agg(x.queue) INTO groups, queues
-          FROM (SELECT s.consumer_group, s.queue FROM pgcursor.subscriptions s
-                 WHERE s.cursor_rows = 'pending' AND (grp IS NULL OR s.consumer_group = grp)
-                 ORDER BY s.consumer_group, s.queue
-                   FOR UPDATE SKIP LOCKED) x;
-    ELSE
-        SELECT array_agg(x.consumer_group), array_agg(x.queue) INTO groups, queues
-          FROM (SELECT s.consumer_group, s.queue FROM pgcursor.subscriptions s
-                 WHERE s.cursor_rows = 'pending' AND (grp IS NULL OR s.consumer_group = grp)
-                 ORDER BY s.consumer_group, s.queue
-                   FOR UPDATE) x;
-    END IF;
+    EXECUTE format(
+        'SELECT array_agg(x.consumer_group), array_agg(x.queue)
+           FROM (SELECT s.consumer_group, s.queue FROM pgcursor.subscriptions s
+                  WHERE s.cursor_rows = ''pending'' AND ($1 IS NULL OR s.consumer_group = $1)
+                  ORDER BY s.consumer_group, s.queue
+                    FOR UPDATE %s) x',
+        CASE WHEN skip_locked THEN 'SKIP LOCKED' ELSE '' END)
+    INTO groups, queues USING grp;
     IF groups IS NULL THEN
         RETURN 0;
     END IF;

@@ -33,7 +33,7 @@ END $$;
 
 -- The queues a pop may draw from: `queue`, or every queue matching
 -- `namespace` and/or `task` (`partition` narrows a queue's pop to one of its
--- partitions: pop_partition).
+-- partitions).
 CREATE OR REPLACE FUNCTION pgcursor_internal.pop_queues(req jsonb)
 RETURNS text[] LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -52,12 +52,6 @@ BEGIN
                  WHERE (ns IS NULL OR q.namespace = ns) AND (tk IS NULL OR q.task = tk)
                  ORDER BY q.name);
 END $$;
-
--- The one partition a pop is narrowed to, or null for all of its queues'.
-CREATE OR REPLACE FUNCTION pgcursor_internal.pop_partition(req jsonb)
-RETURNS text LANGUAGE sql IMMUTABLE AS $$
-    SELECT pgcursor_internal.optional_text(req, 'partition')
-$$;
 
 -- Records the group's subscription on each queue it has none on (from the
 -- request's subscriptionMode/subscriptionFrom; wire-admin.md §11.10), and
@@ -239,7 +233,7 @@ DECLARE
     mode   text := pgcursor_internal.subscription_mode(req);
     since  timestamptz := pgcursor_internal.subscription_from(req);
     queues text[] := pgcursor_internal.pop_queues(req);
-    pname  text := pgcursor_internal.pop_partition(req);
+    pname  text := pgcursor_internal.optional_text(req, 'partition');
     lease  uuid := CASE WHEN auto THEN NULL ELSE pgcursor_internal.uuidv7() END;
     pending text[];
     want   integer := nparts;

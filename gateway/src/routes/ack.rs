@@ -371,9 +371,8 @@ async fn run_groups<'a>(
     Ok(outcomes)
 }
 
-/// The items' outcomes and errors, for the metrics (a read of the small
-/// fields of each answer; the answers themselves pass on unread).
-/// Tallies the outcomes for the metrics, and counts the request once per
+/// Tallies the outcomes for the metrics (a read of the small fields of each
+/// answer; the answers themselves pass on unread), and counts the request once per
 /// partition it touched, with each group's items and failed items, into
 /// the per-minute figures.
 fn tally(request: &AckRequest, outcomes: &Outcomes) -> crate::metrics::AckTally {
