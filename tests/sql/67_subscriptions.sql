@@ -5,7 +5,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(42);
+SELECT plan(44);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.sub(q text, grp text) RETURNS text LANGUAGE sql AS $$
@@ -171,6 +171,12 @@ SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67k
 SELECT is((SELECT c.cursor FROM pgcursor.cursors c
             WHERE c.partition_id = pg_temp.pid('t67k', 'k') AND c.consumer_group = 'late'), 3::bigint,
           '... its row written at the head it subscribed at');
+SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67k', 'k'), 'consumerGroup', 'stranger',
+                                                'items', '[{"transactionId":"k2"}]'::jsonb)) -> 0 ->> 'noop',
+          'false', 'a group that never popped the queue: acking 2 is not a no-op ...');
+SELECT is((SELECT c.cursor FROM pgcursor.cursors c
+            WHERE c.partition_id = pg_temp.pid('t67k', 'k') AND c.consumer_group = 'stranger'), 2::bigint,
+          '... its row started at 0, so 1..2 are completed');
 
 -- A group in mode new on a quiet queue: its first pop writes no row; its
 -- second looks at every partition, finds nothing new, and writes the rows
