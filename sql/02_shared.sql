@@ -93,6 +93,28 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
         p.id, CASE WHEN s.since IS NULL THEN 0 ELSE pgcursor_internal.cursor_before(p, s.since) END)
 $$;
 
+-- Serialises a change to which partitions a queue has (a push creating
+-- one, shared: pushes do not wait for each other) with a change to which
+-- groups are subscribed there (a pop recording or renewing a subscription,
+-- exclusive), for the queues given, in name order. Without it each can miss
+-- the other: a pop that sees no new partition writes its rows and marks its
+-- new subscription complete while the push, not seeing that subscription,
+-- cannot mark it pending, and the group never gets a row on the partition.
+-- With it the later one starts after the earlier commits, and sees it.
+CREATE OR REPLACE FUNCTION pgcursor_internal.lock_partition_set(queues text[], shared boolean)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    q text;
+BEGIN
+    FOR q IN SELECT DISTINCT x FROM unnest(queues) x ORDER BY x LOOP
+        IF shared THEN
+            PERFORM pg_advisory_xact_lock_shared(hashtextextended('partitions of ' || q, 0));
+        ELSE
+            PERFORM pg_advisory_xact_lock(hashtextextended('partitions of ' || q, 0));
+        END IF;
+    END LOOP;
+END $$;
+
 -- Every cursor row, and the rows pending subscriptions do not have yet (a
 -- group's first pop on a queue writes rows only on the partitions it claims,
 -- sql/30_pop.sql), as they will be written: where the subscription starts,

@@ -49,12 +49,15 @@ END $$;
 -- per pair. Keys are inserted in sorted order so concurrent pushes cannot deadlock.
 CREATE OR REPLACE FUNCTION pgcursor_internal.ensure_partitions(queues text[], names text[])
 RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    growing text[] := ARRAY(SELECT u.q FROM unnest(queues, names) u(q, n)
+                             WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p
+                                               WHERE p.queue = u.q AND p.name = u.n));
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM unnest(queues, names) u(q, n)
-                   WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p
-                                     WHERE p.queue = u.q AND p.name = u.n)) THEN
+    IF cardinality(growing) = 0 THEN
         RETURN;
     END IF;
+    PERFORM pgcursor_internal.lock_partition_set(growing, shared => true);
     INSERT INTO pgcursor.queues (name)
     SELECT DISTINCT q FROM unnest(queues) q
     WHERE NOT EXISTS (SELECT 1 FROM pgcursor.queues x WHERE x.name = q)

@@ -62,19 +62,25 @@ END $$;
 -- lack the group's row), by priority, then name: those add_claimable_cursors
 -- looks at. Not those subscribed here in mode new: nothing in them can be
 -- new to the group yet. The usual case (subscribed, rows complete) costs
--- one primary-key probe per queue and answers none.
+-- one primary-key probe per queue and answers none. Recording a
+-- subscription first waits for pushes creating partitions of the queue
+-- (lock_partition_set), so that the pop sees those partitions.
 CREATE OR REPLACE FUNCTION pgcursor_internal.subscribe(queues text[], grp text, mode text, since timestamptz)
 RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
     unsettled boolean;
+    unsubscribed text[];
     fresh_new text[] := '{}';
 BEGIN
-    SELECT bool_or(s.cursor_rows IS DISTINCT FROM 'complete') INTO unsettled
+    SELECT bool_or(s.cursor_rows IS DISTINCT FROM 'complete'),
+           coalesce(array_agg(x.queue) FILTER (WHERE s.cursor_rows IS NULL OR s.cursor_rows = 'none'), '{}')
+      INTO unsettled, unsubscribed
       FROM unnest(queues) x(queue)
       LEFT JOIN pgcursor.subscriptions s ON s.consumer_group = grp AND s.queue = x.queue;
     IF NOT coalesce(unsettled, false) THEN
         RETURN '{}';
     END IF;
+    PERFORM pgcursor_internal.lock_partition_set(unsubscribed, shared => false);
     WITH made AS (
         INSERT INTO pgcursor.subscriptions AS s (consumer_group, queue, mode, since, cursor_rows)
         SELECT grp, x.queue,

@@ -5,7 +5,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(44);
+SELECT plan(46);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.sub(q text, grp text) RETURNS text LANGUAGE sql AS $$
@@ -193,6 +193,51 @@ SELECT is((SELECT string_agg(p.name || '@' || c.cursor, ' ' ORDER BY p.name) || 
              JOIN pgcursor.subscriptions s ON s.queue = p.queue AND s.consumer_group = c.consumer_group
             WHERE p.queue = 't67q' AND c.consumer_group = 'quiet' GROUP BY s.cursor_rows),
           'a@1 b@1 c@1 complete', '... having looked at every partition, it wrote the rows, at the head');
+
+-- A group's first pop while a push is creating a partition of the queue
+-- (committed through dblink). The pop sees no partition yet, so it has
+-- looked at them all and writes the group's rows; the push cannot see the
+-- pop's new subscription to mark it pending. Neither may miss the
+-- partition: the pop waits for the push, then finds the message. The same
+-- for a group whose rows a delete removed (subscription kept, 'none').
+\ir lib/dblink.sql
+SELECT pg_temp.open_sessions('t67push', 't67pop');
+-- Pops group grp on queue q while a push creating partition "late" of q is
+-- open, then once more after; answers how many messages of "late" the two
+-- delivered.
+CREATE FUNCTION pg_temp.pops_racing_a_new_partition(q text, grp text) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    pop text := format('SELECT pgcursor.pop(%L)', jsonb_build_object('queue', q, 'consumerGroup', grp));
+    first_pop jsonb;
+    second_pop jsonb;
+BEGIN
+    PERFORM dblink_exec('t67push', 'BEGIN');
+    PERFORM * FROM dblink('t67push', format('SELECT pgcursor.push(%L)', jsonb_build_object('items',
+        jsonb_build_array(jsonb_build_object('queue', q, 'partition', 'late', 'payload', 1))))) AS t(a jsonb);
+    PERFORM dblink_send_query('t67pop', pop);
+    PERFORM pg_sleep(0.3);
+    PERFORM dblink_exec('t67push', 'COMMIT');
+    SELECT r INTO first_pop FROM dblink_get_result('t67pop') AS t(r jsonb);
+    PERFORM * FROM dblink_get_result('t67pop') AS t(r jsonb);  -- the end of its answers
+    SELECT r INTO second_pop FROM dblink('t67pop', pop) AS t(r jsonb);
+    RETURN (SELECT count(*) FROM jsonb_array_elements((first_pop -> 'messages') || (second_pop -> 'messages')) m
+             WHERE m ->> 'partition' = 'late');
+END $$;
+-- (t67gone: racer subscribed in mode new after a's message, so its pop
+-- finds nothing on a and looks at every partition, as on t67race.)
+SELECT FROM dblink('t67push', $q$SELECT pgcursor.configure('{"queue":"t67race"}'),
+                                     pgcursor.push('{"items":[{"queue":"t67gone","partition":"a","payload":1}]}')$q$)
+    AS t(a jsonb, b jsonb);
+SELECT FROM dblink('t67push', $q$SELECT pgcursor.pop('{"queue":"t67gone","consumerGroup":"racer","subscriptionMode":"new"}'),
+                                     pgcursor.delete_consumer_group('racer', 't67gone', false)$q$)
+    AS t(a jsonb, b jsonb);
+SELECT is(pg_temp.pops_racing_a_new_partition('t67race', 'racer'), 1,
+          'a first pop racing the push that creates a partition: the message is delivered, not lost');
+SELECT is(pg_temp.pops_racing_a_new_partition('t67gone', 'racer'), 1,
+          '... and the first pop after the group''s rows were deleted');
+SELECT FROM dblink('t67push', $q$SELECT pgcursor.delete_queue('t67race'), pgcursor.delete_queue('t67gone')$q$)
+    AS t(a jsonb, b jsonb);
+SELECT pg_temp.close_sessions('t67push', 't67pop');
 
 SELECT * FROM finish();
 ROLLBACK;
