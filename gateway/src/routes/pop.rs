@@ -6,10 +6,13 @@
 //! is there wait for a push notification (notify.rs) without holding a
 //! pooled connection, then look again, until `timeout`.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tracing::debug;
@@ -22,25 +25,6 @@ use crate::error::ApiError;
 use crate::minutes::{record, Target};
 use crate::routes::call::RawJson;
 
-/// The answer, and whether it is final: it claimed something
-/// (`partitionsClaimed` is absent when not) or pops are paused by maintenance
-/// mode (`paused`, answered at once, never waited on). The gateway passes the
-/// answer on unread.
-/// Then, for the metrics and the per-minute figures, counted here so the
-/// gateway need not read the answer: how many messages it delivers, and
-/// per queue delivered from, the messages and the sum and maximum of their
-/// age (now - createdAt) in ms.
-const POP_SQL: &str = "SELECT a, a ? 'partitionsClaimed' OR a ? 'paused', \
-     coalesce(jsonb_array_length(a -> 'messages'), 0), d.queues, d.counts, d.age_sums, d.age_maxes \
-     FROM pgcursor.pop($1::jsonb) AS a CROSS JOIN LATERAL ( \
-       SELECT array_agg(q.queue) AS queues, array_agg(q.n) AS counts, \
-              array_agg(q.age_sum) AS age_sums, array_agg(q.age_max) AS age_maxes \
-       FROM (SELECT m ->> 'queue' AS queue, count(*) AS n, sum(x.age)::bigint AS age_sum, \
-                    max(x.age) AS age_max \
-             FROM jsonb_array_elements(coalesce(a -> 'messages', '[]')) m \
-             CROSS JOIN LATERAL (SELECT greatest(0, round(1000 * extract(epoch FROM \
-                 now() - (m ->> 'createdAt')::timestamptz)))::bigint AS age) x \
-             GROUP BY 1) q) d";
 /// The longest a pop may wait; a larger `timeout` is capped to it (the queen
 /// client's HTTP timeout is its pop timeout + 5 s, so capping is safe).
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -60,6 +44,7 @@ const SQL_PARAMETERS: [&str; 8] = [
     "namespace",
     "task",
 ];
+
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/pop/queue/{queue}", web::get().to(pop_queue))
@@ -180,7 +165,8 @@ fn wait_timeout(value: Option<&str>) -> Result<Duration, ApiError> {
     Ok(Duration::from_millis(ms).min(MAX_WAIT))
 }
 
-/// One pop's answer.
+/// One pop's answer, passed on unread but for what the metrics and the
+/// per-minute figures need (tally).
 struct Look {
     answer: RawJson,
     /// Claimed something, or paused: no reason to wait.
@@ -195,23 +181,102 @@ struct Look {
 type Delivered = (String, i64, i64, i64);
 
 async fn look(client: &Client, pop: &PopRequest) -> Result<Look, ApiError> {
-    let statement = client.prepare_cached(POP_SQL).await?;
+    let statement = client.prepare_cached("SELECT pgcursor.pop($1::jsonb)").await?;
     let row = client.query_one(&statement, &[&pop.arguments]).await?;
-    let column = |i| row.try_get::<_, Option<Vec<i64>>>(i).map(Option::unwrap_or_default);
-    let queues: Vec<String> = row.try_get::<_, Option<Vec<String>>>(3)?.unwrap_or_default();
-    let (counts, sums, maxes) = (column(4)?, column(5)?, column(6)?);
-    let delivered = queues
-        .into_iter()
-        .zip(counts)
-        .zip(sums.into_iter().zip(maxes))
-        .map(|((queue, n), (sum, max))| (queue, n, sum, max))
-        .collect();
+    let answer: RawJson = row.try_get(0)?;
+    tally(answer, now_ms())
+}
+
+/// The parts of pop's answer the gateway reads; serde skips the rest
+/// (payloads included) without building it.
+#[derive(Deserialize)]
+struct PopAnswer<'a> {
+    #[serde(default, borrow)]
+    messages: Vec<Delivery<'a>>,
+    #[serde(rename = "partitionsClaimed")]
+    partitions_claimed: Option<IgnoredAny>,
+    paused: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct Delivery<'a> {
+    #[serde(borrow)]
+    queue: Cow<'a, str>,
+    #[serde(rename = "createdAt", borrow)]
+    created_at: Cow<'a, str>,
+}
+
+/// Reads the answer's figures here, in the gateway, so that PostgreSQL (the
+/// part every gateway shares) does no more than the pop: settled (it claimed
+/// something, `partitionsClaimed`, or pops are paused), the message count,
+/// and per queue the messages and the sum and maximum of their age at
+/// `now_ms`.
+fn tally(answer: RawJson, now_ms: i64) -> Result<Look, ApiError> {
+    let read: PopAnswer = serde_json::from_str(&answer.0)
+        .map_err(|e| ApiError::Internal(format!("pop answered unreadable JSON: {e}")))?;
+    let mut delivered: Vec<Delivered> = Vec::new();
+    for m in &read.messages {
+        let age = now_ms
+            .saturating_sub(epoch_ms(&m.created_at).unwrap_or(now_ms))
+            .max(0);
+        match delivered.iter_mut().find(|d| d.0 == m.queue) {
+            Some(d) => {
+                d.1 += 1;
+                d.2 += age;
+                d.3 = d.3.max(age);
+            }
+            None => delivered.push((m.queue.to_string(), 1, age, age)),
+        }
+    }
     Ok(Look {
-        answer: row.try_get(0)?,
-        settled: row.try_get(1)?,
-        messages: u64::try_from(row.try_get::<_, i32>(2)?).unwrap_or(0),
+        settled: read.partitions_claimed.is_some() || read.paused.is_some(),
+        messages: read.messages.len() as u64,
         delivered,
+        answer,
     })
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Milliseconds since 1970 of a createdAt as pop writes it
+/// (`2026-12-03T09:02:40.123456Z`, UTC); None for any other shape.
+fn epoch_ms(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |from: usize, to: usize| text.get(from..to)?.parse::<i64>().ok();
+    let (year, month, day) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
+    let (hour, minute, second) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
+    let millis = match b[19] {
+        b'.' => {
+            let digits = text.get(20..)?.strip_suffix('Z')?;
+            let first3: String = digits.chars().chain("000".chars()).take(3).collect();
+            first3.parse::<i64>().ok()?
+        }
+        b'Z' => 0,
+        _ => return None,
+    };
+    let days = days_since_epoch(year, month, day)?;
+    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
+}
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar
+/// (counting in 400-year eras that start on 1 March, so leap days fall last).
+fn days_since_epoch(year: i64, month: i64, day: i64) -> Option<i64> {
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    Some(era * 146_097 + day_of_era - 719_468)
 }
 
 /// Counts the request into the per-minute figures: for the queue of its
@@ -366,5 +431,44 @@ mod tests {
             bad("timeout=1.5"),
             "timeout must be a non-negative integer (milliseconds)"
         );
+    }
+
+    #[test]
+    fn created_at_reads_as_epoch_milliseconds() {
+        assert_eq!(epoch_ms("1970-01-01T00:00:00.000000Z"), Some(0));
+        assert_eq!(epoch_ms("2000-03-01T00:00:00Z"), Some(951_868_800_000));
+        assert_eq!(epoch_ms("2024-02-29T23:59:59.999999Z"), Some(1_709_251_199_999));
+        assert_eq!(epoch_ms("2026-12-03T09:02:40.1Z"), Some(1_796_288_560_100));
+        assert_eq!(epoch_ms("1969-12-31T23:59:59.500000Z"), Some(-500));
+        for bad in ["", "2026-12-03", "2026-13-03T00:00:00Z", "2026-12-03 09:02:40Z", "x026-12-03T09:02:40Z"] {
+            assert_eq!(epoch_ms(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn tally_counts_per_queue_and_ages_from_created_at() {
+        let answer = RawJson(
+            json!({"success": true, "partitionsClaimed": 2, "messages": [
+                {"queue": "a", "createdAt": "1970-01-01T00:00:01.000000Z", "data": {"x": [1, 2]}},
+                {"queue": "b\"q", "createdAt": "1970-01-01T00:00:04.000000Z", "payload": "s"},
+                {"queue": "a", "createdAt": "1970-01-01T00:00:03.500000Z"}]})
+            .to_string(),
+        );
+        let look = tally(answer, 5_000).unwrap();
+        assert!(look.settled);
+        assert_eq!(look.messages, 3);
+        assert_eq!(
+            look.delivered,
+            vec![("a".to_string(), 2, 5_500, 4_000), ("b\"q".to_string(), 1, 1_000, 1_000)]
+        );
+    }
+
+    #[test]
+    fn tally_of_an_empty_or_paused_answer() {
+        let empty = tally(RawJson(r#"{"success":true,"messages":[]}"#.into()), 0).unwrap();
+        assert!(!empty.settled);
+        assert_eq!((empty.messages, empty.delivered.len()), (0, 0));
+        let paused = tally(RawJson(r#"{"success":true,"messages":[],"paused":true}"#.into()), 0).unwrap();
+        assert!(paused.settled);
     }
 }
