@@ -226,13 +226,15 @@ BEGIN
     SELECT * FROM claimed ORDER BY rank;
 END $$;
 
--- pop: see the header. Nothing available -> {"success":true,"messages":[]}.
--- jit = off: the planner guesses 100 claims of hundreds of rows each, and the
--- cost passes jit_above_cost; compiling costs 10-40 ms for a 1 ms query.
-CREATE OR REPLACE FUNCTION pgcursor.pop(req jsonb)
-RETURNS jsonb LANGUAGE plpgsql SET jit = off AS $$
+-- What one pop claims, before it is answered (pop in JSON, pop_batch in
+-- arrays): whether pops are paused (maintenance mode; then nothing else),
+-- the lease, the group, and the claims of claim_batches as a JSON array in
+-- claim order (null: nothing available). The group's first pop on a queue
+-- records its subscription here.
+CREATE OR REPLACE FUNCTION pgcursor_internal.pop_claims(
+    req jsonb, OUT paused boolean, OUT lease uuid, OUT grp text, OUT claims jsonb)
+LANGUAGE plpgsql AS $$
 DECLARE
-    grp    text := coalesce(pgcursor_internal.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__');
     batch  integer := pgcursor_internal.positive_int_arg(req, 'batch', 1);
     nparts integer := pgcursor_internal.positive_int_arg(req, 'partitions', 1);
     auto   boolean := pgcursor_internal.bool_arg(req, 'autoAck', false);
@@ -240,16 +242,16 @@ DECLARE
     since  timestamptz := pgcursor_internal.subscription_from(req);
     queues text[] := pgcursor_internal.pop_queues(req);
     pname  text := pgcursor_internal.optional_text(req, 'partition');
-    lease  uuid := CASE WHEN auto THEN NULL ELSE pgcursor_internal.uuidv7() END;
     pending text[];
     want   integer := nparts;
     made   integer;
-    claims jsonb;
-    msgs   jsonb;
 BEGIN
-    IF (SELECT m.enabled FROM pgcursor.maintenance m WHERE m.mode = 'pop') THEN
-        RETURN '{"success": true, "messages": [], "paused": true}'::jsonb;
+    grp := coalesce(pgcursor_internal.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__');
+    paused := coalesce((SELECT m.enabled FROM pgcursor.maintenance m WHERE m.mode = 'pop'), false);
+    IF paused THEN
+        RETURN;
     END IF;
+    lease := CASE WHEN auto THEN NULL ELSE pgcursor_internal.uuidv7() END;
     pending := pgcursor_internal.subscribe(queues, grp, mode, since);
     -- New rows may all be held back (delayedProcessing, windowBuffer): then
     -- look further, twice as far each time, until a claim or no more rows.
@@ -261,20 +263,22 @@ BEGIN
         EXIT WHEN claims IS NOT NULL OR made = 0;
         want := want * 2;
     END LOOP;
-    IF claims IS NULL THEN
-        RETURN '{"success": true, "messages": []}'::jsonb;
-    END IF;
-    -- Offsets deleted by retention inside a claimed range are simply absent.
-    -- One primary-key range scan per claim (LATERAL, OFFSET 0 keeps it one):
-    -- a plain join lets the planner, guessing 100 claims, hash-join them
-    -- against a scan of the whole messages table.
-    SELECT coalesce(jsonb_agg(jsonb_build_object(
-               'id', m.message_id, 'transactionId', m.transaction_id, 'partitionId', b.partition_id,
-               'partition', b.partition, 'queue', b.queue, 'offset', m.msg_offset,
-               'leaseId', lease, 'consumerGroup', grp, 'data', m.payload, 'payload', m.payload,
-               'createdAt', pgcursor_internal.rfc3339_utc(m.created_at), 'traceId', m.trace_id,
-               'retryCount', b.retry_count)
-             ORDER BY b.rank, m.msg_offset), '[]'::jsonb) INTO msgs
+END $$;
+
+-- The messages of pop_claims' claims, in claim order, then by offset.
+-- Offsets deleted by retention inside a claimed range are simply absent.
+-- One primary-key range scan per claim (LATERAL, OFFSET 0 keeps it one):
+-- a plain join lets the planner, guessing 100 claims, hash-join them
+-- against a scan of the whole messages table.
+CREATE OR REPLACE FUNCTION pgcursor_internal.claimed_messages(claims jsonb)
+RETURNS TABLE (k bigint, queue text, partition text, partition_id uuid, retry_count integer,
+               message_id uuid, transaction_id text, msg_offset bigint, payload jsonb,
+               created_at timestamptz, trace_id uuid)
+LANGUAGE plpgsql STABLE AS $$  -- plpgsql, not sql, so the plan is cached (and keeps the index scan)
+BEGIN
+    RETURN QUERY
+    SELECT row_number() OVER (ORDER BY b.rank, m.msg_offset), b.queue, b.partition, b.partition_id,
+           b.retry_count, m.message_id, m.transaction_id, m.msg_offset, m.payload, m.created_at, m.trace_id
     FROM jsonb_to_recordset(claims) AS b(rank bigint, partition_id uuid, queue text, partition text,
                                          batch_start bigint, batch_end bigint, retry_count integer)
     CROSS JOIN LATERAL (
@@ -282,9 +286,67 @@ BEGIN
         FROM pgcursor.messages m
         WHERE m.partition_id = b.partition_id AND m.msg_offset BETWEEN b.batch_start AND b.batch_end
         OFFSET 0) m;
-    RETURN jsonb_build_object('success', true, 'queue', claims -> 0 ->> 'queue',
-                              'partition', claims -> 0 ->> 'partition',
-                              'partitionId', claims -> 0 ->> 'partition_id', 'leaseId', lease,
-                              'consumerGroup', grp, 'messages', msgs,
-                              'partitionsClaimed', jsonb_array_length(claims));
 END $$;
+
+-- pop: see the header. Answers Queen's JSON: {"success": true, "queue",
+-- "partition", "partitionId" (of the first claimed partition), "leaseId",
+-- "consumerGroup", "partitionsClaimed", "messages": [...]}. Nothing
+-- available: {"success": true, "messages": []}; paused: that with "paused": true.
+-- jit = off: the planner guesses 100 claims of hundreds of rows each, and the
+-- cost passes jit_above_cost; compiling costs 10-40 ms for a 1 ms query.
+CREATE OR REPLACE FUNCTION pgcursor.pop(req jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+    c record;
+    msgs jsonb;
+BEGIN
+    c := pgcursor_internal.pop_claims(req);
+    IF c.paused THEN
+        RETURN '{"success": true, "messages": [], "paused": true}'::jsonb;
+    ELSIF c.claims IS NULL THEN
+        RETURN '{"success": true, "messages": []}'::jsonb;
+    END IF;
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'id', m.message_id, 'transactionId', m.transaction_id, 'partitionId', m.partition_id,
+               'partition', m.partition, 'queue', m.queue, 'offset', m.msg_offset,
+               'leaseId', c.lease, 'consumerGroup', c.grp, 'data', m.payload, 'payload', m.payload,
+               'createdAt', pgcursor_internal.rfc3339_utc(m.created_at), 'traceId', m.trace_id,
+               'retryCount', m.retry_count) ORDER BY m.k), '[]'::jsonb) INTO msgs
+    FROM pgcursor_internal.claimed_messages(c.claims) m;
+    RETURN jsonb_build_object('success', true, 'queue', c.claims -> 0 ->> 'queue',
+                              'partition', c.claims -> 0 ->> 'partition',
+                              'partitionId', c.claims -> 0 ->> 'partition_id', 'leaseId', c.lease,
+                              'consumerGroup', c.grp, 'messages', msgs,
+                              'partitionsClaimed', jsonb_array_length(c.claims));
+END $$;
+
+-- pop_batch: the same pop, answered as one row of arrays (one element per
+-- message, in pop's order) so that no JSON is built in PostgreSQL: the
+-- gateway writes the wire answer from it, as pop would. partitions_claimed
+-- 0: nothing available; paused: pops are paused (maintenance mode). queue,
+-- partition and partition_id: the first claimed partition. created_ats are
+-- microseconds since 1970 (UTC).
+--
+--   SELECT partitions_claimed, offsets FROM pgcursor.pop_batch('{"queue":"orders","batch":10}');
+CREATE OR REPLACE FUNCTION pgcursor.pop_batch(req jsonb)
+RETURNS TABLE (paused boolean, lease_id uuid, consumer_group text, partitions_claimed integer,
+               queue text, partition text, partition_id uuid,
+               queues text[], partitions text[], partition_ids uuid[], ids uuid[], transaction_ids text[],
+               offsets bigint[], payloads jsonb[], created_ats bigint[], trace_ids uuid[], retry_counts integer[])
+LANGUAGE sql SET jit = off AS $$
+    SELECT c.paused, c.lease, c.grp, coalesce(jsonb_array_length(c.claims), 0),
+           c.claims -> 0 ->> 'queue', c.claims -> 0 ->> 'partition', (c.claims -> 0 ->> 'partition_id')::uuid,
+           coalesce(array_agg(m.queue ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
+           coalesce(array_agg(m.partition ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
+           coalesce(array_agg(m.partition_id ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
+           coalesce(array_agg(m.message_id ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
+           coalesce(array_agg(m.transaction_id ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
+           coalesce(array_agg(m.msg_offset ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
+           coalesce(array_agg(m.payload ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
+           coalesce(array_agg((extract(epoch FROM m.created_at) * 1000000)::bigint ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
+           coalesce(array_agg(m.trace_id ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
+           coalesce(array_agg(m.retry_count ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}')
+    FROM pgcursor_internal.pop_claims(req) c
+    LEFT JOIN LATERAL pgcursor_internal.claimed_messages(c.claims) m ON true
+    GROUP BY c.paused, c.lease, c.grp, c.claims
+$$;

@@ -237,13 +237,23 @@ impl Broker {
                 if let Some(group) = group {
                     request["consumerGroup"] = json!(group);
                 }
+                // pop_batch, as the gateway pops; the payloads are read as pgmq's are
                 let client = pool.get().await?;
                 let statement = client
-                    .prepare_cached("SELECT pgcursor.pop($1::jsonb)")
+                    .prepare_cached(
+                        "SELECT partition_id::text, partition, lease_id::text, transaction_ids, payloads \
+                         FROM pgcursor.pop_batch($1::jsonb)",
+                    )
                     .await?;
-                Ok(pgcursor_delivery(
-                    client.query_one(&statement, &[&request]).await?.get(0),
-                ))
+                let row = client.query_one(&statement, &[&request]).await?;
+                let transaction_ids: Vec<String> = row.get(3);
+                let _payloads: Vec<Option<Value>> = row.get(4);
+                Ok((!transaction_ids.is_empty()).then(|| Delivery::Pgcursor {
+                    partition_id: row.get(0),
+                    partition: row.get(1),
+                    lease_id: row.get(2),
+                    transaction_ids,
+                }))
             }
             Broker::PgcursorHttp { http, base, queue } => {
                 let response = http

@@ -79,6 +79,90 @@ async fn pop_answers_exactly_the_wire_fields() {
     assert_rfc3339_utc_is_stored_time(&created_at, &queue).await;
 }
 
+/// The gateway writes the pop answer itself from `pgcursor.pop_batch`; psql's
+/// `pgcursor.pop` writes it in SQL. Two groups at the same place get the
+/// same answer from each, but for their name and lease: over several
+/// partitions and queues (a namespace pop), with payloads of every JSON
+/// kind, escapes in names, traces, a gap retention left, and a redelivery.
+#[tokio::test]
+async fn http_pop_answers_what_sql_pop_answers() {
+    let gw = Gateway::start().await;
+    let namespace = fresh_queue("twins-ns");
+    let queues = [format!("{namespace}-a\"q\\"), format!("{namespace}-b")];
+    for queue in &queues {
+        let (status, body) = post(
+            &gw,
+            "/api/v1/configure",
+            &json!({"queue": queue, "namespace": namespace}),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let payloads = [
+        json!({"n": 1, "s": "é\u{1F600}\"\n"}),
+        json!([1, 2.5, null]),
+        json!("text"),
+        json!(42),
+        json!(null),
+        json!(true),
+        json!({}),
+    ];
+    let items: Vec<Value> = payloads
+        .iter()
+        .enumerate()
+        .map(|(i, payload)| {
+            json!({"queue": queues[i % 2], "partition": format!("p{}", i % 3), "payload": payload,
+               "traceId": if i % 2 == 0 { json!(Uuid::now_v7()) } else { json!(null) }})
+        })
+        .collect();
+    let (status, body) = post(&gw, "/api/v1/push", &json!({"items": items})).await;
+    assert_eq!(status, 200, "{body}");
+    // a gap: retention removed one message of a partition
+    db().await
+        .execute(
+            "DELETE FROM pgcursor.messages m USING pgcursor.partitions p
+          WHERE p.id = m.partition_id AND p.queue = $1 AND p.name = 'p0' AND m.msg_offset = 1",
+            &[&queues[0]],
+        )
+        .await
+        .unwrap();
+    let query = format!("namespace={namespace}&batch=100&partitions=10");
+    for round in 0..2 {
+        let http = crate::broker::get(&gw, &format!("/api/v1/pop?{query}&consumerGroup=twin-http"))
+            .await
+            .1;
+        let sql: Value = db().await.query_one(
+            "SELECT pgcursor.pop(jsonb_build_object('namespace', $1::text, 'batch', 100, 'partitions', 10,
+                                                    'consumerGroup', 'twin-sql'))",
+            &[&namespace]).await.unwrap().get(0);
+        assert!(
+            http["messages"].as_array().is_some_and(|m| m.len() >= 5),
+            "round {round}: {http}"
+        );
+        let alike = |answer: &Value| {
+            let text = answer.to_string();
+            let text = text.replace(answer["leaseId"].as_str().unwrap(), "LEASE");
+            text.replace("twin-http", "GROUP")
+                .replace("twin-sql", "GROUP")
+        };
+        let (http_text, sql_text) = (alike(&http), alike(&sql));
+        let (http_value, sql_value): (Value, Value) = (
+            serde_json::from_str(&http_text).unwrap(),
+            serde_json::from_str(&sql_text).unwrap(),
+        );
+        assert_eq!(http_value, sql_value, "round {round}");
+        // let both leases expire at once, so the next round redelivers
+        db().await
+            .execute(
+                "UPDATE pgcursor.cursors SET lease_expires_at = now() - interval '1 second'
+              WHERE consumer_group IN ('twin-http', 'twin-sql')",
+                &[],
+            )
+            .await
+            .unwrap();
+    }
+}
+
 /// `2025-01-31T09:30:00.123456Z`, and the very instant stored for the message.
 async fn assert_rfc3339_utc_is_stored_time(created_at: &str, queue: &str) {
     let b = created_at.as_bytes();

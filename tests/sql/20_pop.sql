@@ -1,7 +1,7 @@
 -- pgcursor.pop: leasing, capping, live-lease skip, re-lease after expiry,
 -- multi-partition pops, groups, subscription modes, autoAck, concurrency.
 BEGIN;
-SELECT plan(66);
+SELECT plan(75);
 
 \ir lib/queue_helpers.sql
 
@@ -172,6 +172,36 @@ SELECT is(pgcursor.pop('{"queue":"t20tz"}') -> 'messages' -> 0 ->> 'createdAt',
           to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
           'createdAt in UTC under TimeZone Asia/Kolkata');
 RESET TimeZone;
+
+-- pop_batch: the same pop as one row of arrays. Twin groups on one queue:
+-- the arrays say what pop's messages say, in pop's order.
+SELECT pg_temp.fill('t20b', 'x', 3), pg_temp.fill('t20b', 'y', 2);
+CREATE TEMP TABLE b ON COMMIT DROP AS
+SELECT * FROM pgcursor.pop_batch('{"queue":"t20b","partitions":2,"batch":10,"consumerGroup":"rows"}');
+CREATE TEMP TABLE j ON COMMIT DROP AS
+SELECT pgcursor.pop('{"queue":"t20b","partitions":2,"batch":10,"consumerGroup":"json"}') AS j;
+CREATE TEMP VIEW jm AS SELECT m, n FROM j, jsonb_array_elements(j -> 'messages') WITH ORDINALITY a(m, n);
+SELECT is((SELECT partitions_claimed FROM b), 2, 'pop_batch: two partitions claimed');
+SELECT is((SELECT ARRAY[paused::text, consumer_group, queue, partition] FROM b),
+          (SELECT ARRAY['false', 'rows', j ->> 'queue', j ->> 'partition'] FROM j), '... the header, as pop''s');
+SELECT is((SELECT transaction_ids FROM b), (SELECT array_agg(m ->> 'transactionId' ORDER BY n) FROM jm),
+          '... the messages in pop''s order');
+SELECT is((SELECT payloads FROM b), (SELECT array_agg(m -> 'payload' ORDER BY n) FROM jm), '... their payloads');
+SELECT is((SELECT created_ats FROM b),
+          (SELECT array_agg((extract(epoch FROM (m ->> 'createdAt')::timestamptz) * 1000000)::bigint ORDER BY n) FROM jm),
+          '... their createdAt, in microseconds since 1970');
+SELECT is((SELECT lease_id FROM b),
+          (SELECT lease_id FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
+            WHERE p.queue = 't20b' AND p.name = 'x' AND c.consumer_group = 'rows'), '... and the lease it took');
+SELECT is((SELECT ARRAY[partitions_claimed::text, paused::text, cardinality(offsets)::text]
+             FROM pgcursor.pop_batch('{"queue":"t20b","consumerGroup":"rows"}')),
+          '{0,false,0}', 'pop_batch with nothing available: 0 claimed, no messages');
+SELECT pgcursor.set_maintenance('pop', true);
+SELECT is((SELECT ARRAY[partitions_claimed::text, paused::text] FROM pgcursor.pop_batch('{"queue":"t20b","consumerGroup":"late"}')),
+          '{0,true}', 'pop_batch while pops are paused: paused');
+SELECT pgcursor.set_maintenance('pop', false);
+SELECT throws_ok($$SELECT pgcursor.pop_batch('{"queue":"t20b","batch":0}')$$, '22023', 'batch must be a positive integer',
+                 'pop_batch checks its request as pop does');
 
 -- 8 concurrent pops of one group never share a partition (committed through
 -- dblink: 4 partitions x 10 messages; each pop holds its locks for 0.3 s)

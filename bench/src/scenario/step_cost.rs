@@ -115,7 +115,13 @@ pub async fn run(
         client.execute("SELECT pgmq.create($1)", &[&queue]).await?;
     }
     let push = Timed::new(client, "pgcursor.push($1::jsonb)").await?;
-    let pop = Timed::new(client, "pgcursor.pop($1::jsonb)").await?;
+    // pop_batch, as the gateway pops: the partition, the lease and the last transactionId
+    let pop = Timed::new(
+        client,
+        "(SELECT ARRAY[b.partition_id::text, b.lease_id::text, b.transaction_ids[cardinality(b.transaction_ids)]] \
+         FROM pgcursor.pop_batch($1::jsonb) b)",
+    )
+    .await?;
     let ack = Timed::new(client, "pgcursor.ack_group($1::jsonb)").await?;
     let send = Timed::new(
         client,
@@ -157,15 +163,14 @@ pub async fn run(
         // pgcursor
         let (_, us): (Value, _) = push.call(client, &[&push_request]).await?;
         h[0][0].saturating_record(us);
-        let (popped, us): (Value, _) = pop.call(client, &[&pop_request]).await?;
+        let (popped, us): (Vec<Option<String>>, _) = pop.call(client, &[&pop_request]).await?;
         h[0][1].saturating_record(us);
-        let last = popped["messages"]
-            .as_array()
-            .and_then(|m| m.last())
-            .ok_or("step cost: pgcursor pop delivered nothing")?;
+        let [Some(partition_id), Some(lease_id), Some(last)] = popped.as_slice() else {
+            return Err(format!("step cost: pgcursor pop delivered nothing: {popped:?}").into());
+        };
         let request = json!({
-            "partitionId": popped["partitionId"], "leaseId": popped["leaseId"],
-            "items": [{"transactionId": last["transactionId"], "status": "completed"}],
+            "partitionId": partition_id, "leaseId": lease_id,
+            "items": [{"transactionId": last, "status": "completed"}],
         });
         let (answer, us): (Value, _) = ack.call(client, &[&request]).await?;
         h[0][2].saturating_record(us);
@@ -205,7 +210,7 @@ pub async fn run(
     let systems = [
         (
             "pgcursor (SQL)",
-            ["push", "pop", "ack_group (last message)"],
+            ["push", "pop_batch", "ack_group (last message)"],
         ),
         ("pgmq read→archive", ["send_batch", "read", "archive"]),
         ("pgmq read→delete", ["send_batch", "read", "delete"]),

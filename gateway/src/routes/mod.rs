@@ -4,6 +4,7 @@
 use actix_web::web;
 
 pub mod call;
+pub mod pop_answer;
 
 macro_rules! route_families {
     ($($family:ident),* $(,)?) => {

@@ -1,18 +1,16 @@
 //! GET /api/v1/pop/queue/{queue}, /api/v1/pop/queue/{queue}/partition/{partition}
-//! and /api/v1/pop?namespace=&task= (read-write) through `pgcursor.pop`,
-//! which validates its arguments and does all the leasing.
+//! and /api/v1/pop?namespace=&task= (read-write) through `pgcursor.pop_batch`,
+//! which validates its arguments and does all the leasing; the answer, the
+//! one `pgcursor.pop` gives, is written here (pop_answer.rs).
 //!
 //! The gateway owns only the long-poll (`wait=true`): look, and when nothing
 //! is there wait for a push notification (notify.rs) without holding a
 //! pooled connection, then look again, until `timeout`.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde::de::IgnoredAny;
-use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tracing::debug;
@@ -24,6 +22,7 @@ use crate::auth::Level;
 use crate::error::ApiError;
 use crate::minutes::{record, Target};
 use crate::routes::call::RawJson;
+use crate::routes::pop_answer::{PopBatch, POP_BATCH_SQL};
 
 /// The longest a pop may wait; a larger `timeout` is capped to it (the queen
 /// client's HTTP timeout is its pop timeout + 5 s, so capping is safe).
@@ -100,7 +99,7 @@ async fn respond(
     counters.pop_messages.increment(look.messages);
     record_minute(pop.queue(), &look.delivered);
     let answer = look.answer;
-    // Envelopes of encrypted queues are opened here; other answers pass unread.
+    // Envelopes of encrypted queues are opened here; other answers go out as written.
     Ok(state.encryption.open_answer(answer).respond())
 }
 
@@ -165,8 +164,7 @@ fn wait_timeout(value: Option<&str>) -> Result<Duration, ApiError> {
     Ok(Duration::from_millis(ms).min(MAX_WAIT))
 }
 
-/// One pop's answer, passed on unread but for what the metrics and the
-/// per-minute figures need (tally).
+/// One pop's answer, and what the metrics and the per-minute figures need.
 struct Look {
     answer: RawJson,
     /// Claimed something, or paused: no reason to wait.
@@ -181,102 +179,21 @@ struct Look {
 type Delivered = (String, i64, i64, i64);
 
 async fn look(client: &Client, pop: &PopRequest) -> Result<Look, ApiError> {
-    let statement = client.prepare_cached("SELECT pgcursor.pop($1::jsonb)").await?;
+    let statement = client.prepare_cached(POP_BATCH_SQL).await?;
     let row = client.query_one(&statement, &[&pop.arguments]).await?;
-    let answer: RawJson = row.try_get(0)?;
-    tally(answer, now_ms())
-}
-
-/// The parts of pop's answer the gateway reads; serde skips the rest
-/// (payloads included) without building it.
-#[derive(Deserialize)]
-struct PopAnswer<'a> {
-    #[serde(default, borrow)]
-    messages: Vec<Delivery<'a>>,
-    #[serde(rename = "partitionsClaimed")]
-    partitions_claimed: Option<IgnoredAny>,
-    paused: Option<IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-struct Delivery<'a> {
-    #[serde(borrow)]
-    queue: Cow<'a, str>,
-    #[serde(rename = "createdAt", borrow)]
-    created_at: Cow<'a, str>,
-}
-
-/// Reads the answer's figures here, in the gateway, so that PostgreSQL (the
-/// part every gateway shares) does no more than the pop: settled (it claimed
-/// something, `partitionsClaimed`, or pops are paused), the message count,
-/// and per queue the messages and the sum and maximum of their age at
-/// `now_ms`.
-fn tally(answer: RawJson, now_ms: i64) -> Result<Look, ApiError> {
-    let read: PopAnswer = serde_json::from_str(&answer.0)
-        .map_err(|e| ApiError::Internal(format!("pop answered unreadable JSON: {e}")))?;
-    let mut delivered: Vec<Delivered> = Vec::new();
-    for m in &read.messages {
-        let age = now_ms
-            .saturating_sub(epoch_ms(&m.created_at).unwrap_or(now_ms))
-            .max(0);
-        match delivered.iter_mut().find(|d| d.0 == m.queue) {
-            Some(d) => {
-                d.1 += 1;
-                d.2 += age;
-                d.3 = d.3.max(age);
-            }
-            None => delivered.push((m.queue.to_string(), 1, age, age)),
-        }
-    }
+    let batch = PopBatch::from_row(&row)?;
     Ok(Look {
-        settled: read.partitions_claimed.is_some() || read.paused.is_some(),
-        messages: read.messages.len() as u64,
-        delivered,
-        answer,
+        settled: batch.paused || batch.partitions_claimed > 0,
+        messages: batch.message_count() as u64,
+        delivered: batch.delivered(now_us()),
+        answer: batch.to_json(),
     })
 }
 
-fn now_ms() -> i64 {
+fn now_us() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// Milliseconds since 1970 of a createdAt as pop writes it
-/// (`2026-12-03T09:02:40.123456Z`, UTC); None for any other shape.
-fn epoch_ms(text: &str) -> Option<i64> {
-    let b = text.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let num = |from: usize, to: usize| text.get(from..to)?.parse::<i64>().ok();
-    let (year, month, day) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
-    let (hour, minute, second) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
-    let millis = match b[19] {
-        b'.' => {
-            let digits = text.get(20..)?.strip_suffix('Z')?;
-            let first3: String = digits.chars().chain("000".chars()).take(3).collect();
-            first3.parse::<i64>().ok()?
-        }
-        b'Z' => 0,
-        _ => return None,
-    };
-    let days = days_since_epoch(year, month, day)?;
-    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
-}
-
-/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar
-/// (counting in 400-year eras that start on 1 March, so leap days fall last).
-fn days_since_epoch(year: i64, month: i64, day: i64) -> Option<i64> {
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
-        return None;
-    }
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let year_of_era = y - era * 400;
-    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    Some(era * 146_097 + day_of_era - 719_468)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
 /// Counts the request into the per-minute figures: for the queue of its
@@ -431,44 +348,5 @@ mod tests {
             bad("timeout=1.5"),
             "timeout must be a non-negative integer (milliseconds)"
         );
-    }
-
-    #[test]
-    fn created_at_reads_as_epoch_milliseconds() {
-        assert_eq!(epoch_ms("1970-01-01T00:00:00.000000Z"), Some(0));
-        assert_eq!(epoch_ms("2000-03-01T00:00:00Z"), Some(951_868_800_000));
-        assert_eq!(epoch_ms("2024-02-29T23:59:59.999999Z"), Some(1_709_251_199_999));
-        assert_eq!(epoch_ms("2026-12-03T09:02:40.1Z"), Some(1_796_288_560_100));
-        assert_eq!(epoch_ms("1969-12-31T23:59:59.500000Z"), Some(-500));
-        for bad in ["", "2026-12-03", "2026-13-03T00:00:00Z", "2026-12-03 09:02:40Z", "x026-12-03T09:02:40Z"] {
-            assert_eq!(epoch_ms(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn tally_counts_per_queue_and_ages_from_created_at() {
-        let answer = RawJson(
-            json!({"success": true, "partitionsClaimed": 2, "messages": [
-                {"queue": "a", "createdAt": "1970-01-01T00:00:01.000000Z", "data": {"x": [1, 2]}},
-                {"queue": "b\"q", "createdAt": "1970-01-01T00:00:04.000000Z", "payload": "s"},
-                {"queue": "a", "createdAt": "1970-01-01T00:00:03.500000Z"}]})
-            .to_string(),
-        );
-        let look = tally(answer, 5_000).unwrap();
-        assert!(look.settled);
-        assert_eq!(look.messages, 3);
-        assert_eq!(
-            look.delivered,
-            vec![("a".to_string(), 2, 5_500, 4_000), ("b\"q".to_string(), 1, 1_000, 1_000)]
-        );
-    }
-
-    #[test]
-    fn tally_of_an_empty_or_paused_answer() {
-        let empty = tally(RawJson(r#"{"success":true,"messages":[]}"#.into()), 0).unwrap();
-        assert!(!empty.settled);
-        assert_eq!((empty.messages, empty.delivered.len()), (0, 0));
-        let paused = tally(RawJson(r#"{"success":true,"messages":[],"paused":true}"#.into()), 0).unwrap();
-        assert!(paused.settled);
     }
 }

@@ -1,0 +1,280 @@
+//! The HTTP pop's answer, written here from `pgcursor.pop_batch`'s row of
+//! arrays: PostgreSQL, which every gateway shares, builds no JSON for a pop.
+//! The answer is the one `pgcursor.pop` gives psql (tests/http/pop.rs
+//! compares the two).
+
+use std::fmt::Write;
+
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::routes::call::RawJson;
+
+/// The statement the gateway pops with.
+pub const POP_BATCH_SQL: &str = "SELECT paused, lease_id, consumer_group, partitions_claimed, \
+     queue, partition, partition_id, queues, partitions, partition_ids, ids, transaction_ids, \
+     offsets, payloads, created_ats, trace_ids, retry_counts FROM pgcursor.pop_batch($1::jsonb)";
+
+/// One pop, as pop_batch answers it: one element per message in every array.
+pub struct PopBatch {
+    pub paused: bool,
+    lease_id: Option<Uuid>,
+    consumer_group: Option<String>,
+    pub partitions_claimed: i32,
+    queue: Option<String>,
+    partition: Option<String>,
+    partition_id: Option<Uuid>,
+    queues: Vec<String>,
+    partitions: Vec<String>,
+    partition_ids: Vec<Uuid>,
+    ids: Vec<Option<Uuid>>,
+    transaction_ids: Vec<String>,
+    offsets: Vec<i64>,
+    payloads: Vec<Option<RawJson>>,
+    /// Microseconds since 1970, UTC.
+    created_ats: Vec<i64>,
+    trace_ids: Vec<Option<Uuid>>,
+    retry_counts: Vec<i32>,
+}
+
+impl PopBatch {
+    pub fn from_row(row: &Row) -> Result<PopBatch, ApiError> {
+        let batch = PopBatch {
+            paused: row.try_get(0)?,
+            lease_id: row.try_get(1)?,
+            consumer_group: row.try_get(2)?,
+            partitions_claimed: row.try_get(3)?,
+            queue: row.try_get(4)?,
+            partition: row.try_get(5)?,
+            partition_id: row.try_get(6)?,
+            queues: row.try_get(7)?,
+            partitions: row.try_get(8)?,
+            partition_ids: row.try_get(9)?,
+            ids: row.try_get(10)?,
+            transaction_ids: row.try_get(11)?,
+            offsets: row.try_get(12)?,
+            payloads: row.try_get(13)?,
+            created_ats: row.try_get(14)?,
+            trace_ids: row.try_get(15)?,
+            retry_counts: row.try_get(16)?,
+        };
+        let n = batch.offsets.len();
+        let lengths = [
+            batch.queues.len(),
+            batch.partitions.len(),
+            batch.partition_ids.len(),
+            batch.ids.len(),
+            batch.transaction_ids.len(),
+            batch.payloads.len(),
+            batch.created_ats.len(),
+            batch.trace_ids.len(),
+            batch.retry_counts.len(),
+        ];
+        if lengths.iter().any(|&len| len != n) {
+            return Err(ApiError::Internal(format!(
+                "pop_batch answered arrays of different lengths: {n} offsets, {lengths:?}"
+            )));
+        }
+        Ok(batch)
+    }
+
+    /// Messages in the answer.
+    pub fn message_count(&self) -> usize {
+        self.offsets.len()
+    }
+
+    /// Per queue delivered from, in order of first appearance: the messages
+    /// and the sum and maximum of their age at `now_us`, in ms.
+    pub fn delivered(&self, now_us: i64) -> Vec<(String, i64, i64, i64)> {
+        let mut per_queue: Vec<(String, i64, i64, i64)> = Vec::new();
+        for (queue, created) in self.queues.iter().zip(&self.created_ats) {
+            let age = (now_us.saturating_sub(*created) / 1000).max(0);
+            match per_queue.iter_mut().find(|d| &d.0 == queue) {
+                Some(d) => {
+                    d.1 += 1;
+                    d.2 += age;
+                    d.3 = d.3.max(age);
+                }
+                None => per_queue.push((queue.clone(), 1, age, age)),
+            }
+        }
+        per_queue
+    }
+
+    /// The wire answer (wire.md, Pop), as `pgcursor.pop` writes it.
+    pub fn to_json(&self) -> RawJson {
+        if self.paused {
+            return RawJson(r#"{"success":true,"messages":[],"paused":true}"#.into());
+        }
+        if self.partitions_claimed == 0 {
+            return RawJson(r#"{"success":true,"messages":[]}"#.into());
+        }
+        let lease = uuid_or_null(self.lease_id.as_ref());
+        let group = string_or_null(self.consumer_group.as_deref());
+        let mut out = String::with_capacity(256 + self.message_count() * 512);
+        out.push_str(r#"{"success":true,"queue":"#);
+        out.push_str(&string_or_null(self.queue.as_deref()));
+        out.push_str(r#","partition":"#);
+        out.push_str(&string_or_null(self.partition.as_deref()));
+        out.push_str(r#","partitionId":"#);
+        out.push_str(&uuid_or_null(self.partition_id.as_ref()));
+        let _ = write!(
+            out,
+            r#","leaseId":{lease},"consumerGroup":{group},"partitionsClaimed":{},"messages":["#,
+            self.partitions_claimed
+        );
+        for i in 0..self.message_count() {
+            if i > 0 {
+                out.push(',');
+            }
+            let payload = self.payloads[i].as_ref().map_or("null", |p| p.0.as_str());
+            let _ = write!(
+                out,
+                r#"{{"id":{},"transactionId":{},"partitionId":"{}","partition":{},"queue":{},"offset":{},"leaseId":{lease},"consumerGroup":{group},"data":{payload},"payload":{payload},"createdAt":"{}","traceId":{},"retryCount":{}}}"#,
+                uuid_or_null(self.ids[i].as_ref()),
+                json_string(&self.transaction_ids[i]),
+                self.partition_ids[i],
+                json_string(&self.partitions[i]),
+                json_string(&self.queues[i]),
+                self.offsets[i],
+                rfc3339_micros(self.created_ats[i]),
+                uuid_or_null(self.trace_ids[i].as_ref()),
+                self.retry_counts[i],
+            );
+        }
+        out.push_str("]}");
+        RawJson(out)
+    }
+}
+
+fn json_string(text: &str) -> String {
+    serde_json::Value::from(text).to_string()
+}
+
+fn string_or_null(text: Option<&str>) -> String {
+    text.map_or_else(|| "null".to_string(), json_string)
+}
+
+fn uuid_or_null(id: Option<&Uuid>) -> String {
+    id.map_or_else(|| "null".to_string(), |id| format!("\"{id}\""))
+}
+
+/// `2026-12-03T09:02:40.123456Z` for microseconds since 1970, as
+/// `pgcursor_internal.rfc3339_utc` writes a timestamp.
+pub fn rfc3339_micros(micros: i64) -> String {
+    let seconds = micros.div_euclid(1_000_000);
+    let fraction = micros.rem_euclid(1_000_000);
+    let (year, month, day) = civil_date(seconds.div_euclid(86_400));
+    let of_day = seconds.rem_euclid(86_400);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{fraction:06}Z",
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60
+    )
+}
+
+/// The date of a day counted from 1970-01-01, in the proleptic Gregorian
+/// calendar (counting in 400-year eras that start on 1 March, so that leap
+/// days fall last).
+fn civil_date(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    let month = if shifted_month < 10 {
+        shifted_month + 3
+    } else {
+        shifted_month - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_written_as_pop_writes_them() {
+        assert_eq!(rfc3339_micros(0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(
+            rfc3339_micros(951_782_400_000_001),
+            "2000-02-29T00:00:00.000001Z"
+        );
+        assert_eq!(
+            rfc3339_micros(951_868_800_000_000),
+            "2000-03-01T00:00:00.000000Z"
+        );
+        assert_eq!(
+            rfc3339_micros(1_796_288_560_123_456),
+            "2026-12-03T09:02:40.123456Z"
+        );
+        assert_eq!(
+            rfc3339_micros(4_107_542_399_999_999),
+            "2100-02-28T23:59:59.999999Z"
+        );
+        assert_eq!(rfc3339_micros(-1), "1969-12-31T23:59:59.999999Z");
+    }
+
+    #[test]
+    fn strings_are_escaped() {
+        assert_eq!(json_string("a\"b\\c\n"), r#""a\"b\\c\n""#);
+        assert_eq!(string_or_null(None), "null");
+    }
+
+    fn batch(queues: &[&str], created_ats: &[i64]) -> PopBatch {
+        let n = queues.len();
+        PopBatch {
+            paused: false,
+            lease_id: None,
+            consumer_group: Some("g".into()),
+            partitions_claimed: 1,
+            queue: Some(queues[0].into()),
+            partition: Some("p".into()),
+            partition_id: Some(Uuid::nil()),
+            queues: queues.iter().map(|q| q.to_string()).collect(),
+            partitions: vec!["p".into(); n],
+            partition_ids: vec![Uuid::nil(); n],
+            ids: vec![None; n],
+            transaction_ids: (1..=n).map(|i| format!("t{i}")).collect(),
+            offsets: (1..=n as i64).collect(),
+            payloads: vec![None; n],
+            created_ats: created_ats.to_vec(),
+            trace_ids: vec![None; n],
+            retry_counts: vec![0; n],
+        }
+    }
+
+    #[test]
+    fn delivered_counts_per_queue_and_ages_in_ms() {
+        let b = batch(&["a", "b\"q", "a"], &[1_000_000, 4_000_000, 3_500_000]);
+        assert_eq!(
+            b.delivered(5_000_000),
+            vec![
+                ("a".to_string(), 2, 5_500, 4_000),
+                ("b\"q".to_string(), 1, 1_000, 1_000)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_answer_is_json_with_every_field() {
+        let answer: serde_json::Value =
+            serde_json::from_str(&batch(&["q"], &[0]).to_json().0).unwrap();
+        assert_eq!(
+            answer,
+            serde_json::json!({"success": true, "queue": "q", "partition": "p",
+                "partitionId": Uuid::nil(), "leaseId": null, "consumerGroup": "g", "partitionsClaimed": 1,
+                "messages": [{"id": null, "transactionId": "t1", "partitionId": Uuid::nil(), "partition": "p",
+                    "queue": "q", "offset": 1, "leaseId": null, "consumerGroup": "g", "data": null,
+                    "payload": null, "createdAt": "1970-01-01T00:00:00.000000Z", "traceId": null,
+                    "retryCount": 0}]})
+        );
+    }
+}
