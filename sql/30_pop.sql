@@ -333,20 +333,26 @@ RETURNS TABLE (paused boolean, lease_id uuid, consumer_group text, partitions_cl
                queue text, partition text, partition_id uuid,
                queues text[], partitions text[], partition_ids uuid[], ids uuid[], transaction_ids text[],
                offsets bigint[], payloads jsonb[], created_ats bigint[], trace_ids uuid[], retry_counts integer[])
-LANGUAGE sql SET jit = off AS $$
+LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+    c record;
+BEGIN
+    c := pgcursor_internal.pop_claims(req);
+    -- A statement of its own, after the claim: it must see every message the
+    -- claim saw (one query around both would read with the snapshot it
+    -- started with, and miss messages pushed while the claim waited).
+    RETURN QUERY
     SELECT c.paused, c.lease, c.grp, coalesce(jsonb_array_length(c.claims), 0),
            c.claims -> 0 ->> 'queue', c.claims -> 0 ->> 'partition', (c.claims -> 0 ->> 'partition_id')::uuid,
-           coalesce(array_agg(m.queue ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
-           coalesce(array_agg(m.partition ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
-           coalesce(array_agg(m.partition_id ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
-           coalesce(array_agg(m.message_id ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
-           coalesce(array_agg(m.transaction_id ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
-           coalesce(array_agg(m.msg_offset ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
-           coalesce(array_agg(m.payload ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
-           coalesce(array_agg((extract(epoch FROM m.created_at) * 1000000)::bigint ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
-           coalesce(array_agg(m.trace_id ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}'),
-           coalesce(array_agg(m.retry_count ORDER BY m.k) FILTER (WHERE m.k IS NOT NULL), '{}')
-    FROM pgcursor_internal.pop_claims(req) c
-    LEFT JOIN LATERAL pgcursor_internal.claimed_messages(c.claims) m ON true
-    GROUP BY c.paused, c.lease, c.grp, c.claims
-$$;
+           coalesce(array_agg(m.queue ORDER BY m.k), '{}'),
+           coalesce(array_agg(m.partition ORDER BY m.k), '{}'),
+           coalesce(array_agg(m.partition_id ORDER BY m.k), '{}'),
+           coalesce(array_agg(m.message_id ORDER BY m.k), '{}'),
+           coalesce(array_agg(m.transaction_id ORDER BY m.k), '{}'),
+           coalesce(array_agg(m.msg_offset ORDER BY m.k), '{}'),
+           coalesce(array_agg(m.payload ORDER BY m.k), '{}'),
+           coalesce(array_agg((extract(epoch FROM m.created_at) * 1000000)::bigint ORDER BY m.k), '{}'),
+           coalesce(array_agg(m.trace_id ORDER BY m.k), '{}'),
+           coalesce(array_agg(m.retry_count ORDER BY m.k), '{}')
+    FROM pgcursor_internal.claimed_messages(c.claims) m;
+END $$;

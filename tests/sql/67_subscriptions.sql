@@ -5,7 +5,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(46);
+SELECT plan(47);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.sub(q text, grp text) RETURNS text LANGUAGE sql AS $$
@@ -202,12 +202,15 @@ SELECT is((SELECT string_agg(p.name || '@' || c.cursor, ' ' ORDER BY p.name) || 
 -- for a group whose rows a delete removed (subscription kept, 'none').
 \ir lib/dblink.sql
 SELECT pg_temp.open_sessions('t67push', 't67pop');
--- Pops group grp on queue q while a push creating partition "late" of q is
--- open, then once more after; answers how many messages of "late" the two
--- delivered.
-CREATE FUNCTION pg_temp.pops_racing_a_new_partition(q text, grp text) RETURNS integer LANGUAGE plpgsql AS $$
+-- Pops group grp on queue q with pop_fn (pop, or pop_batch) while a push
+-- creating partition "late" of q is open, then once more after; answers
+-- how many messages of "late" the two delivered.
+CREATE FUNCTION pg_temp.pops_racing_a_new_partition(q text, grp text, pop_fn text DEFAULT 'pop')
+RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
-    pop text := format('SELECT pgcursor.pop(%L)', jsonb_build_object('queue', q, 'consumerGroup', grp));
+    pop text := format(CASE pop_fn WHEN 'pop' THEN 'SELECT pgcursor.pop(%L)'
+                                   ELSE 'SELECT to_jsonb(b) FROM pgcursor.pop_batch(%L) b' END,
+                       jsonb_build_object('queue', q, 'consumerGroup', grp));
     first_pop jsonb;
     second_pop jsonb;
 BEGIN
@@ -220,14 +223,17 @@ BEGIN
     SELECT r INTO first_pop FROM dblink_get_result('t67pop') AS t(r jsonb);
     PERFORM * FROM dblink_get_result('t67pop') AS t(r jsonb);  -- the end of its answers
     SELECT r INTO second_pop FROM dblink('t67pop', pop) AS t(r jsonb);
-    RETURN (SELECT count(*) FROM jsonb_array_elements((first_pop -> 'messages') || (second_pop -> 'messages')) m
-             WHERE m ->> 'partition' = 'late');
+    RETURN (SELECT count(*) FROM jsonb_array_elements_text(
+                coalesce(first_pop -> 'partitions', jsonb_path_query_array(first_pop, '$.messages[*].partition'))
+                || coalesce(second_pop -> 'partitions', jsonb_path_query_array(second_pop, '$.messages[*].partition'))) x
+             WHERE x = 'late');
 END $$;
 -- (t67gone: racer subscribed in mode new after a's message, so its pop
 -- finds nothing on a and looks at every partition, as on t67race.)
 SELECT FROM dblink('t67push', $q$SELECT pgcursor.configure('{"queue":"t67race"}'),
+                                     pgcursor.configure('{"queue":"t67rows"}'),
                                      pgcursor.push('{"items":[{"queue":"t67gone","partition":"a","payload":1}]}')$q$)
-    AS t(a jsonb, b jsonb);
+    AS t(a jsonb, b jsonb, c jsonb);
 SELECT FROM dblink('t67push', $q$SELECT pgcursor.pop('{"queue":"t67gone","consumerGroup":"racer","subscriptionMode":"new"}'),
                                      pgcursor.delete_consumer_group('racer', 't67gone', false)$q$)
     AS t(a jsonb, b jsonb);
@@ -235,8 +241,14 @@ SELECT is(pg_temp.pops_racing_a_new_partition('t67race', 'racer'), 1,
           'a first pop racing the push that creates a partition: the message is delivered, not lost');
 SELECT is(pg_temp.pops_racing_a_new_partition('t67gone', 'racer'), 1,
           '... and the first pop after the group''s rows were deleted');
-SELECT FROM dblink('t67push', $q$SELECT pgcursor.delete_queue('t67race'), pgcursor.delete_queue('t67gone')$q$)
-    AS t(a jsonb, b jsonb);
+-- pop_batch reads the claimed messages after the claim, in a statement of
+-- its own: its claim waited for the push, so a read with the snapshot the
+-- call started with would find the claimed message missing.
+SELECT is(pg_temp.pops_racing_a_new_partition('t67rows', 'racer', 'pop_batch'), 1,
+          '... and through pop_batch, which delivers the message it claimed');
+SELECT FROM dblink('t67push', $q$SELECT pgcursor.delete_queue('t67race'), pgcursor.delete_queue('t67gone'),
+                                     pgcursor.delete_queue('t67rows')$q$)
+    AS t(a jsonb, b jsonb, c jsonb);
 SELECT pg_temp.close_sessions('t67push', 't67pop');
 
 SELECT * FROM finish();

@@ -102,9 +102,14 @@ BEGIN
         RETURN NEXT line;
     END LOOP;
 END $$;
-SELECT ok(EXISTS (SELECT 1 FROM pg_temp.plan_nodes() l WHERE l ~ 'Index.* using messages_pkey on messages'),
+-- (A plain or a bitmap scan of the primary key, as the statistics left by
+-- earlier files make the planner guess: a bitmap heap scan of messages is
+-- fed by its bitmap index scan, which the second check names.)
+SELECT ok(EXISTS (SELECT 1 FROM pg_temp.plan_nodes() l
+                   WHERE l ~ 'Index.* using messages_pkey on messages' OR l ~ 'Bitmap Index Scan on messages_pkey'),
           'the lag probe is a primary-key index scan');
-SELECT ok(NOT EXISTS (SELECT 1 FROM pg_temp.plan_nodes() l WHERE l ~ ' on messages' AND l !~ 'messages_pkey'),
+SELECT ok(NOT EXISTS (SELECT 1 FROM pg_temp.plan_nodes() l
+                       WHERE l ~ ' on messages' AND l !~ 'messages_pkey' AND l !~ 'Bitmap Heap Scan on messages '),
           'messages is read through nothing else');
 RESET enable_seqscan;
 
