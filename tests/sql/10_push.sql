@@ -1,6 +1,6 @@
 -- pgcursor.push: auto-create, dense offsets, duplicates, validation, concurrency.
 BEGIN;
-SELECT plan(42);
+SELECT plan(44);
 
 CREATE TEMP TABLE r ON COMMIT DROP AS
 SELECT pgcursor.push('{"items":[{"queue":"t10","payload":{"n":1}},
@@ -29,6 +29,11 @@ SELECT is((SELECT (out -> 1 ->> 'offset')::int FROM r), 2, 'second item gets off
 SELECT matches((SELECT out -> 0 ->> 'transactionId' FROM r),
                '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$',
                'missing transactionId defaults to a UUIDv7');
+SELECT is((SELECT out -> 0 ->> 'transactionId' FROM r), (SELECT out -> 0 ->> 'message_id' FROM r),
+          '... the message_id itself (one UUIDv7 drawn per item)');
+SELECT matches((SELECT out -> 1 ->> 'message_id' FROM r),
+               '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$',
+               'with a transactionId given, the message_id is a UUIDv7 of its own');
 SELECT is((SELECT (out -> 0 ->> 'partitionId')::uuid FROM r),
           (SELECT id FROM pgcursor.partitions WHERE queue = 't10' AND name = 'Default'), 'partitionId answered');
 SELECT is((SELECT payload FROM pgcursor.messages m JOIN pgcursor.partitions p ON p.id = m.partition_id
