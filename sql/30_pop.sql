@@ -235,6 +235,8 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.pop_claims(
     req jsonb, OUT paused boolean, OUT lease uuid, OUT grp text, OUT claims jsonb)
 LANGUAGE plpgsql AS $$
 DECLARE
+    -- (in this order, as pop always read them: the first bad one is named)
+    group_name text := coalesce(pgcursor_internal.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__');
     batch  integer := pgcursor_internal.positive_int_arg(req, 'batch', 1);
     nparts integer := pgcursor_internal.positive_int_arg(req, 'partitions', 1);
     auto   boolean := pgcursor_internal.bool_arg(req, 'autoAck', false);
@@ -246,7 +248,7 @@ DECLARE
     want   integer := nparts;
     made   integer;
 BEGIN
-    grp := coalesce(pgcursor_internal.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__');
+    grp := group_name;
     paused := coalesce((SELECT m.enabled FROM pgcursor.maintenance m WHERE m.mode = 'pop'), false);
     IF paused THEN
         RETURN;
