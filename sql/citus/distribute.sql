@@ -100,3 +100,16 @@ ALTER TABLE pgcursor.trace_events ADD CONSTRAINT trace_events_partition_id_fkey
 ALTER TABLE pgcursor.trace_names ADD CONSTRAINT trace_names_partition_id_trace_id_fkey
     FOREIGN KEY (partition_id, trace_id) REFERENCES pgcursor.trace_events (partition_id, id) ON DELETE CASCADE;
 \endif
+
+-- The two statement triggers that keep deleted rows' totals
+-- (sql/61_resources.sql) cannot run on Citus: their INSERT reads the
+-- transition table `gone`, and Citus 12.1 plans it as a distributed query
+-- ("unrecognized RTE kind: 7", or "executor could not find named
+-- tuplestore "gone"" once sent to another node); on the reference table
+-- partitions it would also fire once per node. So every delete of cursor
+-- rows or partitions failed. They are disabled here (the gateway's
+-- bootstrap only creates them when missing, so this stays), and the
+-- deleting functions write the totals themselves (sql/citus/proposed.sql:
+-- delete_queue, delete_consumer_group).
+ALTER TABLE pgcursor.cursors DISABLE TRIGGER cursors_retire_totals;
+ALTER TABLE pgcursor.partitions DISABLE TRIGGER partitions_retire_totals;
