@@ -264,3 +264,216 @@ BEGIN
     RETURN row;
 END
 $$;
+
+-- claim_batches (sql/30_pop.sql): the claim becomes a loop, as
+-- docs/operations.md planned. Citus 12.1 takes row locks only in queries
+-- routed to one shard, so the one statement that chose, locked (FOR UPDATE
+-- OF c SKIP LOCKED) and updated the candidates across partitions was
+-- refused ("could not run distributed query with FOR UPDATE/SHARE
+-- commands") and every pop failed. Now the candidates are chosen by a
+-- lock-free read over all shards, in the same order and with the same
+-- conditions, and each one is then locked by itself (FOR UPDATE SKIP
+-- LOCKED, one shard), its lease re-checked on the locked row, and updated,
+-- until nparts are claimed or the batch is used up. One partition is still
+-- never leased twice to one group: the re-check runs on the locked row. A
+-- candidate whose cursor moved meanwhile is served from where it stands,
+-- never past what the read found ready. (The read looks at twice nparts
+-- and 16 more candidates, so that rows other pops hold can be passed over;
+-- with more of those than that, a pop may claim fewer than it could.)
+CREATE OR REPLACE FUNCTION pgcursor_internal.claim_batches(
+    queues text[], pname text, grp text, batch integer, nparts integer, lease uuid)
+RETURNS TABLE (rank bigint, partition_id uuid, queue text, partition text,
+               batch_start bigint, batch_end bigint, retry_count integer)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    cand  record;
+    cur   pgcursor.cursors;
+    take  bigint;
+    left_ bigint := batch;
+    n     bigint := 0;
+    at    timestamptz := now();
+BEGIN
+    FOR cand IN
+        SELECT s.pid, s.ready, s.qname, s.pname, s.lease_time
+        FROM (SELECT c.partition_id AS pid, c.cursor, p.queue AS qname, p.name AS pname, q.lease_time,
+                     q.priority, greatest(c.last_ack_at, c.lease_expires_at) AS last_served,
+                     CASE WHEN q.delayed_processing = 0 THEN p.head ELSE coalesce(
+                         (SELECT min(m.msg_offset) - 1 FROM pgcursor.messages m
+                           WHERE m.partition_id = c.partition_id AND m.msg_offset > c.cursor
+                             AND m.created_at > now() - q.delayed_processing * interval '1 second'),
+                         p.head) END AS ready
+                FROM pgcursor.cursors c
+                JOIN pgcursor.partitions p ON p.id = c.partition_id
+                JOIN pgcursor.queues q ON q.name = p.queue
+               WHERE c.consumer_group = grp AND p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname)
+                 AND c.cursor < p.head
+                 AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
+                 AND (q.window_buffer = 0 OR NOT EXISTS (
+                         SELECT 1 FROM pgcursor.messages m
+                          WHERE m.partition_id = c.partition_id AND m.msg_offset = p.head
+                            AND m.created_at > now() - q.window_buffer * interval '1 second'))) s
+        WHERE s.cursor < s.ready
+        ORDER BY s.priority DESC, s.last_served NULLS FIRST, s.pid
+        LIMIT nparts * 2 + 16
+    LOOP
+        SELECT * INTO cur FROM pgcursor.cursors x
+         WHERE x.partition_id = cand.pid AND x.consumer_group = grp
+           FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND OR pgcursor_internal.lease_is_live(cur.lease_expires_at)
+                      OR cur.cursor >= cand.ready;
+        take := least(cand.ready - cur.cursor, left_);
+        -- From the locked row's values: Citus refuses non-immutable
+        -- expressions (now(), timestamptz + interval) inside CASE in an
+        -- UPDATE of a distributed table.
+        IF lease IS NULL THEN  -- autoAck: completed on the spot
+            UPDATE pgcursor.cursors x SET
+                lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL,
+                cursor = cur.cursor + take, completed_total = cur.completed_total + take,
+                last_ack_at = at, retry_count = 0,
+                lease_expiries = cur.lease_expiries + (cur.lease_id IS NOT NULL)::integer
+             WHERE x.partition_id = cand.pid AND x.consumer_group = grp;
+        ELSE
+            UPDATE pgcursor.cursors x SET
+                lease_id = lease, lease_expires_at = at + cand.lease_time * interval '1 second',
+                batch_start = cur.cursor + 1, batch_end = cur.cursor + take,
+                -- a lease still set here was never released: it expired (live ones are skipped)
+                lease_expiries = cur.lease_expiries + (cur.lease_id IS NOT NULL)::integer
+             WHERE x.partition_id = cand.pid AND x.consumer_group = grp;
+        END IF;
+        n := n + 1;
+        rank := n;
+        partition_id := cand.pid;
+        queue := cand.qname;
+        partition := cand.pname;
+        batch_start := cur.cursor + 1;
+        batch_end := cur.cursor + take;
+        retry_count := cur.retry_count;
+        RETURN NEXT;
+        left_ := left_ - take;
+        EXIT WHEN n >= nparts OR left_ <= 0;
+    END LOOP;
+END $$;
+
+-- pop (sql/30_pop.sql): the claimed messages are read by one query per
+-- claim instead of one LATERAL join over the claims (jsonb_to_recordset).
+-- Citus 12.1 refuses that join ("cannot push down this subquery: Offset
+-- clause is currently unsupported when a lateral subquery references a
+-- column from complex subqueries, CTEs or local tables"), and without the
+-- OFFSET 0 it would plan the same join badly, as the original's comment
+-- says. Otherwise the same function.
+CREATE OR REPLACE FUNCTION pgcursor.pop(req jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+    grp    text := coalesce(pgcursor_internal.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__');
+    batch  integer := pgcursor_internal.positive_int_arg(req, 'batch', 1);
+    nparts integer := pgcursor_internal.positive_int_arg(req, 'partitions', 1);
+    auto   boolean := pgcursor_internal.bool_arg(req, 'autoAck', false);
+    mode   text := pgcursor_internal.subscription_mode(req);
+    since  timestamptz := pgcursor_internal.subscription_from(req);
+    queues text[] := pgcursor_internal.pop_queues(req);
+    pname  text := pgcursor_internal.optional_text(req, 'partition');
+    lease  uuid := CASE WHEN auto THEN NULL ELSE pgcursor_internal.uuidv7() END;
+    pending text[];
+    want   integer := nparts;
+    made   integer;
+    claims jsonb;
+    msgs   jsonb;
+    claim  record;
+BEGIN
+    IF (SELECT m.enabled FROM pgcursor.maintenance m WHERE m.mode = 'pop') THEN
+        RETURN '{"success": true, "messages": [], "paused": true}'::jsonb;
+    END IF;
+    pending := pgcursor_internal.subscribe(queues, grp, mode, since);
+    -- New rows may all be held back (delayedProcessing, windowBuffer): then
+    -- look further, twice as far each time, until a claim or no more rows.
+    LOOP
+        made := CASE WHEN cardinality(pending) = 0 THEN 0
+                     ELSE pgcursor_internal.add_claimable_cursors(pending, pname, grp, want) END;
+        SELECT jsonb_agg(to_jsonb(b) ORDER BY b.rank) INTO claims
+        FROM pgcursor_internal.claim_batches(queues, pname, grp, batch, nparts, lease) b;
+        EXIT WHEN claims IS NOT NULL OR made = 0;
+        want := want * 2;
+    END LOOP;
+    IF claims IS NULL THEN
+        RETURN '{"success": true, "messages": []}'::jsonb;
+    END IF;
+    -- Offsets deleted by retention inside a claimed range are simply absent.
+    -- One primary-key range scan per claim, each routed to its shard.
+    msgs := '[]'::jsonb;
+    FOR claim IN SELECT * FROM jsonb_to_recordset(claims) AS x(rank bigint, partition_id uuid, queue text,
+                                                           partition text, batch_start bigint,
+                                                           batch_end bigint, retry_count integer)
+              ORDER BY x.rank
+    LOOP
+        msgs := msgs || coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                       'id', m.message_id, 'transactionId', m.transaction_id, 'partitionId', claim.partition_id,
+                       'partition', claim.partition, 'queue', claim.queue, 'offset', m.msg_offset,
+                       'leaseId', lease, 'consumerGroup', grp, 'data', m.payload, 'payload', m.payload,
+                       'createdAt', pgcursor_internal.rfc3339_utc(m.created_at), 'traceId', m.trace_id,
+                       'retryCount', claim.retry_count)
+                     ORDER BY m.msg_offset)
+              FROM pgcursor.messages m
+             WHERE m.partition_id = claim.partition_id AND m.msg_offset BETWEEN claim.batch_start AND claim.batch_end),
+            '[]'::jsonb);
+    END LOOP;
+    RETURN jsonb_build_object('success', true, 'queue', claims -> 0 ->> 'queue',
+                              'partition', claims -> 0 ->> 'partition',
+                              'partitionId', claims -> 0 ->> 'partition_id', 'leaseId', lease,
+                              'consumerGroup', grp, 'messages', msgs,
+                              'partitionsClaimed', jsonb_array_length(claims));
+END $$;
+
+-- materialize_cursors (sql/02_shared.sql): the missing rows are written one
+-- (partition, group) at a time, in the same (partition, group) order.
+-- Citus 12.1 refuses the one INSERT ... SELECT over the subscriptions and
+-- partitions with its NOT EXISTS on cursors ("correlated subqueries are not
+-- supported when the FROM clause contains a set returning function"), and
+-- start_cursor(p, s) over the tables' rows fails as in lock_cursor above;
+-- so a group's second pop failed. One probe, and for a missing row one
+-- insert, per partition of the pending queues: slower than the original on
+-- queues of thousands of partitions (not measured).
+CREATE OR REPLACE FUNCTION pgcursor_internal.materialize_cursors(
+    grp text DEFAULT NULL, skip_locked boolean DEFAULT false)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    groups text[];
+    queues text[];
+    made   bigint := 0;
+    one    bigint;
+    pair   record;
+    part   pgcursor.partitions;
+    sub    pgcursor.subscriptions;
+BEGIN
+    EXECUTE format(
+        'SELECT array_agg(x.consumer_group), array_agg(x.queue)
+           FROM (SELECT s.consumer_group, s.queue FROM pgcursor.subscriptions s
+                  WHERE s.cursor_rows = ''pending'' AND ($1 IS NULL OR s.consumer_group = $1)
+                  ORDER BY s.consumer_group, s.queue
+                    FOR UPDATE %s) x',
+        CASE WHEN skip_locked THEN 'SKIP LOCKED' ELSE '' END)
+    INTO groups, queues USING grp;
+    IF groups IS NULL THEN
+        RETURN 0;
+    END IF;
+    FOR pair IN SELECT p.id AS pid, k.consumer_group AS g, k.queue AS q
+                  FROM unnest(groups, queues) k(consumer_group, queue)
+                  JOIN pgcursor.partitions p ON p.queue = k.queue
+                 ORDER BY p.id, k.consumer_group  -- partition order, as every writer of new rows
+    LOOP
+        CONTINUE WHEN EXISTS (SELECT 1 FROM pgcursor.cursors c
+                               WHERE c.partition_id = pair.pid AND c.consumer_group = pair.g);
+        SELECT * INTO part FROM pgcursor.partitions p WHERE p.id = pair.pid;
+        SELECT * INTO sub FROM pgcursor.subscriptions s WHERE s.consumer_group = pair.g AND s.queue = pair.q;
+        INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
+        VALUES (pair.pid, pair.g, pgcursor_internal.start_cursor(part, sub))
+        ON CONFLICT DO NOTHING;
+        GET DIAGNOSTICS one = ROW_COUNT;
+        made := made + one;
+    END LOOP;
+    UPDATE pgcursor.subscriptions s SET cursor_rows = 'complete'
+      FROM unnest(groups, queues) k(consumer_group, queue)
+     WHERE s.consumer_group = k.consumer_group AND s.queue = k.queue;
+    RETURN made;
+END $$;
