@@ -64,7 +64,8 @@ test-failover: deps
 # CITUS_PROPOSED=0 skips them), then the ack pgTAP files 50-55 against the
 # coordinator twice: as they are, and with sql/citus/pgtap-on-citus.patch
 # applied to a copy (what the files themselves need on Citus; the patch
-# says why). Fails if either run fails. client_min_messages=error: Citus
+# says why), then sql/citus/tests (the ack delegated to a worker). Fails if
+# any of the three fails. client_min_messages=error: Citus
 # warns about every pg_temp helper that it stays on the coordinator (errors
 # still show); statement_timeout: a wait on a worker's lock is not bounded
 # by the session's lock_timeout and must not hang the target. The nodes are
@@ -90,8 +91,10 @@ test-citus: deps
 	cp -r tests "$$copy/"; patch -s -d "$$copy" -p1 <sql/citus/pgtap-on-citus.patch; \
 	echo "==> pgTAP 50-55 with sql/citus/pgtap-on-citus.patch"; \
 	patched=0; (cd "$$copy" && "$${prove[@]}" tests/sql/5[0-5]_*.sql) || patched=$$?; \
-	echo "test-citus: as they are: exit $$as_is; patched: exit $$patched"; \
-	[ "$$as_is" = 0 ] && [ "$$patched" = 0 ]
+	echo "==> sql/citus/tests (what Citus adds: the delegated ack)"; \
+	own=0; "$${prove[@]}" sql/citus/tests/*.sql || own=$$?; \
+	echo "test-citus: 50-55 as they are: exit $$as_is; patched: exit $$patched; sql/citus/tests: exit $$own"; \
+	[ "$$as_is" = 0 ] && [ "$$patched" = 0 ] && [ "$$own" = 0 ]
 
 # The soak test alone, in release mode: SOAK_SECONDS of producing (default
 # 600) with faults, then the drain and the check (`make test` runs 30 s).

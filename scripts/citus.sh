@@ -3,7 +3,7 @@
 #
 #   scripts/citus.sh build       citus.so into the system PostgreSQL, once per machine
 #   scripts/citus.sh start       start the three nodes, join them, print the coordinator's URL
-#   scripts/citus.sh distribute  apply sql/citus/distribute.sql on the coordinator (after migrate)
+#   scripts/citus.sh distribute  apply sql/citus/{distribute,delegate}.sql on the coordinator (after migrate)
 #   scripts/citus.sh url         print the coordinator's URL
 #   scripts/citus.sh stop        stop the three nodes; fine if they are not running
 #   scripts/citus.sh destroy     stop them and remove .data/citus (the next start is empty)
@@ -125,9 +125,12 @@ start() {
 url() { echo "postgres://postgres@127.0.0.1:$(port coordinator)/pgcursor"; }
 
 # After `gateway migrate` on the coordinator: the tables made reference or
-# distributed tables (sql/citus/distribute.sql says which and why).
+# distributed tables (sql/citus/distribute.sql says which and why), and the
+# hot functions that take a partition id distributed by it
+# (sql/citus/delegate.sql).
 distribute() {
     psql_on coordinator -f sql/citus/distribute.sql
+    psql_on coordinator -f sql/citus/delegate.sql
 }
 
 stop() {

@@ -477,3 +477,39 @@ BEGIN
      WHERE s.consumer_group = k.consumer_group AND s.queue = k.queue;
     RETURN made;
 END $$;
+
+-- extend_lease (sql/45_lease.sql): the new expiry is computed before the
+-- UPDATE, and liveness is tested as `lease_expires_at > now` there.
+-- lease_is_live() inlines to coalesce(expires_at > now(), false), and
+-- Citus 12.1 refuses a non-immutable function inside CASE or COALESCE in
+-- an UPDATE of a distributed table ("non-IMMUTABLE functions are not
+-- allowed in CASE or COALESCE statements"), so every extension failed.
+-- (A null expiry is not live either way.) The UPDATE still looks at every
+-- shard: a lease may span partitions.
+CREATE OR REPLACE FUNCTION pgcursor.extend_lease(req jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    lease_text text := pgcursor_internal.optional_text(req, 'leaseId');
+    secs       integer := pgcursor_internal.positive_int_arg(req, 'seconds', 60);
+    at         timestamptz := now();
+    until      timestamptz := now() + secs * interval '1 second';
+    lease      uuid;
+    renewed    integer;
+    expires    timestamptz;
+BEGIN
+    IF NOT pgcursor_internal.is_uuid_value(req -> 'leaseId', false) THEN
+        RAISE EXCEPTION 'leaseId is required and must be a UUID string' USING ERRCODE = '22023';
+    END IF;
+    lease := lease_text::uuid;
+    WITH extended AS (
+        UPDATE pgcursor.cursors c
+        SET lease_expires_at = greatest(c.lease_expires_at, until)
+        WHERE c.lease_id = lease AND c.lease_expires_at > at
+        RETURNING c.lease_expires_at
+    )
+    SELECT count(*), max(lease_expires_at) INTO renewed, expires FROM extended;
+    RETURN jsonb_build_object(
+        'leaseId', lease, 'success', renewed > 0, 'newExpiresAt', pgcursor_internal.rfc3339_utc(expires),
+        'renewed', renewed,
+        'error', CASE WHEN renewed = 0 THEN 'invalid or expired lease' END);
+END $$;
