@@ -129,8 +129,20 @@ url() { echo "postgres://postgres@127.0.0.1:$(port coordinator)/pgcursor"; }
 # hot functions that take a partition id distributed by it
 # (sql/citus/delegate.sql).
 distribute() {
+    local before lost
+    before=$(functions)
     psql_on coordinator -f sql/citus/distribute.sql
+    # Citus rebuilding a table drops, silently, every function using its row
+    # type (distribute.sql says how it avoids that): check it did not happen.
+    lost=$(comm -23 <(echo "$before") <(functions))
+    [[ -z $lost ]] || die "distributing dropped these functions: $(echo $lost)"
     psql_on coordinator -f sql/citus/delegate.sql
+}
+
+functions() {
+    psql_on coordinator -tA -c "SELECT p.oid::regprocedure FROM pg_proc p
+                                 WHERE p.pronamespace IN ('pgcursor'::regnamespace, 'pgcursor_internal'::regnamespace)
+                                 ORDER BY 1"
 }
 
 stop() {

@@ -46,24 +46,25 @@ BEGIN
 END $$;
 
 -- delete_queue (sql/10_queues.sql), two changes:
--- 1. SET citus.multi_shard_modify_mode = 'sequential'. Its deletes of
---    messages and transaction_index run on every shard in parallel, and the
---    queues delete that follows cascades to the partitions (a reference
---    table) and from there to cursors, dead letters and traces; Citus
---    refuses that in one transaction ("cannot modify table "queues" because
---    there was a parallel operation on a distributed table") unless the
---    transaction used one connection per node throughout. (A SET clause
---    naming a citus.* setting only loads where Citus is installed: this
---    cannot go into sql/ as it is.)
+-- 1. citus.multi_shard_modify_mode = 'sequential' for the transaction. Its
+--    deletes of messages and transaction_index run on every shard in
+--    parallel, and the queues delete that follows cascades to the
+--    partitions (a reference table) and from there to cursors, dead letters
+--    and traces; Citus refuses that in one transaction ("cannot modify
+--    table "queues" because there was a parallel operation on a distributed
+--    table") unless the transaction used one connection per node
+--    throughout. set_config, not a SET clause: on a PostgreSQL without
+--    Citus it only sets an unused placeholder, so this can go into sql/.
 -- 2. The partitions' heads and their cursor rows' counters go to
 --    retired_totals here, as the two triggers did before distribute.sql
 --    disabled them.
 CREATE OR REPLACE FUNCTION pgcursor.delete_queue(qname text)
-RETURNS jsonb LANGUAGE plpgsql SET citus.multi_shard_modify_mode = 'sequential' AS $$
+RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     gone boolean;
     ids uuid[];
 BEGIN
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
     ids := ARRAY(SELECT id FROM pgcursor.partitions WHERE queue = qname ORDER BY id FOR UPDATE);
     PERFORM pgcursor_internal.retire_totals(ids, NULL);
     DELETE FROM pgcursor.messages WHERE partition_id = ANY (ids);
@@ -100,7 +101,11 @@ END $$;
 
 -- delete_consumer_group (sql/65_consumer_groups.sql): the group's counters
 -- go to retired_totals before its rows are deleted, as the disabled
--- cursors trigger did.
+-- cursors trigger did; and its rows are locked one partition at a time (in
+-- partition order, as before): Citus 12.1 refuses the one FOR UPDATE over
+-- all shards ("could not run distributed query with FOR UPDATE/SHARE
+-- commands"). One probe per partition of the queue (of every queue when
+-- none is named).
 CREATE OR REPLACE FUNCTION pgcursor.delete_consumer_group(
     consumer_group text, queue text DEFAULT NULL, delete_metadata boolean DEFAULT true)
 RETURNS jsonb LANGUAGE plpgsql AS $$
@@ -108,12 +113,12 @@ DECLARE
     grp     text := delete_consumer_group.consumer_group;
     qname   text := delete_consumer_group.queue;
     deleted integer;
+    pid     uuid;
 BEGIN
     PERFORM pgcursor_internal.materialize_cursors(grp);  -- deletedPartitions counts where it stood
-    PERFORM FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
-     WHERE c.consumer_group = grp AND (qname IS NULL OR p.queue = qname)
-     ORDER BY c.partition_id
-       FOR UPDATE OF c;
+    FOR pid IN SELECT p.id FROM pgcursor.partitions p WHERE qname IS NULL OR p.queue = qname ORDER BY p.id LOOP
+        PERFORM FROM pgcursor.cursors c WHERE c.partition_id = pid AND c.consumer_group = grp FOR UPDATE;
+    END LOOP;
     PERFORM pgcursor_internal.retire_totals(
         ARRAY(SELECT p.id FROM pgcursor.partitions p WHERE qname IS NULL OR p.queue = qname), grp);
     DELETE FROM pgcursor.cursors c USING pgcursor.partitions p
