@@ -134,15 +134,16 @@ distribute() {
     psql_on coordinator -f sql/citus/distribute.sql
     # Citus rebuilding a table drops, silently, every function using its row
     # type (distribute.sql says how it avoids that): check it did not happen.
-    lost=$(comm -23 <(echo "$before") <(functions))
+    lost=$(LC_ALL=C comm -23 <(echo "$before") <(functions))
     [[ -z $lost ]] || die "distributing dropped these functions: $(echo $lost)"
     psql_on coordinator -f sql/citus/delegate.sql
 }
 
+# pgcursor's functions, one signature a line, sorted for comm.
 functions() {
     psql_on coordinator -tA -c "SELECT p.oid::regprocedure FROM pg_proc p
-                                 WHERE p.pronamespace IN ('pgcursor'::regnamespace, 'pgcursor_internal'::regnamespace)
-                                 ORDER BY 1"
+                                 WHERE p.pronamespace IN ('pgcursor'::regnamespace, 'pgcursor_internal'::regnamespace)" \
+        | LC_ALL=C sort
 }
 
 stop() {
