@@ -1,0 +1,115 @@
+-- pgcursor's tables on Citus: applied on the coordinator by
+-- `scripts/citus.sh distribute`, after `gateway migrate`. Not a migration:
+-- a plain PostgreSQL never runs it. Safe to run again (what is already
+-- distributed is left as it is).
+--
+-- Hot tables are distributed by partition_id and colocated with messages,
+-- so every statement about one partition is routed to the one worker that
+-- holds that partition's shards. Small, rarely written tables that those
+-- statements join against are reference tables (a copy on every node,
+-- coordinator included).
+\set ON_ERROR_STOP on
+-- The helpers live in pg_temp, which Citus does not propagate: say so once, not per helper.
+SET client_min_messages = error;
+-- Citus refuses to distribute a table with triggers unless told (see below).
+SET citus.enable_unsafe_triggers = on;
+
+-- What Citus made of a table so far: 'reference', 'distributed', 'local'
+-- (a Citus local table: Citus adds the tables a reference table's foreign
+-- keys reach to its metadata by itself, so "in pg_dist_partition" does not
+-- mean done), or NULL (a plain table).
+CREATE OR REPLACE FUNCTION pg_temp.citus_kind(t regclass) RETURNS text LANGUAGE sql AS $$
+    SELECT citus_table_type FROM citus_tables WHERE table_name = t
+$$;
+
+CREATE OR REPLACE FUNCTION pg_temp.make_reference(t regclass) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF pg_temp.citus_kind(t) IS DISTINCT FROM 'reference' THEN
+        PERFORM create_reference_table(t);
+    END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION pg_temp.make_distributed(t regclass, colocate_with text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF pg_temp.citus_kind(t) IS DISTINCT FROM 'distributed' THEN
+        PERFORM create_distributed_table(t, 'partition_id', colocate_with => colocate_with);
+    END IF;
+END $$;
+
+-- Every foreign key is dropped first and made again last. Otherwise
+-- making queues a reference table turns every table its foreign keys reach
+-- into a "Citus local table" on its own, and making such a table a
+-- reference or distributed table afterwards rebuilds it: PostgreSQL then
+-- drops, without a word, every function taking or returning its row type
+-- (lock_cursor, decide_ack, write_ack, cursor_rows, start_cursor,
+-- dead_letter_json, ... were gone and every ack failed). Each statement commits on its own: in one transaction (a DO
+-- block) create_distributed_table waited forever on a connection of its own
+-- for a lock that transaction held.
+SELECT pg_temp.citus_kind('pgcursor.trace_names') IS DISTINCT FROM 'distributed' AS to_do \gset
+\if :to_do
+ALTER TABLE pgcursor.partitions DROP CONSTRAINT IF EXISTS partitions_queue_fkey;
+ALTER TABLE pgcursor.subscriptions DROP CONSTRAINT IF EXISTS subscriptions_queue_fkey;
+ALTER TABLE pgcursor.cursors DROP CONSTRAINT IF EXISTS cursors_partition_id_fkey;
+ALTER TABLE pgcursor.dead_letters DROP CONSTRAINT IF EXISTS dead_letters_partition_id_fkey;
+ALTER TABLE pgcursor.trace_events DROP CONSTRAINT IF EXISTS trace_events_partition_id_fkey;
+ALTER TABLE pgcursor.trace_names DROP CONSTRAINT IF EXISTS trace_names_partition_id_trace_id_fkey;
+\endif
+
+-- Reference tables: a queue's options, its partitions' directory (name ->
+-- id), the subscriptions and the maintenance switches are read by every
+-- push, pop and ack and written rarely.
+SELECT pg_temp.make_reference('pgcursor.queues');
+SELECT pg_temp.make_reference('pgcursor.partitions');
+SELECT pg_temp.make_reference('pgcursor.subscriptions');
+SELECT pg_temp.make_reference('pgcursor.maintenance');
+
+-- Written on the side, read by the resource and status views: reference
+-- tables too, so that any node can read them (a plain table would exist on
+-- the coordinator only). retired_totals is written by the delete triggers
+-- of cursors and partitions; stats_snapshots and gateway_minutes once a
+-- minute.
+SELECT pg_temp.make_reference('pgcursor.retired_totals');
+SELECT pg_temp.make_reference('pgcursor.stats_snapshots');
+SELECT pg_temp.make_reference('pgcursor.gateway_minutes');
+
+-- Distributed by partition_id, colocated: each partition's messages,
+-- transaction index, cursors, dead letters and traces in the same shard
+-- group on the same worker. (Every primary key already starts with
+-- partition_id, as Citus requires.)
+SELECT pg_temp.make_distributed('pgcursor.messages', 'default');
+SELECT pg_temp.make_distributed('pgcursor.transaction_index', 'pgcursor.messages');
+SELECT pg_temp.make_distributed('pgcursor.cursors', 'pgcursor.messages');
+SELECT pg_temp.make_distributed('pgcursor.dead_letters', 'pgcursor.messages');
+SELECT pg_temp.make_distributed('pgcursor.trace_events', 'pgcursor.messages');
+SELECT pg_temp.make_distributed('pgcursor.trace_names', 'pgcursor.messages');
+
+-- The foreign keys again, as the migrations made them: distributed to
+-- reference, reference to reference, and between colocated tables on
+-- partition_id: all allowed.
+\if :to_do
+ALTER TABLE pgcursor.partitions ADD CONSTRAINT partitions_queue_fkey
+    FOREIGN KEY (queue) REFERENCES pgcursor.queues (name) ON DELETE CASCADE;
+ALTER TABLE pgcursor.subscriptions ADD CONSTRAINT subscriptions_queue_fkey
+    FOREIGN KEY (queue) REFERENCES pgcursor.queues (name) ON DELETE CASCADE;
+ALTER TABLE pgcursor.cursors ADD CONSTRAINT cursors_partition_id_fkey
+    FOREIGN KEY (partition_id) REFERENCES pgcursor.partitions (id) ON DELETE CASCADE;
+ALTER TABLE pgcursor.dead_letters ADD CONSTRAINT dead_letters_partition_id_fkey
+    FOREIGN KEY (partition_id) REFERENCES pgcursor.partitions (id) ON DELETE CASCADE;
+ALTER TABLE pgcursor.trace_events ADD CONSTRAINT trace_events_partition_id_fkey
+    FOREIGN KEY (partition_id) REFERENCES pgcursor.partitions (id) ON DELETE CASCADE;
+ALTER TABLE pgcursor.trace_names ADD CONSTRAINT trace_names_partition_id_trace_id_fkey
+    FOREIGN KEY (partition_id, trace_id) REFERENCES pgcursor.trace_events (partition_id, id) ON DELETE CASCADE;
+\endif
+
+-- The two statement triggers that keep deleted rows' totals
+-- (sql/61_resources.sql) cannot run on Citus: their INSERT reads the
+-- transition table `gone`, and Citus 12.1 plans it as a distributed query
+-- ("unrecognized RTE kind: 7", or "executor could not find named
+-- tuplestore "gone"" once sent to another node); on the reference table
+-- partitions it would also fire once per node. So every delete of cursor
+-- rows or partitions failed. They are disabled here (the gateway's
+-- bootstrap only creates them when missing, so this stays), and the
+-- deleting functions write the totals themselves (sql/citus/proposed.sql:
+-- delete_queue, delete_consumer_group).
+ALTER TABLE pgcursor.cursors DISABLE TRIGGER cursors_retire_totals;
+ALTER TABLE pgcursor.partitions DISABLE TRIGGER partitions_retire_totals;
