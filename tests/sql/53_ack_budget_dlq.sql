@@ -45,7 +45,8 @@ SELECT is(pg_temp.state(:'p'), 'cursor=19 lease=none counter=0', 'completing the
 -- Dead-lettering is off only when both flags are explicitly false (four combinations + nulls).
 SELECT pg_temp.setup(retry_limit => 0, dlq => false, dlq_after => false) AS p \gset
 SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('failed:13'))), 'ok rel', 'both false: exhausted failure is not dlq');
-SELECT is(pg_temp.state(:'p') || ' ' || pg_temp.dead(:'p') || (SELECT ' discarded=' || discarded_total FROM pgcursor.cursors WHERE partition_id = :'p'),
+SELECT ' discarded=' || discarded_total AS disc FROM pgcursor.cursors WHERE partition_id = :'p' \gset
+SELECT is(pg_temp.state(:'p') || ' ' || pg_temp.dead(:'p') || :'disc',
           'cursor=13 lease=none counter=0  discarded=1', 'both false: discarded, cursor past it, nothing stored');
 SELECT pg_temp.setup(retry_limit => 0, dlq => true, dlq_after => false) AS p \gset
 SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('failed:13'))), 'ok rel dlq', 'deadLetterQueue true, dlqAfterMaxRetries false: dead-letters');
@@ -73,15 +74,18 @@ SELECT is(pg_temp.dead(:'p'), '12:Retries exhausted:0', 'else Retries exhausted 
 SELECT pg_temp.setup() AS p \gset
 SELECT pg_temp.ack(:'p', 'L', pg_temp.items('dlq:14'));
 DELETE FROM pgcursor.messages WHERE partition_id = :'p';
-SELECT is((SELECT payload FROM pgcursor.dead_letters WHERE partition_id = :'p'), '{"n": 14}'::jsonb, 'payload snapshot survives the message');
-SELECT is((SELECT transaction_id FROM pgcursor.dead_letters WHERE partition_id = :'p'), 't14', 'dead letter keeps the transactionId');
+SELECT payload AS v FROM pgcursor.dead_letters WHERE partition_id = :'p' \gset
+SELECT is(:'v'::jsonb, '{"n": 14}'::jsonb, 'payload snapshot survives the message');
+SELECT transaction_id AS v FROM pgcursor.dead_letters WHERE partition_id = :'p' \gset
+SELECT is(:'v'::text, 't14', 'dead letter keeps the transactionId');
 
 -- Counters: explicit vs implicit completions, dead letters.
 SELECT pg_temp.setup() AS p \gset
 SELECT pg_temp.ack(:'p', NULL, pg_temp.items('completed:11', 'completed:14'));
 SELECT pg_temp.ack(:'p', NULL, pg_temp.items('completed:15', 'dlq:18'));
-SELECT is((SELECT format('%s/%s/%s/%s', completed_total, implicitly_completed_total, dead_lettered_total, discarded_total)
-             FROM pgcursor.cursors WHERE partition_id = :'p'),
+SELECT format('%s/%s/%s/%s', completed_total, implicitly_completed_total, dead_lettered_total, discarded_total) AS v
+             FROM pgcursor.cursors WHERE partition_id = :'p' \gset
+SELECT is(:'v'::text,
           '8/5/1/0', 'completed 10-17 (8); 10,12,13,16,17 were silent gaps (5 implicit); 18 dead-lettered');
 
 -- Lease-less ack while another worker holds the batch; the holder is then refused.

@@ -72,7 +72,9 @@ $$;
 CREATE FUNCTION pg_temp.state(p uuid) RETURNS text LANGUAGE sql AS $$
     SELECT format('cursor=%s lease=%s counter=%s', c.cursor,
                   CASE WHEN c.lease_id IS NULL THEN 'none'
-                       WHEN c.lease_id = pg_temp.lease_l() THEN 'L' ELSE 'other' END,
+                       -- lease_l()'s literal: on Citus the query runs on a worker,
+                       -- where this session's pg_temp functions do not exist
+                       WHEN c.lease_id = 'aaaaaaaa-aaaa-7aaa-8aaa-aaaaaaaaaaaa'::uuid THEN 'L' ELSE 'other' END,
                   c.retry_count)
       FROM pgcursor.cursors c WHERE c.partition_id = p AND c.consumer_group = 'g'
 $$;
