@@ -53,6 +53,7 @@ DECLARE
     growing text[] := ARRAY(SELECT u.q FROM unnest(queues, names) u(q, n)
                              WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p
                                                WHERE p.queue = u.q AND p.name = u.n));
+    made text[];
 BEGIN
     IF cardinality(growing) = 0 THEN
         RETURN;
@@ -64,22 +65,26 @@ BEGIN
     ORDER BY 1
     ON CONFLICT DO NOTHING;
 
-    WITH made AS (
+    WITH ins AS (
         INSERT INTO pgcursor.partitions (id, queue, name)
         SELECT gen_random_uuid(), u.q, u.n FROM unnest(queues, names) u(q, n)
         WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p WHERE p.queue = u.q AND p.name = u.n)
         ORDER BY u.q, u.n
         ON CONFLICT DO NOTHING
         RETURNING queue)
+    SELECT array_agg(DISTINCT ins.queue) INTO made FROM ins;
     -- Groups subscribed to the queue get their rows on the new partition
     -- from materialize_cursors (sql/02_shared.sql). Not only 'complete'
     -- ones: one being materialized now is locked, this waits, and marks it
     -- pending again after, so the new partition is not missed. Locked in
     -- (group, queue) order, as materialize_cursors locks them: two pushes
     -- creating partitions of one queue wait for each other, never deadlock.
+    -- (A statement of its own, not one with the insert: as one, Citus sends
+    -- the insert's returned column where the partitions shard expects all
+    -- three, "missing data for column "queue"".)
     UPDATE pgcursor.subscriptions s SET cursor_rows = 'pending'
       FROM (SELECT x.consumer_group, x.queue FROM pgcursor.subscriptions x
-             WHERE x.queue IN (SELECT made.queue FROM made) AND x.cursor_rows <> 'none'
+             WHERE x.queue = ANY (made) AND x.cursor_rows <> 'none'
              ORDER BY x.consumer_group, x.queue
                FOR UPDATE) l
      WHERE s.consumer_group = l.consumer_group AND s.queue = l.queue;

@@ -1,49 +1,10 @@
--- Proposed replacements of pgcursor functions that fail on Citus 12.1, for
--- the engineers who own sql/ (which this branch does not edit: push and pop
--- are being rewritten there). `make test-citus` applies this file after
+-- Proposed replacements of pgcursor functions that fail on Citus 12.1, to
+-- be folded into sql/ one by one (ensure_partitions already is); written
+-- against sql/ as it was before pop_batch, so pop and push_write here also
+-- undo that session's pop and push changes. `make test-citus` applies this file after
 -- sql/citus/distribute.sql, so the pgTAP files run against these versions;
 -- a gateway re-applies sql/*.sql at every start and would undo them. Each
 -- one differs from its original only where its comment says.
-
--- ensure_partitions (sql/20_push.sql): the partitions insert and the
--- subscriptions update become two statements. As one (a data-modifying CTE
--- `made` read by an UPDATE whose sub-select locks FOR UPDATE) Citus 12.1
--- sends the CTE's one returned column where the partitions shard expects
--- all three, and every push that creates a partition fails with
--- "missing data for column "queue"".
-CREATE OR REPLACE FUNCTION pgcursor_internal.ensure_partitions(queues text[], names text[])
-RETURNS void LANGUAGE plpgsql AS $$
-DECLARE
-    growing text[] := ARRAY(SELECT u.q FROM unnest(queues, names) u(q, n)
-                             WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p
-                                               WHERE p.queue = u.q AND p.name = u.n));
-    made text[];
-BEGIN
-    IF cardinality(growing) = 0 THEN
-        RETURN;
-    END IF;
-    PERFORM pgcursor_internal.lock_partition_set(growing, shared => true);
-    INSERT INTO pgcursor.queues (name)
-    SELECT DISTINCT q FROM unnest(queues) q
-    WHERE NOT EXISTS (SELECT 1 FROM pgcursor.queues x WHERE x.name = q)
-    ORDER BY 1
-    ON CONFLICT DO NOTHING;
-
-    WITH ins AS (
-        INSERT INTO pgcursor.partitions (id, queue, name)
-        SELECT gen_random_uuid(), u.q, u.n FROM unnest(queues, names) u(q, n)
-        WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p WHERE p.queue = u.q AND p.name = u.n)
-        ORDER BY u.q, u.n
-        ON CONFLICT DO NOTHING
-        RETURNING queue)
-    SELECT array_agg(DISTINCT ins.queue) INTO made FROM ins;
-    UPDATE pgcursor.subscriptions s SET cursor_rows = 'pending'
-      FROM (SELECT x.consumer_group, x.queue FROM pgcursor.subscriptions x
-             WHERE x.queue = ANY (made) AND x.cursor_rows <> 'none'
-             ORDER BY x.consumer_group, x.queue
-               FOR UPDATE) l
-     WHERE s.consumer_group = l.consumer_group AND s.queue = l.queue;
-END $$;
 
 -- delete_queue (sql/10_queues.sql), two changes:
 -- 1. citus.multi_shard_modify_mode = 'sequential' for the transaction. Its
