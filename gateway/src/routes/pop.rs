@@ -22,7 +22,7 @@ use crate::auth::Level;
 use crate::error::ApiError;
 use crate::minutes::{record, Target};
 use crate::routes::call::RawJson;
-use crate::routes::pop_answer::{PopBatch, POP_BATCH_SQL};
+use crate::routes::pop_answer::{Delivered, PopBatch, POP_BATCH_SQL};
 
 /// The longest a pop may wait; a larger `timeout` is capped to it (the queen
 /// client's HTTP timeout is its pop timeout + 5 s, so capping is safe).
@@ -43,7 +43,6 @@ const SQL_PARAMETERS: [&str; 8] = [
     "namespace",
     "task",
 ];
-
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/pop/queue/{queue}", web::get().to(pop_queue))
@@ -173,10 +172,6 @@ struct Look {
     messages: u64,
     delivered: Vec<Delivered>,
 }
-
-/// Per queue an answer delivered from: (queue, messages, and the sum and
-/// maximum of their age at pop in ms).
-type Delivered = (String, i64, i64, i64);
 
 async fn look(client: &Client, pop: &PopRequest) -> Result<Look, ApiError> {
     let statement = client.prepare_cached(POP_BATCH_SQL).await?;

@@ -16,6 +16,10 @@ pub const POP_BATCH_SQL: &str = "SELECT paused, lease_id, consumer_group, partit
      queue, partition, partition_id, queues, partitions, partition_ids, ids, transaction_ids, \
      offsets, payloads, created_ats, trace_ids, retry_counts FROM pgcursor.pop_batch($1::jsonb)";
 
+/// Per queue an answer delivered from: (queue, messages, and the sum and
+/// maximum of their age at pop in ms).
+pub type Delivered = (String, i64, i64, i64);
+
 /// One pop, as pop_batch answers it: one element per message in every array.
 pub struct PopBatch {
     pub paused: bool,
@@ -86,8 +90,8 @@ impl PopBatch {
 
     /// Per queue delivered from, in order of first appearance: the messages
     /// and the sum and maximum of their age at `now_us`, in ms.
-    pub fn delivered(&self, now_us: i64) -> Vec<(String, i64, i64, i64)> {
-        let mut per_queue: Vec<(String, i64, i64, i64)> = Vec::new();
+    pub fn delivered(&self, now_us: i64) -> Vec<Delivered> {
+        let mut per_queue: Vec<Delivered> = Vec::new();
         for (queue, created) in self.queues.iter().zip(&self.created_ats) {
             let age = (now_us.saturating_sub(*created) / 1000).max(0);
             match per_queue.iter_mut().find(|d| &d.0 == queue) {
