@@ -265,9 +265,23 @@ pages.queue = {
 };
 
 pages.groups = {
-  load: () => api("/api/v1/consumer-groups"),
+  controls(el, params) {
+    el.innerHTML = `<h1>Consumer groups</h1>
+      <form class="filters card" id="group-filter">
+        <label>Queue <input name="queue" value="${esc(params.queue)}"></label>
+        <label>Consumer group <input name="consumerGroup" value="${esc(params.consumerGroup)}"></label>
+        <button type="submit">Filter</button>
+      </form>`;
+    filterForm($("#group-filter", el), "groups");
+  },
+  // The route lists every (group, queue); the filters match part of a name.
+  async load(params) {
+    const has = (name, part) => !part || name.toLowerCase().includes(part.toLowerCase());
+    const groups = await api("/api/v1/consumer-groups");
+    return groups.filter((g) => has(g.queueName, params.queue) && has(g.name, params.consumerGroup));
+  },
   draw(el, groups) {
-    el.innerHTML = `<h1>Consumer groups</h1><section id="group-list">${table(
+    el.innerHTML = `<section id="group-list">${table(
       [["Group"], ["Queue"], ["Partitions", "num"], ["Lag (messages)", "num"], ["Lag (oldest)", "num"],
        ["State"], ["Seek to"], [""]],
       groups.map((g, i) => [
@@ -471,16 +485,22 @@ function mayRefresh(force) {
   return (force || state.pending === 0) && $("#login").hidden && $("#confirm").hidden && !typing;
 }
 
+// A timer's redraw must not move a row under the pointer about to click it
+// (another group's Delete would be where this one's was).
+function pointerOnControl() {
+  return document.querySelector("#data button:hover, #data a:hover, #data input:hover") !== null;
+}
+
 // Draws only the newest refresh's answer, so a slow older one cannot
 // overwrite a page the user has since changed.
 async function refresh(force = false) {
-  if (!mayRefresh(force)) return;
+  if (!mayRefresh(force) || (!force && pointerOnControl())) return;
   const seq = ++state.seq;
   const { page, params } = state;
   state.pending += 1;
   try {
     const data = await pages[page].load(params);
-    if (seq !== state.seq) return;
+    if (seq !== state.seq || (!force && pointerOnControl())) return;
     const kept = keptInputs();
     pages[page].draw($("#data"), data, params);
     restoreInputs(kept);
