@@ -225,8 +225,9 @@ BEGIN
     SELECT * INTO p FROM pgcursor.partitions x
      WHERE x.queue = seek_partition.queue AND x.name = seek_partition.partition;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'partition not found: % in queue %', seek_partition.partition, seek_partition.queue
-            USING ERRCODE = 'P0002';
+        -- Queen's words (§1.8), which its dashboard shows as they are.
+        RAISE EXCEPTION 'Partition not found' USING ERRCODE = 'P0002',
+            HINT = format('No partition %L in queue %L.', seek_partition.partition, seek_partition.queue);
     END IF;
     PERFORM pgcursor_internal.materialize_cursors(grp);
     PERFORM FROM pgcursor.cursors c WHERE c.partition_id = p.id AND c.consumer_group = grp FOR UPDATE;

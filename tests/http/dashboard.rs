@@ -289,7 +289,9 @@ async fn a_person_signs_in_reads_every_page_requeues_and_seeks() {
     // other tests create cannot move the rows between a look and a click.
     browser.goto(&gw.url("/#/groups")).await;
     browser.wait_text("#group-list", q).await;
-    browser.type_into("#group-filter input[name=queue]", q).await;
+    browser
+        .type_into("#group-filter input[name=queue]", q)
+        .await;
     browser.click("#group-filter button[type=submit]").await;
     browser
         .wait_eval(

@@ -129,10 +129,12 @@ async fn update_subscription(
     state.auth.require(&req, Level::ReadWrite)?;
     let group = group.into_inner();
     let request = optional_object_body(&body)?;
+    // newTimestamp echoes the string sent, as Queen does (§1.6).
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.update_subscription($1, \
-                pgcursor_internal.timestamp_arg($2::jsonb, 'subscriptionTimestamp'))",
+                pgcursor_internal.timestamp_arg($2::jsonb, 'subscriptionTimestamp')) \
+                || jsonb_build_object('newTimestamp', $2::jsonb -> 'subscriptionTimestamp')",
         &[&group, &request],
     )
     .await?;
