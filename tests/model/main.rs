@@ -247,6 +247,7 @@ struct Stmts {
     drop_queue: Statement,
     space_out: Statement,
     seek: Statement,
+    ack_steps: Statement,
 }
 
 /// One runtime and one connection for the whole property. Without
@@ -323,6 +324,19 @@ fn env() -> &'static Env {
                        WHERE m.partition_id = $6 AND m.msg_offset = $3::bigint), now() + interval '1 hour'), $5)",
             )
             .await;
+            // ack_group's own steps on the current row, read-only: what
+            // resolve_ack_items and decide_ack make of the request.
+            let ack_steps = p(
+                "WITH i AS (SELECT pgcursor_internal.resolve_ack_items($1::uuid, $2::jsonb -> 'items') AS items) \
+                 SELECT (SELECT array_agg(x.msg_offset ORDER BY x.ord) FROM unnest(i.items) x), \
+                        d.nack_at, d.nack_status, d.prefix, d.new_cursor, d.new_retry_count::bigint, \
+                        d.lease_released, d.terminal, d.dead_lettered, d.reason \
+                 FROM i, pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue \
+                      JOIN pgcursor.cursors c ON c.partition_id = p.id AND c.consumer_group = $3::text, \
+                      LATERAL pgcursor_internal.decide_ack(q, c, i.items) d \
+                 WHERE p.id = $1::uuid",
+            )
+            .await;
             let st = Stmts {
                 configure,
                 push,
@@ -334,6 +348,7 @@ fn env() -> &'static Env {
                 drop_queue,
                 space_out,
                 seek,
+                ack_steps,
             };
             (client, st)
         });
@@ -733,6 +748,9 @@ impl Case<'_> {
         req.insert("items".into(), Value::Array(sent));
         let req = Value::Object(req);
 
+        if self.model.refusal(partition_known, lease_id).is_none() {
+            self.compare_ack_steps(&req, &model_items).await?;
+        }
         let before = show_model(&self.model);
         let want = self.model.ack(partition_known, lease_id, &model_items);
         let lease_desc = match (lease, lease_id) {
@@ -769,6 +787,83 @@ impl Case<'_> {
             return Err(self.fail(msg));
         }
         Ok(())
+    }
+
+    /// The model's steps against the SQL's, in the order ack_group runs
+    /// them: the first that differs is named. (No cursor row yet: nothing
+    /// to decide against; the answers are still compared after the call.)
+    async fn compare_ack_steps(&self, req: &Value, items: &[AckItem]) -> Result<(), String> {
+        let (offsets, d) = self.model.ack_steps(items);
+        let row = self
+            .env
+            .client
+            .query_opt(
+                &self.env.st.ack_steps,
+                &[&self.partition, req, &self.group()],
+            )
+            .await
+            .map_err(|e| self.fail(format!("ack steps: {e:?}")))?;
+        let Some(row) = row else { return Ok(()) };
+        let decision = |cursor: i64,
+                        retry: i64,
+                        released: bool,
+                        terminal: bool,
+                        dead: bool,
+                        reason: Option<&str>| {
+            format!("cursor {cursor}, retry count {retry}, lease released {released}, terminal {terminal}, dead-lettered {dead}, reason {reason:?}")
+        };
+        let lease_released = d.release || self.model.lease.is_none();
+        let steps = [
+            (
+                "resolve_ack_items (offsets)",
+                format!("{offsets:?}"),
+                format!(
+                    "{:?}",
+                    row.get::<_, Option<Vec<Option<i64>>>>(0)
+                        .unwrap_or_default()
+                ),
+            ),
+            (
+                "lowest_nack",
+                format!("{:?}", d.nack_at),
+                format!("{:?}", row.get::<_, Option<i64>>(1)),
+            ),
+            (
+                "effective_status",
+                format!("{:?}", d.nack_status.map(|s| s.name())),
+                format!("{:?}", row.get::<_, Option<&str>>(2)),
+            ),
+            (
+                "completed_prefix",
+                d.prefix.to_string(),
+                row.get::<_, i64>(3).to_string(),
+            ),
+            (
+                "decide_ack",
+                decision(
+                    d.cursor,
+                    d.retry_count,
+                    lease_released,
+                    d.terminal,
+                    d.dead_lettered,
+                    d.reason.as_deref(),
+                ),
+                decision(
+                    row.get(4),
+                    row.get(5),
+                    row.get(6),
+                    row.get(7),
+                    row.get(8),
+                    row.get(9),
+                ),
+            ),
+        ];
+        match steps.iter().find(|(_, model, db)| model != db) {
+            None => Ok(()),
+            Some((step, model, db)) => Err(self.fail(format!(
+                "step {step} differs\nrequest  {req}\nmodel    {model}\ndatabase {db}"
+            ))),
+        }
     }
 
     async fn check_state(&self) -> Result<(), String> {

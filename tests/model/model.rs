@@ -68,6 +68,16 @@ impl Status {
     pub fn is_nack(self) -> bool {
         self != Status::Completed
     }
+
+    /// As the SQL writes a normalised status.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Completed => "completed",
+            Status::Retry => "retry",
+            Status::Failed => "failed",
+            Status::Dlq => "dlq",
+        }
+    }
 }
 
 /// §2: exact, case-sensitive; absent or null is completed; anything else
@@ -227,27 +237,44 @@ impl Model {
         lease_id: Option<Uuid>,
         items: &[AckItem],
     ) -> Vec<ItemResult> {
-        // §3 step 2: there is no cursor row, so no lease was released.
-        if !partition_known {
-            return self.refuse_all(items, ERR_PARTITION, false);
+        if let Some((error, released)) = self.refusal(partition_known, lease_id) {
+            return self.refuse_all(items, error, released);
         }
-        // §3 step 3: only when a leaseId is given; it must be the live lease.
-        if let Some(given) = lease_id {
-            let live = self
-                .lease
-                .as_ref()
-                .is_some_and(|l| l.id == given && !l.expired);
-            if !live {
-                // READING R1: released iff the row holds no lease at all.
-                let released = self.lease.is_none();
-                return self.refuse_all(items, ERR_LEASE, released);
-            }
-        }
-        let offsets = self.resolve_ack_items(items);
+        let (offsets, decision) = self.ack_steps(items);
         let before = self.cursor;
-        let decision = self.decide_ack(items, &offsets);
         self.write_ack(&decision);
         self.ack_results(items, &offsets, before, &decision)
+    }
+
+    /// Why the whole call is refused, if it is: the error and whether the
+    /// row holds no lease.
+    pub fn refusal(
+        &self,
+        partition_known: bool,
+        lease_id: Option<Uuid>,
+    ) -> Option<(&'static str, bool)> {
+        // §3 step 2: there is no cursor row, so no lease was released.
+        if !partition_known {
+            return Some((ERR_PARTITION, false));
+        }
+        // §3 step 3: only when a leaseId is given; it must be the live lease.
+        let given = lease_id?;
+        let live = self
+            .lease
+            .as_ref()
+            .is_some_and(|l| l.id == given && !l.expired);
+        // READING R1: released iff the row holds no lease at all.
+        (!live).then_some((ERR_LEASE, self.lease.is_none()))
+    }
+
+    /// What the call resolves and decides before it writes anything
+    /// (`resolve_ack_items`, then `decide_ack`), for a call that got past
+    /// the partition and lease checks: the test compares these with the
+    /// SQL's own steps so a divergence names the step.
+    pub fn ack_steps(&self, items: &[AckItem]) -> (Vec<Option<i64>>, AckDecision) {
+        let offsets = self.resolve_ack_items(items);
+        let decision = self.decide_ack(items, &offsets);
+        (offsets, decision)
     }
 
     /// §3 steps 2–3, §11: every item refused with `error`, nothing moves.
@@ -330,6 +357,7 @@ impl Model {
         let mut d = AckDecision {
             nack_at,
             nack_status,
+            prefix,
             cursor: prefix,
             retry_count: self.retry_count,
             release: true,
@@ -467,6 +495,8 @@ pub struct AckDecision {
     pub nack_at: Option<i64>,
     /// The effective status at N (§4).
     pub nack_status: Option<Status>,
+    /// P, the completed prefix (§6).
+    pub prefix: i64,
     /// The new cursor: P (§6), or N when N is terminal.
     pub cursor: i64,
     /// The new retry counter (§8).
