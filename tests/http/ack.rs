@@ -59,6 +59,24 @@ impl Partition {
             .unwrap_or((0, None, 0))
     }
 
+    /// Every row a refused call could have touched: the partition's cursor
+    /// rows (all groups, every column), its dead letters and the queue's totals.
+    async fn everything(&self) -> Value {
+        db().await
+            .query_one(
+                "SELECT jsonb_build_array(
+                    (SELECT jsonb_agg(to_jsonb(c) ORDER BY c.consumer_group) FROM pgcursor.cursors c
+                      WHERE c.partition_id = $1),
+                    (SELECT jsonb_agg(to_jsonb(d) ORDER BY d.id) FROM pgcursor.dead_letters d
+                      WHERE d.partition_id = $1),
+                    (SELECT to_jsonb(q) FROM pgcursor.queues q WHERE q.name = $2))",
+                &[&self.id, &self.queue],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    }
+
     fn item(&self, offset: usize, status: &str, lease: Option<Uuid>) -> Value {
         json!({"transactionId": self.tx(offset), "partitionId": self.id,
                "status": status, "leaseId": lease})
@@ -174,6 +192,7 @@ async fn bad_items_are_refused_alike_by_http_and_sql_and_change_nothing() {
     let cases = bad_ack_items();
     assert!(cases.len() >= 20, "the fixture lost its cases");
     let db = db().await;
+    let untouched = p.everything().await;
     for case in cases {
         let (path, body) = case.http(&ids);
         let (status, answer) = post_json(&gw, path, &body).await;
@@ -187,6 +206,12 @@ async fn bad_items_are_refused_alike_by_http_and_sql_and_change_nothing() {
             p.state("g").await,
             (0, Some(lease), 0),
             "HTTP, {}: moved",
+            case.name
+        );
+        assert_eq!(
+            p.everything().await,
+            untouched,
+            "HTTP, {}: a row changed",
             case.name
         );
 
@@ -209,6 +234,12 @@ async fn bad_items_are_refused_alike_by_http_and_sql_and_change_nothing() {
             p.state("g").await,
             (0, Some(lease), 0),
             "SQL, {}: moved",
+            case.name
+        );
+        assert_eq!(
+            p.everything().await,
+            untouched,
+            "SQL, {}: a row changed",
             case.name
         );
     }

@@ -1,7 +1,7 @@
 -- pgcursor.transaction: acks (through ack_group) and pushes in one transaction;
 -- a refused ack or requiredLease rolls everything back and still answers.
 BEGIN;
-SELECT plan(41);
+SELECT plan(44);
 
 -- Queue q with messages <q>-1..<q>-n in partition Default; returns its id.
 CREATE FUNCTION pg_temp.fill(q text, n int) RETURNS uuid LANGUAGE sql AS $$
@@ -128,6 +128,16 @@ SELECT throws_ok($$SELECT pgcursor.transaction('{"operations":[{"type":"ack","tr
 SELECT throws_ok($$SELECT pgcursor.transaction('{"operations":[{"type":"ack","transactionId":"x",
                    "partitionId":"00000000-0000-4000-8000-000000000000","leaseId":7}]}')$$,
                  '22023', 'operations[0].leaseId must be a UUID string', 'bad leaseId');
+-- The three mistakes ack_group refuses (a number where a string goes), refused alike in an ack operation.
+SELECT throws_ok($$SELECT pgcursor.transaction('{"operations":[{"type":"ack","transactionId":"x",
+                   "partitionId":"00000000-0000-4000-8000-000000000000","consumerGroup":5}]}')$$,
+                 '22023', 'operations[0].consumerGroup must be a string', 'consumerGroup a number');
+SELECT throws_ok($$SELECT pgcursor.transaction('{"operations":[{"type":"ack","transactionId":"x",
+                   "partitionId":"00000000-0000-4000-8000-000000000000","status":"failed","error":42}]}')$$,
+                 '22023', 'operations[0].error must be a string', 'error a number');
+SELECT throws_ok($$SELECT pgcursor.transaction('{"operations":[{"type":"ack","transactionId":7,
+                   "partitionId":"00000000-0000-4000-8000-000000000000"}]}')$$,
+                 '22023', 'operations[0].transactionId must be a string', 'transactionId a number');
 SELECT throws_ok($$SELECT pgcursor.transaction('{"operations":[{"type":"push","items":[{"queue":"t60j"}]}]}')$$,
                  '22023', 'operations[0].items[0].payload is required', 'push item without payload');
 SELECT throws_ok($$SELECT pgcursor.transaction('{"operations":[{"type":"push"}],"requiredLeases":["x"]}')$$,
