@@ -56,9 +56,9 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
 $$;
 
 -- The cursor that makes the first message created AT OR AFTER `since` the
--- next one delivered (wire-admin.md §11.9: one boundary rule for a seek to T
--- and for subscriptionFrom=T): just below the lowest such offset, or the head
--- when there is none. A range scan of the (partition_id, created_at) index.
+-- next one delivered (one boundary rule for a seek to T and for
+-- subscriptionFrom=T): just below the lowest such offset, or the head when
+-- there is none. A range scan of the (partition_id, created_at) index.
 CREATE OR REPLACE FUNCTION pgcursor_internal.cursor_before(p pgcursor.partitions, since timestamptz)
 RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT coalesce((SELECT min(m.msg_offset) - 1 FROM pgcursor.messages m
@@ -82,11 +82,11 @@ BEGIN
 END $$;
 
 -- Where a group's cursor row on partition p starts when it is written, by
--- its subscription on the queue (wire-admin.md §11.10): from the beginning
--- (since null), or just before the first message created at or after
--- `since` (§11.9; mode new: the time of the group's first pop there); past
--- any range retention deleted, as the cursors table's insert trigger puts
--- every new row (sql/80_retention.sql).
+-- its subscription on the queue (docs/http-api.md "Consumer groups"): from
+-- the beginning (since null), or just before the first message created at or
+-- after `since` (as cursor_before; mode new: the time of the group's first
+-- pop there); past any range retention deleted, as the cursors table's insert
+-- trigger puts every new row (sql/80_retention.sql).
 CREATE OR REPLACE FUNCTION pgcursor_internal.start_cursor(p pgcursor.partitions, s pgcursor.subscriptions)
 RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT pgcursor_internal.retained_cursor(

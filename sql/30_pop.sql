@@ -54,11 +54,11 @@ BEGIN
 END $$;
 
 -- Records the group's subscription on each queue it has none on (from the
--- request's subscriptionMode/subscriptionFrom; wire-admin.md §11.10), and
--- marks a subscription whose rows a delete removed (cursor_rows 'none')
+-- request's subscriptionMode/subscriptionFrom; docs/http-api.md "Popping"),
+-- and marks a subscription whose rows a delete removed (cursor_rows 'none')
 -- pending again. A group's start is fixed for the whole queue at its first
--- pop: partitions it reaches later start where the subscription says.
--- Answers the queues whose subscription is pending (partitions there may
+-- pop: partitions it reaches later start where the subscription says. Answers
+-- the queues whose subscription is pending (partitions there may
 -- lack the group's row), by priority, then name: those add_claimable_cursors
 -- looks at. Not those subscribed here in mode new: nothing in them can be
 -- new to the group yet. The usual case (subscribed, rows complete) costs

@@ -163,7 +163,7 @@ BEGIN
       -- LATERAL ... LIMIT 1 keeps this one primary-key probe per item even in
       -- a cached generic plan (a join may pick the created_at index instead).
       -- A message replayed after its index entry was purged (a seek back, an
-      -- old subscriptionFrom) resolves through the messages table (§11.8),
+      -- old subscriptionFrom) resolves through the messages table,
       -- probed only when the index has no entry; a transactionId stored
       -- twice resolves to its lowest offset, which completes the least.
       LEFT JOIN LATERAL (

@@ -55,7 +55,7 @@ $$;
 -- message: the message a transactionId names in a partition, and per group
 -- whether it is completed, leased or pending; unknown -> P0002. A message
 -- removed by retention but still indexed comes back with a null payload.
--- Also Queen's detail fields (wire-admin.md §2.2): its status by the
+-- Also Queen's detail fields (docs/sql-api.md "message"): its status by the
 -- listing's rules (sql/62_messages.sql), the dead letter's reason and retry
 -- counter, the queue's config, the partition's mode and every cursor row.
 CREATE OR REPLACE FUNCTION pgcursor.message(pid uuid, txid text)

@@ -1,5 +1,6 @@
 -- Resources: the queue views, the overview and the namespace/task lists behind
--- /api/v1/resources/* (wire-admin.md §6), and the lifetime figures they show.
+-- /api/v1/resources/* (docs/http-api.md "Queue views and deletion"), and the
+-- lifetime figures they show.
 --
 --   SELECT pgcursor.queues_overview();
 --   SELECT pgcursor.queues_overview('{"namespace":"shop","limit":10}');
@@ -85,7 +86,7 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- Offsets of a cursor row's live leased batch that it has not completed (0
--- without a live lease): wire-admin.md §11.12, processing is exact.
+-- without a live lease): processing counts exactly the leased batch.
 CREATE OR REPLACE FUNCTION pgcursor_internal.leased_offsets(c pgcursor.cursors)
 RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN pgcursor_internal.lease_is_live(c.lease_expires_at) AND c.batch_end IS NOT NULL

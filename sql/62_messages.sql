@@ -1,7 +1,7 @@
--- The message browser (wire-admin.md §2): the listing with each message's
--- status, and deleting one message with everything that names it. The
--- detail (pgcursor.message) is in sql/60_inspect.sql and uses the status
--- helpers here.
+-- The message browser (docs/http-api.md "Message browser"): the listing with
+-- each message's status, and deleting one message with everything that names
+-- it. The detail (pgcursor.message) is in sql/60_inspect.sql and uses the
+-- status helpers here.
 --
 --   SELECT pgcursor.list_messages('{"queue":"orders","status":"pending","limit":"50"}');
 --   SELECT pgcursor.delete_message('0190...'::uuid, 'order-42');
@@ -9,9 +9,9 @@
 -- Where the consumers of a partition stand, as the statuses need it:
 -- has_queue_mode: a __QUEUE_MODE__ cursor row exists; queue_cursor its
 -- cursor; lease_from..lease_to its leased batch while the lease is live
--- (§11.12: exactly those offsets are processing), lease_expires_at its
--- lease expiry, live or not; bus_groups the named groups with a cursor row;
--- bus_done_to the lowest of their cursors (what every one has consumed).
+-- (exactly those offsets are processing), lease_expires_at its lease expiry,
+-- live or not; bus_groups the named groups with a cursor row; bus_done_to the
+-- lowest of their cursors (what every one has consumed).
 CREATE OR REPLACE FUNCTION pgcursor_internal.partition_consumption(
     pid uuid, OUT has_queue_mode boolean, OUT queue_cursor bigint, OUT lease_from bigint,
     OUT lease_to bigint, OUT lease_expires_at timestamptz, OUT bus_groups integer, OUT bus_done_to bigint)
@@ -28,9 +28,9 @@ RETURNS record LANGUAGE sql STABLE AS $$
       FROM pgcursor_internal.cursor_rows() c WHERE c.partition_id = pid
 $$;
 
--- The status of the message at `off` (§2.1, first match wins): dead_letter
--- when it has a dead letter; completed up to done_to; processing inside the
--- live leased batch; else pending.
+-- The status of the message at `off` (docs/http-api.md "Message browser";
+-- first match wins): dead_letter when it has a dead letter; completed up to
+-- done_to; processing inside the live leased batch; else pending.
 CREATE OR REPLACE FUNCTION pgcursor_internal.message_status(
     off bigint, dead boolean, done_to bigint, lease_from bigint, lease_to bigint)
 RETURNS text LANGUAGE sql IMMUTABLE AS $$
@@ -42,9 +42,10 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
     END
 $$;
 
--- Up to which offset a message counts as completed (§2.1 rules 2 and 3):
--- the __QUEUE_MODE__ cursor when that group has one; else, when named
--- groups do, the lowest of their cursors; else nothing (0).
+-- Up to which offset a message counts as completed (docs/http-api.md "Message
+-- browser", status rules 2 and 3): the __QUEUE_MODE__ cursor when that group
+-- has one; else, when named groups do, the lowest of their cursors; else
+-- nothing (0).
 CREATE OR REPLACE FUNCTION pgcursor_internal.completed_to(
     has_queue_mode boolean, queue_cursor bigint, bus_groups integer, bus_done_to bigint)
 RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
@@ -71,8 +72,8 @@ RETURNS timestamptz LANGUAGE sql STABLE AS $$
     SELECT (date_trunc('minute', coalesce(upto, now()) AT TIME ZONE 'UTC') + interval '1 minute') AT TIME ZONE 'UTC'
 $$;
 
--- The listing's `mode` (§2.1): over the partitions of the queue (all queues
--- without one) that hold a message created in [since, upto).
+-- The listing's `mode`: over the partitions of the queue (all queues without
+-- one) that hold a message created in [since, upto).
 CREATE OR REPLACE FUNCTION pgcursor_internal.listing_mode(qname text, since timestamptz, upto timestamptz)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object('hasQueueMode', coalesce(bool_or(c.consumer_group = '__QUEUE_MODE__'), false),
@@ -90,7 +91,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
 $$;
 
 -- A request object without its empty-string values: from a query string,
--- an empty value counts as absent (wire-admin.md §0).
+-- an empty value counts as absent.
 CREATE OR REPLACE FUNCTION pgcursor_internal.without_empty_values(req jsonb)
 RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN

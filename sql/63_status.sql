@@ -1,6 +1,7 @@
--- Status and analytics (wire-admin.md §4): the dashboard's overview with its
--- throughput series, the status queue list, queue detail and message list,
--- the message-count analytics and the /analytics/* series.
+-- Status and analytics (docs/sql-api.md "Status and analytics"): the
+-- dashboard's overview with its throughput series, the status queue list,
+-- queue detail and message list, the message-count analytics and the
+-- /analytics/* series.
 --
 --   SELECT pgcursor.status('{"from":"2026-01-01T10:00:00Z","to":"2026-01-01T11:00:00Z"}');
 --   SELECT pgcursor.status_queues('{"namespace":"shop"}');
@@ -15,10 +16,11 @@
 -- dead-lettered and discarded between them. pgcursor.gateway_minutes (what
 -- only the gateways see, flushed by each: requests, pops, empty pops, failed
 -- acks, transactions, message age at pop; sql/67_gateway_minutes.sql).
--- Nothing is written on the push/pop/ack path. Figures nobody records
--- (event loop, process samples, parked long-polls) are 0 or [] as §4 allows.
+-- Nothing is written on the push/pop/ack path. Figures nobody records (event
+-- loop, process samples, parked long-polls) are 0 or [] (docs/sql-api.md
+-- "Status and analytics").
 
--- The window's bucket size in minutes (§4): <= 60 min -> 1, <= 6 h -> 5,
+-- The window's bucket size in minutes: <= 60 min -> 1, <= 6 h -> 5,
 -- <= 24 h -> 15, <= 7 d -> 60, longer -> 360.
 CREATE OR REPLACE FUNCTION pgcursor_internal.bucket_minutes(since timestamptz, upto timestamptz)
 RETURNS integer LANGUAGE sql IMMUTABLE AS $$
@@ -368,8 +370,9 @@ RETURNS integer LANGUAGE sql STABLE AS $$
     FROM pgcursor.stats_snapshots s
 $$;
 
--- status: the dashboard's overview (§4.1). req: from, to (default the last
--- hour), queue, namespace, task; values may be strings, empty = absent.
+-- status: the dashboard's overview (GET /api/v1/status). req: from, to
+-- (default the last hour), queue, namespace, task; values may be strings,
+-- empty = absent.
 CREATE OR REPLACE FUNCTION pgcursor.status(req jsonb DEFAULT '{}')
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -396,7 +399,7 @@ BEGIN
         'statsAge', pgcursor_internal.stats_age());
 END $$;
 
--- status_queues (§4.2): {"queues": [{id, name, namespace, task, createdAt,
+-- status_queues: {"queues": [{id, name, namespace, task, createdAt,
 -- partitions, messages {total, pending (the slowest group's unconsumed, leased
 -- included: the depth), processing,
 -- completed (lifetime)}}], "pagination": {limit, offset}}, newest queue
@@ -430,8 +433,8 @@ BEGIN
         'pagination', jsonb_build_object('limit', lim, 'offset', skip));
 END $$;
 
--- status_queue (§4.3): {queue {id, name, namespace, task, priority,
--- createdAt, config}, partitions [...], totals}. Unknown -> P0002.
+-- status_queue: {queue {id, name, namespace, task, priority, createdAt,
+-- config}, partitions [...], totals}. Unknown -> P0002.
 CREATE OR REPLACE FUNCTION pgcursor.status_queue(qname text)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -479,9 +482,9 @@ BEGIN
                                GROUP BY k) sums) a));
 END $$;
 
--- status_queue_messages (§4.4): the queue's stored messages, newest first
--- (then by partition and offset, descending), [{id, transactionId,
--- partitionId, queuePath, queue, partition, status, createdAt}], status by
+-- status_queue_messages: the queue's stored messages, newest first (then by
+-- partition and offset, descending), [{id, transactionId, partitionId,
+-- queuePath, queue, partition, status, createdAt}], status by
 -- the queue-mode rule only. req: limit (50, at most 1000), offset (0).
 -- Unknown queue: []. Each partition gives at most offset + limit rows
 -- through its primary key.
@@ -517,7 +520,7 @@ BEGIN
               CROSS JOIN LATERAL pgcursor_internal.partition_consumption(w.pid) f) r);
 END $$;
 
--- status_analytics (§4.5): messages created per interval (minute, hour or
+-- status_analytics: messages created per interval (minute, hour or
 -- day; default hour) that are still stored, in the selected queues, one
 -- point per interval from truncated from (default now - 24 h) to truncated
 -- to (default now), oldest first, zeros included; at most 100000 points.

@@ -1,4 +1,5 @@
--- The /api/v1/analytics/* series (wire-admin.md §4.6), in Queen's shapes.
+-- The /api/v1/analytics/* series (docs/sql-api.md "analytics"), in Queen's
+-- shapes.
 --
 --   SELECT pgcursor.analytics('queue-ops', '{"queue":"orders"}');
 --   SELECT pgcursor.analytics('postgres-stats');
@@ -203,8 +204,8 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                              FROM t ORDER BY 2 DESC, t.relname LIMIT 20) x))
 $$;
 
--- postgres-stats: a reading of PostgreSQL's statistics over schema
--- pgcursor (§4.6). bufferUsage is [] (it needs pg_buffercache).
+-- postgres-stats: a reading of PostgreSQL's statistics over schema pgcursor.
+-- bufferUsage is [] (it needs pg_buffercache).
 CREATE OR REPLACE FUNCTION pgcursor_internal.postgres_stats()
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
@@ -228,7 +229,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
         || pgcursor_internal.postgres_cache_stats() || pgcursor_internal.postgres_table_stats()
 $$;
 
--- analytics: one of the /api/v1/analytics/* answers (§4.6) by its route's
+-- analytics: one of the /api/v1/analytics/* answers by its route's
 -- name: queue-ops, queue-lag, retention, system-metrics, worker-metrics,
 -- queue-parked-replicas, postgres-stats. req: from, to (default the last
 -- hour), queue (queue-ops, queue-lag, retention, queue-parked-replicas);

@@ -1,6 +1,6 @@
--- Consumer groups as a whole (shared/spec/wire-admin.md §1): the list with
--- lag figures, the lagging partitions, deleting a group, and seeking a group
--- (to the end or to a time) on a queue or on one partition.
+-- Consumer groups as a whole (docs/sql-api.md "Consumer groups"): the list
+-- with lag figures, the lagging partitions, deleting a group, and seeking a
+-- group (to the end or to a time) on a queue or on one partition.
 --
 --   SELECT pgcursor.consumer_groups();
 --   SELECT pgcursor.lagging_partitions(60);
@@ -20,7 +20,7 @@
 -- offsets (retention gaps included); oldest_at is the createdAt of the oldest
 -- unconsumed message still stored (the first one above the cursor, one
 -- primary-key probe), null when none is; age_seconds its age in whole
--- seconds (§11.11: lag is the age of the OLDEST unconsumed message).
+-- seconds (lag is the age of the OLDEST unconsumed message).
 CREATE OR REPLACE FUNCTION pgcursor_internal.group_cursor_rows()
 RETURNS TABLE (consumer_group text, queue text, partition text, partition_id uuid, lease_id uuid,
                lease_expires_at timestamptz, completed_total bigint, last_ack_at timestamptz,
@@ -37,9 +37,9 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- consumer_groups: one element per (group, queue) with a cursor row there,
--- sorted by group, then queue, in Queen's list shape (§1.1), with the
--- group's subscription on the queue. A row lags when a stored message is
--- after its cursor.
+-- sorted by group, then queue, in Queen's list shape (docs/sql-api.md
+-- "consumer_groups"), with the group's subscription on the queue. A row
+-- lags when a stored message is after its cursor.
 CREATE OR REPLACE FUNCTION pgcursor.consumer_groups()
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -61,7 +61,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
 $$;
 
 -- consumer_group: one group's rows, by queue, partitions sorted by name
--- (§1.3). An unknown group is {}.
+-- (docs/sql-api.md "consumer_group"). An unknown group is {}.
 CREATE OR REPLACE FUNCTION pgcursor.consumer_group(consumer_group text)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT coalesce(jsonb_object_agg(q.queue, jsonb_build_object('partitions', q.partitions)), '{}'::jsonb)
@@ -78,11 +78,11 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
 $$;
 
 -- update_subscription: the group's subscriptions on every queue start at
--- since (mode timestamp; §10.10 as §11.10 decides): cursor rows made later
--- start before the first message created at or after it, and rows that
--- never completed anything and hold no live lease move there now, as a
--- seek would. Rows that consumed something stay. rowsUpdated counts the
--- subscriptions; a group that never popped has none (0).
+-- since (mode timestamp; docs/http-api.md "Consumer groups"): rows made later
+-- start before the first message created at or after it, and rows that never
+-- completed anything and hold no live lease move there now, as a seek would.
+-- Rows that consumed something stay. rowsUpdated counts the subscriptions; a
+-- group that never popped has none (0).
 CREATE OR REPLACE FUNCTION pgcursor.update_subscription(consumer_group text, since timestamptz)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -109,7 +109,7 @@ BEGIN
 END $$;
 
 -- lagging_partitions: the (group, partition) rows whose oldest unconsumed
--- message is more than min_lag_seconds old, oldest first (§1.2, snake_case).
+-- message is more than min_lag_seconds old, oldest first (snake_case).
 CREATE OR REPLACE FUNCTION pgcursor.lagging_partitions(min_lag_seconds integer DEFAULT 3600)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -124,11 +124,11 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
 $$;
 
 -- delete_consumer_group: deletes the group's cursor rows on every queue, or
--- on one (§1.4, §1.5); live leases go with them. Dead letters are kept. With
--- delete_metadata (the default) its subscription records go too, and its
--- next pop there starts as a new group's; without, the next pop re-creates
--- the rows where the kept subscription says. Rows are locked in partition
--- order first, as the seeks do, so the two never deadlock.
+-- on one; live leases go with them. Dead letters are kept. With
+-- delete_metadata (the default) its subscription records go too, and its next
+-- pop there starts as a new group's; without, the next pop re-creates the
+-- rows where the kept subscription says. Rows are locked in partition order
+-- first, as the seeks do, so the two never deadlock.
 CREATE OR REPLACE FUNCTION pgcursor.delete_consumer_group(
     consumer_group text, queue text DEFAULT NULL, delete_metadata boolean DEFAULT true)
 RETURNS jsonb LANGUAGE plpgsql AS $$
@@ -159,9 +159,9 @@ END $$;
 
 -- Moves one cursor row, which the caller holds locked, to `to_offset`: the
 -- live lease is released (its holder's acks then fail) and the retry counter
--- reset (§11.7); the totals stay. A seek sets last_ack_at (consumed_at =
--- now()); an update of the subscription passes null and leaves it. Long
--- polls of the queue wake when the row has messages to deliver.
+-- reset to 0; the totals stay. A seek sets last_ack_at (consumed_at = now());
+-- an update of the subscription passes null and leaves it. Long polls of the
+-- queue wake when the row has messages to deliver.
 CREATE OR REPLACE FUNCTION pgcursor_internal.move_cursor(
     p pgcursor.partitions, consumer_group text, to_offset bigint, consumed_at timestamptz)
 RETURNS void LANGUAGE plpgsql AS $$
@@ -177,9 +177,10 @@ END $$;
 -- subscription has not written yet are written first; none is created for
 -- a group that never popped there) moves to the head (to_end; rows on partitions that never
 -- had a message are left alone and not counted), or so that the first
--- message created at or after to_time is delivered next (§11.9; the head
--- when there is none). to_end wins when both are given. Rows are locked in
--- partition order: a concurrent ack or pop of a row waits or is waited for.
+-- message created at or after to_time is delivered next (as a subscription
+-- from to_time would start; the head when there is none). to_end wins when
+-- both are given. Rows are locked in partition order: a concurrent ack or pop
+-- of a row waits or is waited for.
 CREATE OR REPLACE FUNCTION pgcursor.seek_consumer_group(
     consumer_group text, queue text, to_time timestamptz DEFAULT NULL, to_end boolean DEFAULT false)
 RETURNS jsonb LANGUAGE plpgsql AS $$
@@ -210,11 +211,11 @@ BEGIN
                               'partitionsUpdated', updated);
 END $$;
 
--- seek_partition: one partition of the group to its head (§1.8), as
--- seek_consumer_group's to_end. updated is false when the group has no
--- cursor there or the partition never had a message; cursorMovedTo is the
--- createdAt of the message at the head (null when not moved or not stored).
--- Unknown queue or partition -> P0002.
+-- seek_partition: one partition of the group to its head, as
+-- seek_consumer_group's to_end. updated is false when the group has no cursor
+-- there or the partition never had a message; cursorMovedTo is the createdAt
+-- of the message at the head (null when not moved or not stored). Unknown
+-- queue or partition -> P0002.
 CREATE OR REPLACE FUNCTION pgcursor.seek_partition(consumer_group text, queue text, partition text)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -225,7 +226,7 @@ BEGIN
     SELECT * INTO p FROM pgcursor.partitions x
      WHERE x.queue = seek_partition.queue AND x.name = seek_partition.partition;
     IF NOT FOUND THEN
-        -- Queen's words (§1.8), which its dashboard shows as they are.
+        -- Queen's words, which its dashboard shows as they are.
         RAISE EXCEPTION 'Partition not found' USING ERRCODE = 'P0002',
             HINT = format('No partition %L in queue %L.', seek_partition.partition, seek_partition.queue);
     END IF;

@@ -1,5 +1,6 @@
 -- Metrics: the database-derived figures behind GET /metrics/prometheus
--- (wire-admin.md §5.2), in one call a scrape makes with a short timeout.
+-- (docs/http-api.md "Metrics"), in one call a scrape makes with a short
+-- timeout.
 --
 --   SELECT pgcursor.metrics_snapshot();
 --

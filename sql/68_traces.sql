@@ -1,6 +1,7 @@
--- Traces (wire-admin.md §3): events a consumer records against a message,
--- each with any number of names, read back by message, by name, and as the
--- list of names. They go with their message (delete_message, retention).
+-- Traces (docs/sql-api.md "Traces"): events a consumer records against a
+-- message, each with any number of names, read back by message, by name, and
+-- as the list of names. They go with their message (delete_message,
+-- retention).
 --
 --   SELECT pgcursor.record_trace('{"partitionId":"0190...","transactionId":"order-42","data":{"text":"charged"},"traceNames":["order-42"]}');
 --   SELECT pgcursor.message_traces('0190...'::uuid, 'order-42');

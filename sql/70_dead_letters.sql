@@ -84,9 +84,9 @@ BEGIN
     RETURN jsonb_build_object('requeued', true, 'id', d.id) || pgcursor_internal.push_back(d);
 END $$;
 
--- retry_message (wire-admin.md §11.14): requeues the dead letters of the
--- message a transactionId names in a partition (every group's, matched on
--- their own transactionId, so also after retention removed the message),
+-- retry_message (docs/sql-api.md "retry_message"): requeues the dead letters
+-- of the message a transactionId names in a partition (every group's, matched
+-- on their own transactionId, so also after retention removed the message),
 -- each as requeue_dead_letter does, in one transaction. None -> P0002.
 -- Answer: {"success": true, "partitionId", "transactionId", "requeued":
 -- [{id, queue, partition, partitionId, transactionId (the new one), offset}]}.

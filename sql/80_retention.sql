@@ -9,9 +9,9 @@
 --
 -- The switch retentionEnabled (queues.retention_enabled): explicitly false
 -- turns message and completed-message retention off; NULL (never set) and
--- true leave them on (docs/http-api.md, decision 4 of the admin spec). Dead
--- letters keep their own retention, by retentionSeconds whatever the switch,
--- and eviction (maxWaitTimeSeconds) is an option of its own, not retention.
+-- true leave them on (docs/http-api.md "Housekeeping"). Dead letters keep
+-- their own retention, by retentionSeconds whatever the switch, and eviction
+-- (maxWaitTimeSeconds) is an option of its own, not retention.
 --
 -- Deleting pending messages must never wedge a partition: a pop leases
 -- cursor+1.. by offset, so a cursor whose next offsets are all gone would be

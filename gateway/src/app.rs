@@ -104,7 +104,7 @@ pub async fn serve(config: Config) -> Result<(), StartupError> {
             )
             .wrap(ErrorHandlers::new().default_handler(move |res| json_errors(res, limit)))
             // So every answer (errors, 404s) carries the CORS headers, but
-            // the Prometheus exposition (wire-admin.md §8.1).
+            // the Prometheus exposition (docs/http-api.md "CORS").
             .wrap_fn(|req, srv| {
                 let cors = crate::cors::applies_to(req.path());
                 if crate::cors::is_preflight(req.method()) {

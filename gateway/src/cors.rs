@@ -1,4 +1,4 @@
-//! CORS as Queen answers it (wire-admin.md §8.1), so browser clients of
+//! CORS as Queen answers it (docs/http-api.md "CORS"), so browser clients of
 //! other origins (a dashboard served elsewhere) can call the API: every
 //! response carries the allow headers, and a preflight `OPTIONS` on any
 //! path is answered at once, before routing and authentication.
@@ -25,7 +25,7 @@ pub fn is_preflight(method: &Method) -> bool {
     method == Method::OPTIONS
 }
 
-/// The Prometheus exposition carries no CORS headers (§8.1): browsers of
+/// The Prometheus exposition carries no CORS headers: browsers of
 /// other origins have no business scraping it.
 pub fn applies_to(path: &str) -> bool {
     path != "/metrics/prometheus"

@@ -1,6 +1,6 @@
-//! Metrics (wire-admin.md §5, names as §11.16 picks): what the gateway counts
-//! itself, recorded through the `metrics` facade into one Prometheus recorder
-//! per process, and the text a scrape answers.
+//! Metrics (docs/http-api.md "Metrics", which lists the names): what the
+//! gateway counts itself, recorded through the `metrics` facade into one
+//! Prometheus recorder per process, and the text a scrape answers.
 //!
 //! Two kinds of families. The gateway's own counters and the per-route
 //! request histograms live in the process-wide recorder: every update is an
@@ -325,8 +325,8 @@ fn scan_item(s: &mut &str) -> Option<ItemFacts> {
         None
     } else {
         let text = s.strip_prefix('"')?;
-        // §12's strings hold no `"`: an escaped one would end the string
-        // early here, and the next strip_prefix declines.
+        // docs/ack-contract.md §12's strings hold no `"`: an escaped one would
+        // end the string early here, and the next strip_prefix declines.
         let end = text.find('"')?;
         let error = &text[..end];
         *s = &text[end + 1..];

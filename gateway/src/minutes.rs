@@ -1,9 +1,10 @@
-//! Per-minute figures only the gateway sees (wire-admin.md §4.1: requests,
-//! pops, empty pops, acked items, failed acks, transactions, message age at
-//! pop), counted in memory per (minute, queue or partition) and flushed every
-//! `PGCURSOR_STATS_FLUSH_SECONDS` through one `pgcursor.record_gateway_minutes`
-//! call, which adds them to what other gateways wrote for the same minute
-//! (sql/67_gateway_minutes.sql). The status and analytics answers read them.
+//! Per-minute figures only the gateway sees (docs/sql-api.md
+//! "record_gateway_minutes": requests, pops, empty pops, acked items, failed
+//! acks, transactions, message age at pop), counted in memory per (minute,
+//! queue or partition) and flushed every `PGCURSOR_STATS_FLUSH_SECONDS` through
+//! one `pgcursor.record_gateway_minutes` call, which adds them to what other
+//! gateways wrote for the same minute (sql/67_gateway_minutes.sql). The status
+//! and analytics answers read them.
 //!
 //! Counting is one short mutex hold per request; nothing touches the
 //! database on the request path. A failed flush keeps its figures for the

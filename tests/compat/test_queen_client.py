@@ -972,7 +972,8 @@ def test_message_trace_is_read_back_by_message_by_name_and_in_names() -> None:
 
 # ---------------------------------------------------------------- resources
 # Admin's resource methods return the broker's JSON as is; these assert the
-# fields Queen's dashboard and queenctl read (wire-admin.md §6).
+# fields Queen's dashboard and queenctl read (docs/http-api.md "Queue views
+# and deletion").
 
 
 def test_admin_list_queues_with_queens_fields_and_filters() -> None:

@@ -123,10 +123,11 @@ fn field_set(item: &Value) -> BTreeSet<String> {
 }
 
 #[tokio::test]
-async fn seed_examples_answer_the_exact_field_set() {
+async fn the_documented_ack_requests_answer_the_exact_field_set() {
     let gw = Gateway::start().await;
     let p = Partition::create(2).await;
-    // The seed's ids: its transactionIds, its partition and lease replaced by real ones.
+    // docs/http-api.md "Acknowledging" > "Requests": its transactionIds, with a real
+    // partition and lease in place of its example ones.
     let queue = p.queue.clone();
     let push = json!({"items": [
         {"queue": queue, "payload": 1, "transactionId": "order-8891-created"},

@@ -145,7 +145,7 @@ async fn a_seek_back_replays_in_offset_order_and_voids_the_live_lease() {
     let group = "replayer";
     let first = pop(&gw, &queue, &format!("consumerGroup={group}&batch=5")).await;
     assert_eq!(ack_error(&gw, &first, "Default-5").await, Value::Null);
-    // Replays must resolve even with the transaction index entries gone (§11.8).
+    // Replays must resolve even with the transaction index entries gone.
     db().await
         .execute(
             "DELETE FROM pgcursor.transaction_index t USING pgcursor.partitions p

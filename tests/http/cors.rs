@@ -1,5 +1,6 @@
-//! CORS (wire-admin.md §8.1): every answer carries the allow headers, errors
-//! included, and a preflight OPTIONS on any path is answered without a token.
+//! CORS (docs/http-api.md "CORS"): every answer carries the allow headers,
+//! errors included, and a preflight OPTIONS on any path is answered without a
+//! token.
 
 use pgcursor_tests::Gateway;
 use reqwest::{Method, Response};

@@ -1,4 +1,4 @@
-//! Encrypted queues (decision 17, docs/http-api.md "Encrypted queues"):
+//! Encrypted queues (docs/http-api.md "Encrypted queues"):
 //! payloads are stored as an AES-256-GCM envelope, which psql sees, and
 //! every HTTP reader (pop, message detail, dead letters) sees plaintext.
 

@@ -1,4 +1,4 @@
-//! Metrics (wire-admin.md §5, docs/http-api.md "Metrics"): the exposition is
+//! Metrics (docs/http-api.md "Metrics"): the exposition is
 //! read with a real parser (openmetrics-parser, Prometheus text format), every family is there with its
 //! type, and the counters move by exactly what a push, a pop and acks of
 //! every outcome did. Each test starts its own gateway, so the gateway-side

@@ -1,8 +1,9 @@
 //! GET /api/v1/status, /api/v1/status/queues[/{queue}[/messages]],
-//! /api/v1/status/analytics and /api/v1/analytics/* (wire-admin.md §4).
-//! Per-minute figures come from pgcursor.stats_snapshots (the tests write
-//! snapshot rows of their own queue at chosen minutes, as housekeeping
-//! would) and from what the gateways flush into pgcursor.gateway_minutes.
+//! /api/v1/status/analytics and /api/v1/analytics/* (docs/http-api.md "Status
+//! and analytics"). Per-minute figures come from pgcursor.stats_snapshots (the
+//! tests write snapshot rows of their own queue at chosen minutes, as
+//! housekeeping would) and from what the gateways flush into
+//! pgcursor.gateway_minutes.
 
 use std::time::{Duration, Instant};
 

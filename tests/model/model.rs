@@ -216,7 +216,7 @@ impl Model {
         }
     }
 
-    /// A seek of the group (wire-admin.md §1.7 as §11.7 decides): the cursor
+    /// A seek of the group (docs/http-api.md "Consumer groups"): the cursor
     /// moves to `to`, a lease is released, the retry counter reset; dead
     /// letters and totals stay.
     pub fn seek(&mut self, to: i64) {

@@ -393,9 +393,9 @@ impl Worker {
     }
 
     /// Forces a purge of the transaction index, then acks: the message is
-    /// still stored, so the ack must still resolve (wire-admin.md §11.8) and
-    /// be judged like any other; a refusal for another reason (the lease
-    /// expired meanwhile) brings the batch back.
+    /// still stored, so the ack must still resolve (docs/http-api.md
+    /// "Acknowledging") and be judged like any other; a refusal for another
+    /// reason (the lease expired meanwhile) brings the batch back.
     async fn ack_after_purge(&mut self, slice: &Slice) {
         let purged = self
             .world

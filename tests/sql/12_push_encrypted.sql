@@ -1,5 +1,6 @@
 -- pgcursor.push into queues with encryptionEnabled: only envelopes are stored
--- (decision 17; the gateway seals, gateway/src/encryption.rs).
+-- (docs/http-api.md "Encrypted queues"; the gateway seals,
+-- gateway/src/encryption.rs).
 BEGIN;
 SELECT plan(10);
 

@@ -140,7 +140,8 @@ SELECT throws_ok($$SELECT pgcursor.cursors('00000000-0000-4000-8000-000000000000
 SELECT is(pgcursor.cursors(pg_temp.pid('t30', 'b')) -> 0 ->> 'consumerGroup', '__QUEUE_MODE__', 'other partition');
 
 -- message(): per group completed / leased / pending
--- (Queen's detail fields, wire-admin.md §2.2, are tested in 62_messages.sql.)
+-- (Queen's detail fields, docs/sql-api.md "message", are tested in
+-- 62_messages.sql.)
 SELECT is(pgcursor.message(pg_temp.pid('t30'), 'm2') - 'groups' - 'createdAt'
               - ARRAY['queuePath', 'namespace', 'task', 'producerSub', 'status', 'isEncrypted', 'errorMessage',
                       'retryCount', 'leaseExpiresAt', 'queueConfig', 'mode', 'consumerGroups'],

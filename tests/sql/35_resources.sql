@@ -1,7 +1,7 @@
--- The resource views' figures (wire-admin.md §6, §11.12, §11.15): per
--- partition stats, lifetime totals kept through deletes by the retired-totals
--- triggers, the per-minute snapshots and the throughput computed from them,
--- the lag figures, namespaces and tasks.
+-- The resource views' figures (docs/http-api.md "Queue views and deletion"):
+-- per partition stats, lifetime totals kept through deletes by the
+-- retired-totals triggers, the per-minute snapshots and the throughput
+-- computed from them, the lag figures, namespaces and tasks.
 BEGIN;
 -- one snapshot for the whole file: concurrent sessions change nothing here
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;

@@ -1,6 +1,6 @@
--- The message browser (wire-admin.md §2, §11.12-14): list_messages (fields,
--- status rules, busStatus, mode, window, filters, paging), the detail's
--- Queen fields in message(), delete_message and retry_message.
+-- The message browser (docs/sql-api.md "Message browser"): list_messages
+-- (fields, status rules, busStatus, mode, window, filters, paging), the
+-- detail's Queen fields in message(), delete_message and retry_message.
 BEGIN;
 SELECT plan(68);
 

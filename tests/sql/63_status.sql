@@ -1,6 +1,7 @@
--- Status and analytics (wire-admin.md §4): bucket sizes and labels, rates,
--- per-minute figures from snapshot deltas (zeros included, filters), the
--- status figures, the status queue views and the analytics answers.
+-- Status and analytics (docs/sql-api.md "Status and analytics"): bucket sizes
+-- and labels, rates, per-minute figures from snapshot deltas (zeros included,
+-- filters), the status figures, the status queue views and the analytics
+-- answers.
 BEGIN;
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
 SELECT plan(48);

@@ -1,5 +1,5 @@
 -- pgcursor.consumer_groups / lagging_partitions / delete_consumer_group /
--- seek_consumer_group / seek_partition (shared/spec/wire-admin.md §1, §11).
+-- seek_consumer_group / seek_partition (docs/sql-api.md "Consumer groups").
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;

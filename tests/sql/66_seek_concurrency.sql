@@ -1,7 +1,7 @@
 -- A seek and an ack of the same (partition, group) serialise on the cursor
--- row (wire-admin.md §1.7): whichever comes second waits, then sees the
--- first's outcome. Two dblink sessions work on committed data (cleaned up at
--- the end).
+-- row (docs/http-api.md "Consumer groups", the seek): whichever comes second
+-- waits, then sees the first's outcome. Two dblink sessions work on committed
+-- data (cleaned up at the end).
 BEGIN;
 SELECT plan(10);
 \ir lib/dblink.sql

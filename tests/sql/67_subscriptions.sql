@@ -1,4 +1,4 @@
--- A group's subscription on a queue (wire-admin.md §1, §11.8, §11.10):
+-- A group's subscription on a queue (docs/http-api.md "Consumer groups"):
 -- recorded at its first pop, shown by the list, read for partitions made
 -- later, moved by update_subscription, kept or deleted with the group; the
 -- describe view; and acks of messages replayed past the transaction index.
@@ -132,7 +132,7 @@ SELECT is(pg_temp.sub('t67', 'new'), NULL, '... the subscription is gone');
 SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t67","partition":"a","consumerGroup":"new","batch":10}')),
           '{1,2,3,4}', '... and the next pop is a new group''s (mode all: from the start)');
 
--- §11.8: an ack of a replayed message resolves without its index entry
+-- An ack of a replayed message resolves without its index entry
 SELECT pg_temp.push('t67r', 'Default', 3, 'r');
 SELECT FROM pgcursor.pop('{"queue":"t67r","consumerGroup":"g","batch":3,"autoAck":true}');
 DELETE FROM pgcursor.transaction_index WHERE partition_id = pg_temp.pid('t67r');

@@ -1,6 +1,6 @@
--- Traces (wire-admin.md §3): record_trace (validation, names, the message
--- must exist), message_traces, traces_by_name (paging, total, payload),
--- trace_names, and traces going with their message (delete_message,
+-- Traces (docs/sql-api.md "Traces"): record_trace (validation, names, the
+-- message must exist), message_traces, traces_by_name (paging, total,
+-- payload), trace_names, and traces going with their message (delete_message,
 -- purge_messages, purge_completed_messages, evict_expired_messages).
 BEGIN;
 SELECT plan(34);

@@ -1,8 +1,8 @@
--- metrics_snapshot (wire-admin.md §5.2): the database figures a scrape
--- reads, on a small fixture: per queue and per (queue, group) depth, lag,
--- leased partitions and dead letters, lifetime totals with deleted queues in
--- the cluster totals only, the maintenance flags; and a plan that touches
--- messages only through primary-key probes.
+-- metrics_snapshot (docs/sql-api.md "metrics_snapshot"): the database figures
+-- a scrape reads, on a small fixture: per queue and per (queue, group) depth,
+-- lag, leased partitions and dead letters, lifetime totals with deleted
+-- queues in the cluster totals only, the maintenance flags; and a plan that
+-- touches messages only through primary-key probes.
 BEGIN;
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
 SELECT plan(13);

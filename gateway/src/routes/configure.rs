@@ -1,8 +1,8 @@
 //! POST /api/v1/configure (read-write, as Queen): create or update a queue
 //! through `pgcursor.configure`, which checks every option (an unknown one is
 //! a 400 naming it) and answers the effective values. The one check made
-//! here: `encryptionEnabled: true` needs the gateway's key (decision 17),
-//! else a 400 and nothing changes.
+//! here: `encryptionEnabled: true` needs the gateway's key (docs/http-api.md
+//! "Encrypted queues"), else a 400 and nothing changes.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::Value;

@@ -129,7 +129,7 @@ async fn update_subscription(
     state.auth.require(&req, Level::ReadWrite)?;
     let group = group.into_inner();
     let request = optional_object_body(&body)?;
-    // newTimestamp echoes the string sent, as Queen does (§1.6).
+    // newTimestamp echoes the string sent, as Queen does.
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.update_subscription($1, \

@@ -38,7 +38,8 @@ async fn list(
     state.auth.require(&req, Level::ReadOnly)?;
     let sql = "SELECT pgcursor.dead_letters($1::jsonb)";
     let answer = call_listing(&state.pool, sql, &query, &PARAMETERS).await?;
-    // Dead letters of encrypted queues are listed in plaintext (decision 17).
+    // Dead letters of encrypted queues are listed in plaintext (docs/http-api.md
+    // "Encrypted queues").
     Ok(state.encryption.open_answer(answer).respond())
 }
 

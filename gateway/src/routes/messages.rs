@@ -1,4 +1,4 @@
-//! The message browser (wire-admin.md §2):
+//! The message browser (docs/http-api.md "Message browser"):
 //! GET /api/v1/messages?queue=&partition=&ns=&task=&status=&from=&to=&fromOffset=&toOffset=&limit=&offset=
 //! (read-only) through `pgcursor.list_messages`, which checks the parameters
 //! (22023 → 400 naming the field);

@@ -1,5 +1,6 @@
-//! GET /metrics (JSON, wire-admin.md §5.1) and GET /metrics/prometheus (text
-//! exposition, §5.2), both open to everyone (access none).
+//! GET /metrics (JSON) and GET /metrics/prometheus (text exposition), both
+//! described in docs/http-api.md "Metrics", both open to everyone (access
+//! none).
 //!
 //! A scrape renders the process-wide recorder (the gateway's counters and
 //! request histograms, gateway/src/metrics.rs), then a fresh one holding the
@@ -264,8 +265,8 @@ fn lifetime(name: &'static str, labels: &[(&'static str, &str)], figures: &Lifet
     }
 }
 
-/// §5.1's object, with the values pgcursor has filled for real: rates are
-/// per second since start.
+/// Queen's JSON object (docs/http-api.md "GET /metrics"), with the values
+/// pgcursor has filled for real: rates are per second since start.
 async fn json_metrics(state: web::Data<AppState>) -> HttpResponse {
     let uptime = crate::metrics::uptime().as_secs_f64();
     let (requests, messages) = crate::metrics::totals();

@@ -106,7 +106,8 @@ impl PopBatch {
         per_queue
     }
 
-    /// The wire answer (wire.md, Pop), as `pgcursor.pop` writes it.
+    /// The HTTP answer (docs/http-api.md "Popping"), as `pgcursor.pop`
+    /// writes it.
     pub fn to_json(&self) -> RawJson {
         if self.paused {
             return RawJson(r#"{"success":true,"messages":[],"paused":true}"#.into());

@@ -2,7 +2,8 @@
 //! GET /api/v1/resources/queues?search=&namespace=&task=&limit=&offset=,
 //! GET|DELETE /api/v1/resources/queues/{queue}, GET /api/v1/resources/overview,
 //! GET /api/v1/resources/namespaces, GET /api/v1/resources/tasks
-//! (wire-admin.md §6). The list's filters are checked by the SQL (22023 → 400).
+//! (docs/http-api.md "Queue views and deletion"). The list's filters are
+//! checked by the SQL (22023 → 400).
 
 use std::collections::BTreeMap;
 

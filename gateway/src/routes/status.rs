@@ -1,5 +1,6 @@
-//! Status and analytics (read-only, wire-admin.md §4), each route one SQL
-//! function that checks its parameters (22023 → 400 naming the field):
+//! Status and analytics (read-only, docs/http-api.md "Status and analytics"),
+//! each route one SQL function that checks its parameters (22023 → 400 naming
+//! the field):
 //! GET /api/v1/status?from=&to=&queue=&namespace=&task= (`pgcursor.status`),
 //! GET /api/v1/status/queues?namespace=&task=&limit=&offset= (`pgcursor.status_queues`),
 //! GET /api/v1/status/queues/{queue} (`pgcursor.status_queue`, unknown → 404),

@@ -1,4 +1,4 @@
-//! Traces (wire-admin.md §3):
+//! Traces (docs/http-api.md "Traces"):
 //! POST /api/v1/traces (read-write) through `pgcursor.record_trace`, 201,
 //! the gateway's identifier (`<hostname>:<pid>`) recorded as the workerId;
 //! GET /api/v1/traces/names (read-only) through `pgcursor.trace_names`;
@@ -53,7 +53,7 @@ async fn record(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
-    // An empty body counts as {} (§0): the SQL then names what is missing.
+    // An empty body counts as {}: the SQL then names what is missing.
     let mut request = if body.is_empty() {
         Value::Object(Default::default())
     } else {
