@@ -264,16 +264,19 @@ pages.queue = {
   },
 };
 
+// The queue and consumer-group filter of the groups and dead-letter pages.
+function queueGroupFilter(el, params, title, id, page) {
+  el.innerHTML = `<h1>${title}</h1>
+    <form class="filters card" id="${id}">
+      <label>Queue <input name="queue" value="${esc(params.queue)}"></label>
+      <label>Consumer group <input name="consumerGroup" value="${esc(params.consumerGroup)}"></label>
+      <button type="submit">Filter</button>
+    </form>`;
+  filterForm($("#" + id, el), page);
+}
+
 pages.groups = {
-  controls(el, params) {
-    el.innerHTML = `<h1>Consumer groups</h1>
-      <form class="filters card" id="group-filter">
-        <label>Queue <input name="queue" value="${esc(params.queue)}"></label>
-        <label>Consumer group <input name="consumerGroup" value="${esc(params.consumerGroup)}"></label>
-        <button type="submit">Filter</button>
-      </form>`;
-    filterForm($("#group-filter", el), "groups");
-  },
+  controls: (el, params) => queueGroupFilter(el, params, "Consumer groups", "group-filter", "groups"),
   // The route lists every (group, queue); the filters match part of a name.
   async load(params) {
     const has = (name, part) => !part || name.toLowerCase().includes(part.toLowerCase());
@@ -317,15 +320,7 @@ pages.groups = {
 };
 
 pages.dlq = {
-  controls(el, params) {
-    el.innerHTML = `<h1>Dead letters</h1>
-      <form class="filters card" id="dlq-filter">
-        <label>Queue <input name="queue" value="${esc(params.queue)}"></label>
-        <label>Consumer group <input name="consumerGroup" value="${esc(params.consumerGroup)}"></label>
-        <button type="submit">Filter</button>
-      </form>`;
-    filterForm($("#dlq-filter", el), "dlq");
-  },
+  controls: (el, params) => queueGroupFilter(el, params, "Dead letters", "dlq-filter", "dlq"),
   load(params) {
     const q = new URLSearchParams({ limit: "100" });
     for (const k of ["queue", "consumerGroup"]) if (params[k]) q.set(k, params[k]);
