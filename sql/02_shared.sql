@@ -29,6 +29,35 @@ RETURNS boolean LANGUAGE sql STABLE AS $$
     SELECT coalesce(expires_at > now(), false)
 $$;
 
+-- The oldest createdAt whose transactionId the queue still remembers
+-- (dedup on push, resolution on ack): transactionIndexRetentionSeconds ago
+-- (0: forever), never before the last explicit purge_transaction_index
+-- cutoff. -infinity when nothing limits it.
+CREATE OR REPLACE FUNCTION pgcursor_internal.transaction_index_horizon(q pgcursor.queues)
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT coalesce(greatest(q.transaction_index_from,
+                             CASE WHEN q.transaction_index_retention_seconds > 0
+                                  THEN now() - q.transaction_index_retention_seconds * interval '1 second' END),
+                    '-infinity')
+$$;
+
+-- What a transactionId names in a partition, through the transaction
+-- index: the newest stored message pushed under it since the horizon, else
+-- the entry retention left when it deleted such a message (message_id
+-- null: the message is gone). No row: the partition does not remember it.
+-- (SQL and STABLE, so it inlines; LIMIT 1 skips the second probe when the
+-- first finds the message.)
+CREATE OR REPLACE FUNCTION pgcursor_internal.indexed_message(pid uuid, txid text, horizon timestamptz)
+RETURNS TABLE (msg_offset bigint, message_id uuid) LANGUAGE sql STABLE AS $$
+    (SELECT m.msg_offset, m.message_id FROM pgcursor.messages m
+      WHERE m.partition_id = pid AND m.transaction_id = txid AND m.created_at >= horizon
+      ORDER BY m.msg_offset DESC LIMIT 1)
+    UNION ALL
+    (SELECT x.msg_offset, NULL::uuid FROM pgcursor.transaction_index x
+      WHERE x.partition_id = pid AND x.transaction_id = txid AND x.created_at >= horizon)
+    LIMIT 1
+$$;
+
 -- docs/ack-contract.md §9: dead-lettering is off only when both flags are explicitly false.
 CREATE OR REPLACE FUNCTION pgcursor_internal.dead_lettering_enabled(queue pgcursor.queues)
 RETURNS boolean LANGUAGE sql STABLE AS $$

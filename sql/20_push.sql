@@ -120,22 +120,20 @@ BEGIN
         FROM (SELECT e.item, e.n, pgcursor_internal.uuidv7() AS id  -- OFFSET 0: drawn once per item
                 FROM jsonb_array_elements(items) WITH ORDINALITY AS e(item, n) OFFSET 0) a
     ), located AS (
-        SELECT it.*, l.id AS pid, l.head, r.room
+        SELECT it.*, l.id AS pid, l.head, r.room, pgcursor_internal.transaction_index_horizon(qr) AS horizon
         FROM it JOIN unnest(queues, names, ids, heads) AS l(q, n, id, head)
                   ON l.q = it.queue AND l.n = it.partition
+        JOIN pgcursor.queues qr ON qr.name = it.queue
         LEFT JOIN unnest(full_queues, room) AS r(q, room) ON r.q = it.queue
     ), classified AS (
         SELECT c.*, t.msg_offset AS existing, t.message_id AS existing_mid,
                c.given IS NULL OR c.index = min(c.index) OVER (PARTITION BY c.pid, c.given) AS first_seen
         FROM located c
-        -- One primary-key probe per given id. (A plain join, planned while the
+        -- Index probes per given id. (A plain join, planned while the
         -- table was small, scans the partition's whole index once per item.)
-        LEFT JOIN LATERAL (SELECT x.msg_offset, m.message_id FROM pgcursor.transaction_index x
-                           LEFT JOIN pgcursor.messages m
-                                  ON m.partition_id = x.partition_id AND m.msg_offset = x.msg_offset
-                           WHERE c.given IS NOT NULL
-                             AND x.partition_id = c.pid AND x.transaction_id = c.given
-                           LIMIT 1) t ON true
+        LEFT JOIN LATERAL (SELECT x.msg_offset, x.message_id
+                             FROM pgcursor_internal.indexed_message(c.pid, c.given, c.horizon) x
+                            WHERE c.given IS NOT NULL) t ON true
     ), capped AS (  -- new messages beyond a queue's room do not fit
         SELECT c.*, c.existing IS NULL AND c.first_seen AND c.room IS NOT NULL
                     AND count(*) FILTER (WHERE c.existing IS NULL AND c.first_seen)
@@ -156,12 +154,9 @@ BEGIN
         UPDATE pgcursor.partitions p SET head = p.head + f.n
         FROM (SELECT pid, max(k) AS n FROM ranked GROUP BY pid HAVING max(k) > 0) f
         WHERE p.id = f.pid
-    ), msgs AS (
+    ), msgs AS (  -- one row per message: it is its own transaction index entry
         INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id)
         SELECT pid, off, txid, payload, trace_id, message_id FROM placed WHERE fresh
-    ), idx AS (
-        INSERT INTO pgcursor.transaction_index (partition_id, transaction_id, msg_offset)
-        SELECT pid, txid, off FROM placed WHERE fresh
     )
     SELECT coalesce(jsonb_agg(CASE WHEN refused THEN jsonb_build_object(
                'index', index, 'transactionId', txid, 'partitionId', pid, 'partition', partition,

@@ -140,7 +140,7 @@ $$;
 -- 22023 naming it), normalised (§2) and resolved through the transaction
 -- index (§3). The checks here are plain expressions, cheap per item; only a
 -- request that fails them takes the slow path that words the error.
-CREATE OR REPLACE FUNCTION pgcursor_internal.resolve_ack_items(partition_id uuid, items jsonb)
+CREATE OR REPLACE FUNCTION pgcursor_internal.resolve_ack_items(partition_id uuid, horizon timestamptz, items jsonb)
 RETURNS pgcursor_internal.ack_item[] LANGUAGE plpgsql STABLE AS $$
 DECLARE
     resolved pgcursor_internal.ack_item[];
@@ -160,18 +160,16 @@ BEGIN
               FROM jsonb_array_elements(items) WITH ORDINALITY AS e(item, ord),
                    LATERAL (SELECT pgcursor_internal.ack_item_index(e.item, e.ord) AS index) x
             OFFSET 0) i  -- OFFSET 0: each item's checks are computed once
-      -- LATERAL ... LIMIT 1 keeps this one primary-key probe per item even in
-      -- a cached generic plan (a join may pick the created_at index instead).
-      -- A message replayed after its index entry was purged (a seek back, an
-      -- old subscriptionFrom) resolves through the messages table,
+      -- LATERAL keeps these index probes per item even in a cached generic
+      -- plan (a join may pick the created_at index instead). A message
+      -- replayed after the horizon passed it (a seek back, an old
+      -- subscriptionFrom) resolves through the messages table all the same,
       -- probed only when the index has no entry; a transactionId stored
-      -- twice resolves to its lowest offset, which completes the least.
+      -- twice then resolves to its lowest offset, which completes the least.
       LEFT JOIN LATERAL (
           SELECT coalesce(
-                     (SELECT x.msg_offset FROM pgcursor.transaction_index x
-                       WHERE x.partition_id = resolve_ack_items.partition_id
-                         AND x.transaction_id = i.item ->> 'transactionId'
-                       LIMIT 1),
+                     (SELECT x.msg_offset FROM pgcursor_internal.indexed_message(
+                                 resolve_ack_items.partition_id, i.item ->> 'transactionId', horizon) x),
                      (SELECT m.msg_offset FROM pgcursor.messages m
                        WHERE m.partition_id = resolve_ack_items.partition_id
                          AND m.transaction_id = i.item ->> 'transactionId'
@@ -421,10 +419,11 @@ BEGIN
     partition_id := request ->> 'partitionId';
     lease_id := request ->> 'leaseId';
     consumer_group := coalesce(request ->> 'consumerGroup', '__QUEUE_MODE__');
-    items := pgcursor_internal.resolve_ack_items(partition_id, request -> 'items');
     SELECT q.* INTO queue FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
      WHERE p.id = partition_id;
-    IF NOT FOUND THEN
+    items := pgcursor_internal.resolve_ack_items(
+        partition_id, pgcursor_internal.transaction_index_horizon(queue), request -> 'items');
+    IF queue.name IS NULL THEN
         RETURN pgcursor_internal.refuse_all(items, 'partition not found', false);
     END IF;
     cur := pgcursor_internal.lock_cursor(partition_id, consumer_group);

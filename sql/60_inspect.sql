@@ -68,18 +68,18 @@ DECLARE
     d   pgcursor.dead_letters;
     f   record;
 BEGIN
-    SELECT t.msg_offset INTO off FROM pgcursor.transaction_index t
-    WHERE t.partition_id = pid AND t.transaction_id = txid;
-    IF off IS NULL THEN  -- purged from the index: look in the partition itself
+    SELECT * INTO p FROM pgcursor.partitions WHERE id = pid;
+    SELECT * INTO q FROM pgcursor.queues x WHERE x.name = p.queue;
+    SELECT x.msg_offset INTO off
+      FROM pgcursor_internal.indexed_message(pid, txid, pgcursor_internal.transaction_index_horizon(q)) x;
+    IF off IS NULL THEN  -- past the horizon: look in the partition itself
         SELECT min(x.msg_offset) INTO off FROM pgcursor.messages x
         WHERE x.partition_id = pid AND x.transaction_id = txid;
     END IF;
-    SELECT * INTO p FROM pgcursor.partitions WHERE id = pid;
     IF off IS NULL OR p.id IS NULL THEN
         RAISE EXCEPTION 'message not found: % in partition %', txid, pid USING ERRCODE = 'P0002';
     END IF;
     SELECT * INTO m FROM pgcursor.messages x WHERE x.partition_id = pid AND x.msg_offset = off;
-    SELECT * INTO q FROM pgcursor.queues x WHERE x.name = p.queue;
     SELECT * INTO d FROM pgcursor.dead_letters x WHERE x.partition_id = pid AND x.msg_offset = off
      ORDER BY x.failed_at DESC, x.consumer_group LIMIT 1;
     SELECT * INTO f FROM pgcursor_internal.partition_consumption(pid);

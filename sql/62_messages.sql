@@ -201,14 +201,19 @@ DECLARE
     deleted bigint := 0;
     n       bigint;
 BEGIN
-    DELETE FROM pgcursor.transaction_index t
-     WHERE t.partition_id = pid AND t.transaction_id = txid RETURNING t.msg_offset INTO off;
-    deleted := deleted + (off IS NOT NULL)::integer;
+    SELECT x.msg_offset INTO off
+      FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue,
+           LATERAL pgcursor_internal.indexed_message(pid, txid, pgcursor_internal.transaction_index_horizon(q)) x
+     WHERE p.id = pid;
     IF off IS NOT NULL THEN
         DELETE FROM pgcursor.messages m WHERE m.partition_id = pid AND m.msg_offset = off;
-    ELSE  -- purged from the index: look in the partition itself
+    ELSE  -- past the horizon: look in the partition itself
         DELETE FROM pgcursor.messages m WHERE m.partition_id = pid AND m.transaction_id = txid;
     END IF;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    deleted := deleted + n;
+    -- What the index remembers of it goes too, with what that delete left there.
+    DELETE FROM pgcursor.transaction_index t WHERE t.partition_id = pid AND t.transaction_id = txid;
     GET DIAGNOSTICS n = ROW_COUNT;
     deleted := deleted + n;
     DELETE FROM pgcursor.dead_letters d WHERE d.partition_id = pid AND d.transaction_id = txid;

@@ -76,6 +76,40 @@ BEGIN
     END IF;
 END $$;
 
+-- A stored message is its own transaction index entry (V11): when one is
+-- deleted while its queue still remembers its transactionId (created at or
+-- after the horizon), the id moves to transaction_index, so a push of it
+-- stays a duplicate and an ack of it still resolves. (One place for every
+-- delete: retention, eviction, a delete by hand. delete_message and
+-- delete_queue remove these entries again, as they mean to forget.)
+CREATE OR REPLACE FUNCTION pgcursor_internal.remember_deleted_ids()
+RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO pgcursor.transaction_index AS x (partition_id, transaction_id, msg_offset, created_at)
+    SELECT DISTINCT ON (g.partition_id, g.transaction_id)
+           g.partition_id, g.transaction_id, g.msg_offset, g.created_at
+      FROM gone g
+      JOIN pgcursor.partitions p ON p.id = g.partition_id
+      JOIN pgcursor.queues q ON q.name = p.queue
+     WHERE g.created_at >= pgcursor_internal.transaction_index_horizon(q)
+     ORDER BY g.partition_id, g.transaction_id, g.msg_offset DESC
+    ON CONFLICT (partition_id, transaction_id) DO UPDATE
+       SET msg_offset = excluded.msg_offset, created_at = excluded.created_at
+     WHERE x.msg_offset < excluded.msg_offset;
+    RETURN NULL;
+END $$;
+
+-- Created once, like the trigger above.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                    WHERE tgrelid = 'pgcursor.messages'::regclass AND tgname = 'messages_remember_deleted_ids') THEN
+        CREATE TRIGGER messages_remember_deleted_ids AFTER DELETE ON pgcursor.messages
+            REFERENCING OLD TABLE AS gone
+            FOR EACH STATEMENT EXECUTE FUNCTION pgcursor_internal.remember_deleted_ids();
+    END IF;
+END $$;
+
 -- Per partition of a queue with retentionSeconds > 0: what is older than
 -- this goes (the queue's retention, or the explicit cutoff). Shared by the
 -- message purge (of_messages: only where retentionEnabled is not false) and
@@ -90,8 +124,9 @@ $$;
 
 -- purge_messages: in queues with retentionSeconds > 0 (and retentionEnabled
 -- not false), deletes messages older than that (or, given a cutoff, created
--- before it), pending or not, then moves cursors off what went. The transaction index is not touched:
--- acks of deleted messages still resolve until it is purged.
+-- before it), pending or not, then moves cursors off what went. The
+-- transactionIds their queue still remembers stay in the transaction index
+-- (remember_deleted_ids): acks of deleted messages still resolve.
 CREATE OR REPLACE FUNCTION pgcursor.purge_messages(cutoff timestamptz DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
@@ -132,7 +167,8 @@ $$;
 -- old message of a partition no group has a cursor on. The deletion hits
 -- every group. What every group has consumed is left to retention. Then
 -- moves cursors off what went, as purge_messages does; the transaction
--- index is not touched. Not gated by retentionEnabled: it is not retention.
+-- index keeps their ids as after purge_messages. Not gated by
+-- retentionEnabled: it is not retention.
 CREATE OR REPLACE FUNCTION pgcursor.evict_expired_messages(cutoff timestamptz DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
@@ -199,16 +235,21 @@ BEGIN
     RETURN purged;
 END $$;
 
--- purge_transaction_index: deletes transaction index rows created before cutoff or, with no cutoff,
--- older than their queue's transactionIndexRetentionSeconds (0 = keep
--- forever). Returns how many rows went. Once purged, a transactionId can be
--- pushed again and is no longer ackable.
+-- purge_transaction_index: forgets the transactionIds created before cutoff
+-- or, with no cutoff, older than their queue's
+-- transactionIndexRetentionSeconds (0 = keep forever). Once forgotten, a
+-- transactionId can be pushed again, and an ack of it resolves only while
+-- its message is stored. Stored messages pass their queue's horizon by the
+-- clock alone (a cutoff moves every queue's horizon to it); what is deleted
+-- here are the entries of deleted messages. Returns how many went.
 CREATE OR REPLACE FUNCTION pgcursor.purge_transaction_index(cutoff timestamptz DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     purged bigint;
 BEGIN
     IF cutoff IS NOT NULL THEN
+        UPDATE pgcursor.queues q SET transaction_index_from = cutoff
+         WHERE q.transaction_index_from IS NULL OR q.transaction_index_from < cutoff;
         DELETE FROM pgcursor.transaction_index WHERE created_at < cutoff;
     ELSE
         -- Per partition, so each delete is a range scan of (partition_id, created_at).

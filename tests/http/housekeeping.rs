@@ -12,12 +12,22 @@ use crate::broker::{eventually, fresh_queue, post};
 const HOUSEKEEPING_LOCK: i64 = 0x7067_6375_5f68_6b31;
 
 /// A queue whose transaction index keeps rows for one second, with one message.
+/// A queue whose index remembers ids for 1 s, with the entry a deleted
+/// message left there (a stored message is its own entry: nothing to purge).
 async fn short_lived_index(gw: &Gateway) -> String {
     let queue = fresh_queue("hk");
     let configure = json!({"queue": queue, "options": {"transactionIndexRetentionSeconds": 1}});
     assert_eq!(post(gw, "/api/v1/configure", &configure).await.0, 200);
     let push = json!({"items": [{"queue": queue, "payload": 1, "transactionId": "hk-1"}]});
     assert_eq!(post(gw, "/api/v1/push", &push).await.0, 200);
+    db().await
+        .execute(
+            "INSERT INTO pgcursor.transaction_index (partition_id, transaction_id, msg_offset)
+             SELECT id, 'hk-deleted', 0 FROM pgcursor.partitions WHERE queue = $1",
+            &[&queue],
+        )
+        .await
+        .unwrap();
     queue
 }
 

@@ -327,7 +327,9 @@ fn env() -> &'static Env {
             // ack_group's own steps on the current row, read-only: what
             // resolve_ack_items and decide_ack make of the request.
             let ack_steps = p(
-                "WITH i AS (SELECT pgcursor_internal.resolve_ack_items($1::uuid, $2::jsonb -> 'items') AS items) \
+                "WITH i AS (SELECT pgcursor_internal.resolve_ack_items($1::uuid, pgcursor_internal.transaction_index_horizon(q), \
+                                                                 $2::jsonb -> 'items') AS items \
+                              FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue WHERE p.id = $1::uuid) \
                  SELECT (SELECT array_agg(x.msg_offset ORDER BY x.ord) FROM unnest(i.items) x), \
                         d.nack_at, d.nack_status, d.prefix, d.new_cursor, d.new_retry_count::bigint, \
                         d.lease_released, d.terminal, d.dead_lettered, d.reason \

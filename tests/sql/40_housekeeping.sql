@@ -1,18 +1,33 @@
--- pgcursor.purge_transaction_index: explicit cutoff and per-queue retention.
+-- The transaction index: a stored message is its own entry while its
+-- queue's horizon (transactionIndexRetentionSeconds) covers it; a deleted
+-- one's id moves to transaction_index; pgcursor.purge_transaction_index
+-- forgets by per-queue retention or an explicit cutoff.
 BEGIN;
-SELECT plan(10);
+SELECT plan(17);
 
-CREATE FUNCTION pg_temp.index_rows(q text) RETURNS int LANGUAGE sql AS $$
-    SELECT count(*)::int FROM pgcursor.transaction_index t JOIN pgcursor.partitions p ON p.id = t.partition_id
-    WHERE p.queue = q
-$$;
--- Push n items t1..tn into q and age their index rows: ti created i hours ago.
+-- Push n items t1..tn into q, message ti created i hours ago.
 CREATE FUNCTION pg_temp.aged(q text, n int) RETURNS void LANGUAGE sql AS $$
     SELECT FROM pgcursor.push(jsonb_build_object('items', (
         SELECT jsonb_agg(jsonb_build_object('queue', q, 'payload', k, 'transactionId', 't' || k))
         FROM generate_series(1, n) k)));
-    UPDATE pgcursor.transaction_index t SET created_at = now() - substr(t.transaction_id, 2)::int * interval '1 hour'
-    FROM pgcursor.partitions p WHERE p.id = t.partition_id AND p.queue = q;
+    UPDATE pgcursor.messages m SET created_at = now() - substr(m.transaction_id, 2)::int * interval '1 hour'
+    FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = q;
+$$;
+-- How many of t1..t40 the queue's Default partition still remembers.
+CREATE FUNCTION pg_temp.remembered(q text) RETURNS int LANGUAGE sql AS $$
+    SELECT count(*)::int FROM pgcursor.partitions p JOIN pgcursor.queues x ON x.name = p.queue,
+           generate_series(1, 40) k,
+           LATERAL pgcursor_internal.indexed_message(p.id, 't' || k,
+                                                     pgcursor_internal.transaction_index_horizon(x)) i
+    WHERE p.queue = q AND p.name = 'Default'
+$$;
+CREATE FUNCTION pg_temp.index_rows(q text) RETURNS int LANGUAGE sql AS $$
+    SELECT count(*)::int FROM pgcursor.transaction_index t JOIN pgcursor.partitions p ON p.id = t.partition_id
+    WHERE p.queue = q
+$$;
+CREATE FUNCTION pg_temp.pushed_again(q text, txid text) RETURNS text LANGUAGE sql AS $$
+    SELECT pgcursor.push(jsonb_build_object('items', jsonb_build_array(
+               jsonb_build_object('queue', q, 'payload', 'again', 'transactionId', txid)))) -> 0 ->> 'status'
 $$;
 
 SELECT FROM pgcursor.configure('{"queue":"t40short","options":{"transactionIndexRetentionSeconds":9000}}');  -- 2.5 h
@@ -21,25 +36,36 @@ SELECT FROM pg_temp.aged('t40short', 4);
 SELECT FROM pg_temp.aged('t40default', 30);
 SELECT FROM pg_temp.aged('t40forever', 30);
 
--- per-queue retention: t40short keeps t1, t2; t40default (86400 s) keeps t1..t24; t40forever keeps all.
--- (>=: the count covers the whole database; the per-queue checks below are exact.)
-SELECT cmp_ok(pgcursor.purge_transaction_index(), '>=', 2::bigint + 6, 'per-queue purge reports what it deleted');
-SELECT is(pg_temp.index_rows('t40short'), 2, 'short retention: rows older than 2.5 h purged');
-SELECT is(pg_temp.index_rows('t40default'), 24, 'default retention: rows older than 24 h purged');
-SELECT is(pg_temp.index_rows('t40forever'), 30, 'retention 0: kept forever');
-SELECT is((SELECT count(*)::int FROM pgcursor.messages m JOIN pgcursor.partitions p ON p.id = m.partition_id
-           WHERE p.queue = 't40short'), 4, 'messages are not touched');
+-- Stored messages: the clock alone moves the horizon, no purge needed, and a push writes no index row.
+SELECT is(pg_temp.index_rows('t40default'), 0, 'a push writes one row: the message is its own entry');
+SELECT is(pg_temp.remembered('t40short'), 2, 'short retention: ids older than 2.5 h forgotten');
+SELECT is(pg_temp.remembered('t40default'), 24, 'default retention: ids older than 24 h forgotten');
+SELECT is(pg_temp.remembered('t40forever'), 30, 'retention 0: remembered forever');
+SELECT is(pg_temp.pushed_again('t40short', 't4'), 'queued', 'a forgotten transactionId can be pushed again');
+SELECT is(pg_temp.pushed_again('t40short', 't2'), 'duplicate', 'a remembered one is a duplicate');
 
--- explicit cutoff: every queue, whatever its retention
-SELECT cmp_ok(pgcursor.purge_transaction_index(now() - interval '10 hours 30 minutes'), '>=', 14::bigint + 20,
-              'cutoff purge reports what it deleted');
-SELECT is(pg_temp.index_rows('t40forever'), 10, 'cutoff applies to a keep-forever queue too');
-SELECT is(pg_temp.index_rows('t40default'), 10, 'and to every other queue');
-SELECT is(pgcursor.purge_transaction_index(now() - interval '10 hours 30 minutes'), 0::bigint, 'nothing left to purge');
+-- Deleted messages: retention 5.5 h deletes t6..t12; the index (9.5 h) keeps the ids of t6..t9.
+SELECT FROM pgcursor.configure('{"queue":"t40gone","options":{"retentionSeconds":19800,
+                                  "transactionIndexRetentionSeconds":34200}}');
+SELECT FROM pg_temp.aged('t40gone', 12);
+SELECT cmp_ok(pgcursor.purge_messages(), '>=', 7::bigint, 'retention deletes t6..t12');
+SELECT is(pg_temp.index_rows('t40gone'), 4, 'the ids of deleted messages within the horizon move to the index');
+SELECT is(pg_temp.remembered('t40gone'), 9, '... so t1..t9 are remembered, stored or not');
+SELECT is(pg_temp.pushed_again('t40gone', 't7'), 'duplicate', 'a deleted, remembered id is still a duplicate');
+SELECT is(pg_temp.pushed_again('t40gone', 't11'), 'queued', 'a deleted id past the horizon is new');
 
--- a purged transactionId is no longer a duplicate
-SELECT is(pgcursor.push('{"items":[{"queue":"t40short","payload":"again","transactionId":"t4"}]}') -> 0
-          -> 'status', '"queued"', 'a purged transactionId can be pushed again');
+-- Per-queue purge: the index's retention shortened to 7.5 h forgets t8, t9.
+SELECT FROM pgcursor.configure('{"queue":"t40gone","options":{"retentionSeconds":19800,
+                                  "transactionIndexRetentionSeconds":27000}}');
+SELECT cmp_ok(pgcursor.purge_transaction_index(), '>=', 2::bigint, 'per-queue purge reports what it deleted');
+SELECT is(pg_temp.index_rows('t40gone'), 2, 'entries past the queue''s horizon deleted');
+
+-- Explicit cutoff (6.5 h ago): every queue, whatever its retention, stored or deleted.
+SELECT cmp_ok(pgcursor.purge_transaction_index(now() - interval '6 hours 30 minutes'), '>=', 1::bigint,
+              'cutoff purge reports the entries it deleted');
+SELECT is(pg_temp.remembered('t40forever'), 6, 'cutoff applies to a keep-forever queue too');
+SELECT is(pg_temp.remembered('t40default'), 6, 'and to every other queue');
+SELECT is(pgcursor.purge_transaction_index(now() - interval '6 hours 30 minutes'), 0::bigint, 'nothing left to purge');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -32,8 +32,8 @@ SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', '[{"transactionId": "elsewhere"}]
 -- purged from the transaction index and the message gone too (retention):
 -- the nack charges nothing (with the message still stored it resolves: 67_subscriptions)
 SELECT pg_temp.setup() AS p \gset
-DELETE FROM pgcursor.transaction_index WHERE partition_id = :'p' AND transaction_id = 't15';
 DELETE FROM pgcursor.messages WHERE partition_id = :'p' AND transaction_id = 't15';
+DELETE FROM pgcursor.transaction_index WHERE partition_id = :'p' AND transaction_id = 't15';
 SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('failed:15', 'dlq:15'))),
           'transaction not found noop; transaction not found noop', 'purged transactionId: transaction not found');
 SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=L counter=0', 'purged: the nack charged nothing, cursor did not move');

@@ -101,9 +101,10 @@ SELECT isnt((:'rq'::jsonb) ->> 'transactionId', 't70bDefault1', 'with a fresh tr
 SELECT is((SELECT payload FROM pgcursor.messages m JOIN pgcursor.partitions p ON p.id = m.partition_id
            WHERE p.queue = 't70b' AND m.msg_offset = 3), '{"o":1}', 'the snapshot is the new message''s payload');
 SELECT is((SELECT head FROM pgcursor.partitions WHERE queue = 't70b'), 3::bigint, 'offsets stay dense: head 3');
-SELECT is((SELECT msg_offset FROM pgcursor.transaction_index t JOIN pgcursor.partitions p ON p.id = t.partition_id
-           WHERE p.queue = 't70b' AND t.transaction_id = (:'rq'::jsonb) ->> 'transactionId'), 3::bigint,
-          'indexed: ackable');
+SELECT is((SELECT i.msg_offset FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue,
+                  LATERAL pgcursor_internal.indexed_message(p.id, (:'rq'::jsonb) ->> 'transactionId',
+                                                            pgcursor_internal.transaction_index_horizon(q)) i
+           WHERE p.queue = 't70b'), 3::bigint, 'indexed: ackable');
 SELECT is(pgcursor.dead_letters('{"queue":"t70b"}') ->> 'total', '0', 'the dead letter is gone');
 SELECT throws_ok(format('SELECT pgcursor.requeue_dead_letter(%L)', :'dl'), 'P0002',
                  format('dead letter not found: %s', :'dl'), 'requeue twice: P0002');

@@ -46,20 +46,12 @@ const PGMQ_DELETE: &str = "bench_step_delete";
 const FLOOR_SCHEMA: &str = "
     CREATE SCHEMA bench_floor;
     CREATE TABLE bench_floor.messages (LIKE pgcursor.messages INCLUDING ALL);
-    CREATE TABLE bench_floor.transaction_index (LIKE pgcursor.transaction_index INCLUDING ALL);
     CREATE TABLE bench_floor.cursor (pos bigint NOT NULL, lease uuid);
     INSERT INTO bench_floor.cursor VALUES (0, NULL);
     CREATE FUNCTION bench_floor.write(p uuid, first bigint, payload jsonb, n integer)
     RETURNS integer LANGUAGE sql AS $$
-        WITH rows AS MATERIALIZED (
-            SELECT first + i AS off, gen_random_uuid()::text AS txid
-            FROM generate_series(0, n - 1) i
-        ), m AS (
-            INSERT INTO bench_floor.messages (partition_id, msg_offset, transaction_id, payload)
-            SELECT p, off, txid, payload FROM rows
-        )
-        INSERT INTO bench_floor.transaction_index (partition_id, transaction_id, msg_offset)
-        SELECT p, txid, off FROM rows;
+        INSERT INTO bench_floor.messages (partition_id, msg_offset, transaction_id, payload)
+        SELECT p, first + i, gen_random_uuid()::text, payload FROM generate_series(0, n - 1) i;
         SELECT n;
     $$;
     CREATE FUNCTION bench_floor.read(p uuid, first bigint, last bigint)
@@ -217,7 +209,7 @@ pub async fn run(
         (
             "floor: pgcursor's unavoidable statements",
             [
-                "INSERT into messages + transaction index",
+                "INSERT into messages",
                 "UPDATE the cursor row (lease) + SELECT the batch's rows",
                 "UPDATE the cursor row (position)",
             ],

@@ -21,8 +21,6 @@ BEGIN
     INSERT INTO pgcursor.partitions (id, queue, name, head) VALUES (p, q, 'Default', n);
     INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload)
     SELECT p, o, 't' || o, jsonb_build_object('n', o) FROM generate_series(1, n) AS o;
-    INSERT INTO pgcursor.transaction_index (partition_id, transaction_id, msg_offset)
-    SELECT p, 't' || o, o FROM generate_series(1, n) AS o;
     INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor, lease_id, lease_expires_at,
                                   batch_start, batch_end, retry_count)
     VALUES (p, 'g', cursor_at,
