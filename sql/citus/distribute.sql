@@ -113,3 +113,11 @@ ALTER TABLE pgcursor.trace_names ADD CONSTRAINT trace_names_partition_id_trace_i
 -- delete_queue, delete_consumer_group).
 ALTER TABLE pgcursor.cursors DISABLE TRIGGER cursors_retire_totals;
 ALTER TABLE pgcursor.partitions DISABLE TRIGGER partitions_retire_totals;
+
+-- The same holds for the statement trigger that keeps the transactionIds of
+-- deleted messages (sql/80_retention.sql, remember_deleted_ids): it reads
+-- `gone`, and on a worker it would also need the helpers it calls there.
+-- Disabled, so on Citus a deleted message's id is forgotten with it (the
+-- index's window shrinks to the message's life) until the retention
+-- functions copy the ids themselves, as the totals above are written.
+ALTER TABLE pgcursor.messages DISABLE TRIGGER messages_remember_deleted_ids;
