@@ -23,10 +23,11 @@ $$;
 
 -- Is a lease that expires at expires_at still live (docs/ack-contract.md §1)? The
 -- one test of liveness: pop, ack, extension, transactions and inspection
--- all ask here. (SQL and STABLE, so it inlines into their queries.)
+-- all ask here. (SQL and STABLE, so it inlines into their queries. No
+-- COALESCE: Citus refuses now() inside CASE or COALESCE in an UPDATE.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.lease_is_live(expires_at timestamptz)
 RETURNS boolean LANGUAGE sql STABLE AS $$
-    SELECT coalesce(expires_at > now(), false)
+    SELECT expires_at IS NOT NULL AND expires_at > now()
 $$;
 
 -- The oldest createdAt whose transactionId the queue still remembers
@@ -224,18 +225,25 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.lock_cursor(partition_id uuid, cons
 RETURNS pgcursor.cursors LANGUAGE plpgsql AS $$
 DECLARE
     row pgcursor.cursors;
+    part pgcursor.partitions;
+    sub pgcursor.subscriptions;
+    start bigint;
 BEGIN
     SELECT * INTO row FROM pgcursor.cursors c
      WHERE c.partition_id = lock_cursor.partition_id AND c.consumer_group = lock_cursor.consumer_group
        FOR UPDATE;
     IF NOT FOUND THEN
+        -- The rows into variables first, then start_cursor on those: Citus
+        -- refuses a sub-select inside INSERT ... VALUES, and a table row
+        -- passed to a function inside a query there has the shard's type.
+        SELECT * INTO part FROM pgcursor.partitions p WHERE p.id = lock_cursor.partition_id;
+        SELECT * INTO sub FROM pgcursor.subscriptions s
+         WHERE s.queue = part.queue AND s.consumer_group = lock_cursor.consumer_group;
+        IF FOUND THEN
+            start := pgcursor_internal.start_cursor(part, sub);
+        END IF;
         INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
-        VALUES (lock_cursor.partition_id, lock_cursor.consumer_group,
-                coalesce((SELECT pgcursor_internal.start_cursor(p, s)
-                            FROM pgcursor.partitions p
-                            JOIN pgcursor.subscriptions s ON s.queue = p.queue
-                           WHERE p.id = lock_cursor.partition_id
-                             AND s.consumer_group = lock_cursor.consumer_group), 0))
+        VALUES (lock_cursor.partition_id, lock_cursor.consumer_group, coalesce(start, 0))
         ON CONFLICT DO NOTHING;
         SELECT * INTO row FROM pgcursor.cursors c
          WHERE c.partition_id = lock_cursor.partition_id AND c.consumer_group = lock_cursor.consumer_group

@@ -12,6 +12,7 @@ RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     lease_text text := pgcursor_internal.optional_text(req, 'leaseId');
     secs       integer := pgcursor_internal.positive_int_arg(req, 'seconds', 60);
+    until      timestamptz := now() + secs * interval '1 second';
     lease      uuid;
     renewed    integer;
     expires    timestamptz;
@@ -24,8 +25,7 @@ BEGIN
     -- and ack from updating cursor rows in place; see migrations/V2).
     WITH extended AS (
         UPDATE pgcursor.cursors c
-        SET lease_expires_at = greatest(c.lease_expires_at,
-                                        now() + secs * interval '1 second')
+        SET lease_expires_at = greatest(c.lease_expires_at, until)
         WHERE c.lease_id = lease AND pgcursor_internal.lease_is_live(c.lease_expires_at)
         RETURNING c.lease_expires_at
     )

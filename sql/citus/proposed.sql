@@ -1,5 +1,5 @@
 -- Proposed replacements of pgcursor functions that fail on Citus 12.1, to
--- be folded into sql/ one by one (ensure_partitions already is); written
+-- be folded into sql/ one by one (ensure_partitions, lock_cursor and extend_lease already are); written
 -- against sql/ as it was before pop_batch, so pop and push_write here also
 -- undo that session's pop and push changes. `make test-citus` applies this file after
 -- sql/citus/distribute.sql, so the pgTAP files run against these versions;
@@ -191,45 +191,6 @@ BEGIN
                                            off bigint, message_id uuid, fresh boolean, refused boolean);
     RETURN result;
 END $$;
-
--- lock_cursor (sql/02_shared.sql): the partition and subscription rows are
--- read into variables, then start_cursor() is called on those, before the
--- INSERT. Two refusals of Citus 12.1 made every ack of a (partition, group)
--- without a cursor row fail: a sub-select inside INSERT ... VALUES on a
--- distributed table ("subqueries are not supported within INSERT
--- queries"), and a whole row of a Citus table passed to a function in a
--- query (`start_cursor(p, s)` over partitions p, subscriptions s): the
--- query runs on the coordinator's placements, whose row types are the
--- shards' ("function start_cursor(pgcursor.partitions_102009,
--- pgcursor.subscriptions_102010) does not exist").
-CREATE OR REPLACE FUNCTION pgcursor_internal.lock_cursor(partition_id uuid, consumer_group text)
-RETURNS pgcursor.cursors LANGUAGE plpgsql AS $$
-DECLARE
-    row pgcursor.cursors;
-    part pgcursor.partitions;
-    sub pgcursor.subscriptions;
-    start bigint;
-BEGIN
-    SELECT * INTO row FROM pgcursor.cursors c
-     WHERE c.partition_id = lock_cursor.partition_id AND c.consumer_group = lock_cursor.consumer_group
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        SELECT * INTO part FROM pgcursor.partitions p WHERE p.id = lock_cursor.partition_id;
-        SELECT * INTO sub FROM pgcursor.subscriptions s
-         WHERE s.queue = part.queue AND s.consumer_group = lock_cursor.consumer_group;
-        IF FOUND THEN
-            start := pgcursor_internal.start_cursor(part, sub);
-        END IF;
-        INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
-        VALUES (lock_cursor.partition_id, lock_cursor.consumer_group, coalesce(start, 0))
-        ON CONFLICT DO NOTHING;
-        SELECT * INTO row FROM pgcursor.cursors c
-         WHERE c.partition_id = lock_cursor.partition_id AND c.consumer_group = lock_cursor.consumer_group
-           FOR UPDATE;
-    END IF;
-    RETURN row;
-END
-$$;
 
 -- claim_batches (sql/30_pop.sql): the claim becomes a loop, as
 -- docs/operations.md planned. Citus 12.1 takes row locks only in queries
@@ -444,38 +405,3 @@ BEGIN
     RETURN made;
 END $$;
 
--- extend_lease (sql/45_lease.sql): the new expiry is computed before the
--- UPDATE, and liveness is tested as `lease_expires_at > now` there.
--- lease_is_live() inlines to coalesce(expires_at > now(), false), and
--- Citus 12.1 refuses a non-immutable function inside CASE or COALESCE in
--- an UPDATE of a distributed table ("non-IMMUTABLE functions are not
--- allowed in CASE or COALESCE statements"), so every extension failed.
--- (A null expiry is not live either way.) The UPDATE still looks at every
--- shard: a lease may span partitions.
-CREATE OR REPLACE FUNCTION pgcursor.extend_lease(req jsonb)
-RETURNS jsonb LANGUAGE plpgsql AS $$
-DECLARE
-    lease_text text := pgcursor_internal.optional_text(req, 'leaseId');
-    secs       integer := pgcursor_internal.positive_int_arg(req, 'seconds', 60);
-    at         timestamptz := now();
-    until      timestamptz := now() + secs * interval '1 second';
-    lease      uuid;
-    renewed    integer;
-    expires    timestamptz;
-BEGIN
-    IF NOT pgcursor_internal.is_uuid_value(req -> 'leaseId', false) THEN
-        RAISE EXCEPTION 'leaseId is required and must be a UUID string' USING ERRCODE = '22023';
-    END IF;
-    lease := lease_text::uuid;
-    WITH extended AS (
-        UPDATE pgcursor.cursors c
-        SET lease_expires_at = greatest(c.lease_expires_at, until)
-        WHERE c.lease_id = lease AND c.lease_expires_at > at
-        RETURNING c.lease_expires_at
-    )
-    SELECT count(*), max(lease_expires_at) INTO renewed, expires FROM extended;
-    RETURN jsonb_build_object(
-        'leaseId', lease, 'success', renewed > 0, 'newExpiresAt', pgcursor_internal.rfc3339_utc(expires),
-        'renewed', renewed,
-        'error', CASE WHEN renewed = 0 THEN 'invalid or expired lease' END);
-END $$;
