@@ -244,6 +244,18 @@ impl Browser {
         }
     }
 
+    /// Moves the mouse pointer onto the element's centre (no click).
+    pub async fn hover(&self, selector: &str) {
+        self.wait_visible(selector).await;
+        let id = self.find(selector).await.expect("the element");
+        let mv = json!({"type": "pointerMove", "duration": 0, "origin": { ELEMENT: id }, "x": 0, "y": 0});
+        let actions = json!({"actions": [{"type": "pointer", "id": "mouse",
+                                          "parameters": {"pointerType": "mouse"}, "actions": [mv]}]});
+        self.command("POST", "/actions", Some(actions))
+            .await
+            .unwrap_or_else(|e| panic!("hover {selector}: {e}"));
+    }
+
     /// Types into the element (a real key sequence).
     pub async fn type_into(&self, css: &str, text: &str) {
         self.wait_visible(css).await;

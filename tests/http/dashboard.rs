@@ -308,6 +308,24 @@ async fn a_person_signs_in_reads_every_page_requeues_and_seeks() {
         5,
         "3 on eu, 1 + the requeued one on us"
     );
+    // A timer's redraw waits while the pointer rests on a button, so the
+    // row cannot move under a click; it resumes once the pointer leaves.
+    let marked = "return document.querySelector('#group-list table')?.dataset.seen ?? null";
+    browser
+        .hover(&format!("{group_row}//button[@data-end]"))
+        .await;
+    browser
+        .eval("document.querySelector('#group-list table').dataset.seen = 'yes'; return true")
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(6500)).await; // past a 5 s refresh
+    assert_eq!(
+        browser.eval(marked).await.unwrap(),
+        json!("yes"),
+        "redrawn under the pointer"
+    );
+    browser.hover("#controls h1").await;
+    browser.wait_eval(marked, &Value::Null).await;
     browser
         .click(&format!("{group_row}//button[@data-end]"))
         .await;
