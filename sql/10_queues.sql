@@ -72,7 +72,10 @@ END $$;
 -- index, and by cascade its cursors and dead letters. (messages and
 -- transaction_index carry no foreign key: it would cost every push a lookup
 -- per row.) The partitions are locked first so that no push still writing to
--- them can commit rows after they are deleted.
+-- them can commit rows after they are deleted. The queue and its partitions
+-- go before the messages: deleted messages of a partition that still exists
+-- would first have their ids copied into the transaction index
+-- (remember_deleted_ids), only to be deleted next.
 CREATE OR REPLACE FUNCTION pgcursor.delete_queue(qname text)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -80,9 +83,9 @@ DECLARE
     ids uuid[];
 BEGIN
     ids := ARRAY(SELECT id FROM pgcursor.partitions WHERE queue = qname ORDER BY id FOR UPDATE);
-    DELETE FROM pgcursor.messages WHERE partition_id = ANY (ids);
-    DELETE FROM pgcursor.transaction_index WHERE partition_id = ANY (ids);
     DELETE FROM pgcursor.queues WHERE name = qname;
     gone := FOUND;
+    DELETE FROM pgcursor.messages WHERE partition_id = ANY (ids);
+    DELETE FROM pgcursor.transaction_index WHERE partition_id = ANY (ids);
     RETURN jsonb_build_object('deleted', gone, 'queue', qname);
 END $$;
