@@ -59,21 +59,6 @@ RETURNS TABLE (msg_offset bigint, message_id uuid) LANGUAGE sql STABLE AS $$
     LIMIT 1
 $$;
 
--- The offset a transactionId names in a partition (docs/ack-contract.md §3),
--- for acks and the message detail: through the transaction index
--- (indexed_message), else, for a message replayed after the horizon passed
--- it (a seek back, an old subscriptionFrom), the lowest offset stored under
--- it, probed only when the index has no entry (a transactionId stored twice:
--- the one that completes the least). No offset: the partition has none.
--- (A set-returning SQL function so that it inlines into a LATERAL join.)
-CREATE OR REPLACE FUNCTION pgcursor_internal.resolved_offset(pid uuid, txid text, horizon timestamptz)
-RETURNS TABLE (msg_offset bigint) LANGUAGE sql STABLE AS $$
-    SELECT coalesce((SELECT i.msg_offset FROM pgcursor_internal.indexed_message(pid, txid, horizon) i),
-                    (SELECT m.msg_offset FROM pgcursor.messages m
-                      WHERE m.partition_id = pid AND m.transaction_id = txid
-                      ORDER BY m.msg_offset LIMIT 1))
-$$;
-
 -- docs/ack-contract.md §9: dead-lettering is off only when both flags are explicitly false.
 CREATE OR REPLACE FUNCTION pgcursor_internal.dead_lettering_enabled(queue pgcursor.queues)
 RETURNS boolean LANGUAGE sql STABLE AS $$

@@ -160,12 +160,20 @@ BEGIN
               FROM jsonb_array_elements(items) WITH ORDINALITY AS e(item, ord),
                    LATERAL (SELECT pgcursor_internal.ack_item_index(e.item, e.ord) AS index) x
             OFFSET 0) i  -- OFFSET 0: each item's checks are computed once
-      -- LATERAL keeps the index probes per item even in a cached generic
-      -- plan (a join may pick the created_at index instead).
+      -- LATERAL keeps these index probes per item even in a cached generic
+      -- plan (a join may pick the created_at index instead). A message
+      -- replayed after the horizon passed it (a seek back, an old
+      -- subscriptionFrom) resolves through the messages table all the same,
+      -- probed only when the index has no entry; a transactionId stored
+      -- twice then resolves to its lowest offset, which completes the least.
       LEFT JOIN LATERAL (
-          SELECT r.msg_offset
-            FROM pgcursor_internal.resolved_offset(
-                     resolve_ack_items.partition_id, i.item ->> 'transactionId', horizon) r
+          SELECT coalesce(
+                     (SELECT x.msg_offset FROM pgcursor_internal.indexed_message(
+                                 resolve_ack_items.partition_id, i.item ->> 'transactionId', horizon) x),
+                     (SELECT m.msg_offset FROM pgcursor.messages m
+                       WHERE m.partition_id = resolve_ack_items.partition_id
+                         AND m.transaction_id = i.item ->> 'transactionId'
+                       ORDER BY m.msg_offset LIMIT 1)) AS msg_offset
            WHERE NOT i.bad) t ON true;
     IF any_bad THEN
         PERFORM pgcursor_internal.refuse_bad_ack_item(items);

@@ -70,8 +70,12 @@ DECLARE
 BEGIN
     SELECT * INTO p FROM pgcursor.partitions WHERE id = pid;
     SELECT * INTO q FROM pgcursor.queues x WHERE x.name = p.queue;
-    SELECT r.msg_offset INTO off
-      FROM pgcursor_internal.resolved_offset(pid, txid, pgcursor_internal.transaction_index_horizon(q)) r;
+    SELECT x.msg_offset INTO off
+      FROM pgcursor_internal.indexed_message(pid, txid, pgcursor_internal.transaction_index_horizon(q)) x;
+    IF off IS NULL THEN  -- past the horizon: look in the partition itself
+        SELECT min(x.msg_offset) INTO off FROM pgcursor.messages x
+        WHERE x.partition_id = pid AND x.transaction_id = txid;
+    END IF;
     IF off IS NULL OR p.id IS NULL THEN
         RAISE EXCEPTION 'message not found: % in partition %', txid, pid USING ERRCODE = 'P0002';
     END IF;
