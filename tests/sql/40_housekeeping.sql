@@ -52,13 +52,14 @@ SELECT cmp_ok(pgcursor.purge_messages(), '>=', 7::bigint, 'retention deletes t6.
 SELECT is(pg_temp.index_rows('t40gone'), 4, 'the ids of deleted messages within the horizon move to the index');
 SELECT is(pg_temp.remembered('t40gone'), 9, '... so t1..t9 are remembered, stored or not');
 SELECT is(pg_temp.pushed_again('t40gone', 't7'), 'duplicate', 'a deleted, remembered id is still a duplicate');
--- What an ack resolves (docs/ack-contract.md §3): a deleted message the index remembers, not one past it.
-SELECT is((SELECT r.msg_offset FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue,
-                  LATERAL pgcursor_internal.resolved_offset(p.id, 't8', pgcursor_internal.transaction_index_horizon(q)) r
-           WHERE p.queue = 't40gone'), 8::bigint, 'an ack of a deleted, remembered id resolves to its offset');
-SELECT is((SELECT r.msg_offset FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue,
-                  LATERAL pgcursor_internal.resolved_offset(p.id, 't12', pgcursor_internal.transaction_index_horizon(q)) r
-           WHERE p.queue = 't40gone'), NULL, 'one deleted past the horizon: transaction not found');
+-- What a transactionId resolves to (docs/ack-contract.md §3; the message
+-- detail resolves as an ack does): a deleted message the index remembers,
+-- not one past the horizon.
+SELECT is(pgcursor.message((SELECT id FROM pgcursor.partitions WHERE queue = 't40gone'), 't8') ->> 'offset', '8',
+          'a deleted, remembered id resolves to its offset');
+SELECT throws_ok(format('SELECT pgcursor.message(%L, %L)',
+                        (SELECT id FROM pgcursor.partitions WHERE queue = 't40gone'), 't12'),
+                 'P0002', NULL, 'one deleted past the horizon: not found');
 SELECT is(pg_temp.pushed_again('t40gone', 't11'), 'queued', 'a deleted id past the horizon is new');
 
 -- Per-queue purge: the index's retention shortened to 7.5 h forgets t8, t9.
