@@ -21,6 +21,17 @@ RETURNS uuid LANGUAGE sql VOLATILE AS $$
         'hex')::uuid
 $$;
 
+-- UUIDv7 number i of a run that one uuidv7() starts (RFC 9562 §6.2,
+-- method 2: a random start, incremented): head is the start's first 16
+-- hex digits (timestamp, version, rand_a), rand_b its last 16 read as a
+-- bigint, of which the 62 under the variant bits count up by i. A push
+-- draws one random UUID, not one per message: the draws cost a third of
+-- the messages' insert.
+CREATE OR REPLACE FUNCTION pgcursor_internal.uuidv7_step(head text, rand_b bigint, i bigint)
+RETURNS uuid LANGUAGE sql IMMUTABLE AS $$
+    SELECT (head || to_hex(((rand_b + i) & x'3fffffffffffffff'::bigint) | x'8000000000000000'::bigint))::uuid
+$$;
+
 -- Is a lease that expires at expires_at still live (docs/ack-contract.md §1)? The
 -- one test of liveness: pop, ack, extension, transactions and inspection
 -- all ask here. (SQL and STABLE, so it inlines into their queries. No

@@ -4,28 +4,36 @@
 --   SELECT pgcursor.push('{"items":[{"queue":"orders","payload":{"id":1}},
 --                                   {"queue":"orders","partition":"eu","payload":"x","transactionId":"t-2"}]}');
 
--- What is wrong with one push item (i = its index), or null when it is valid.
-CREATE OR REPLACE FUNCTION pgcursor_internal.push_item_error(item jsonb, i bigint)
+-- The message for a bad field of push item i; field 'item' is the item itself.
+CREATE OR REPLACE FUNCTION pgcursor_internal.push_field_error(i bigint, field text)
 RETURNS text LANGUAGE sql STABLE AS $$  -- STABLE like format(), so it inlines
-    SELECT CASE
-        WHEN jsonb_typeof(item) IS DISTINCT FROM 'object' THEN
-            format('items[%s] must be an object', i)
-        WHEN jsonb_typeof(item -> 'queue') IS DISTINCT FROM 'string' THEN
-            format('items[%s].queue is required and must be a string', i)
-        WHEN coalesce(jsonb_typeof(item -> 'partition'), 'null') NOT IN ('null', 'string')
-             OR item ->> 'partition' = '' THEN
-            format('items[%s].partition must be a non-empty string', i)
-        WHEN NOT item ? 'payload' THEN
-            format('items[%s].payload is required', i)
-        WHEN coalesce(jsonb_typeof(item -> 'transactionId'), 'null') NOT IN ('null', 'string')
-             OR item ->> 'transactionId' = '' THEN
-            format('items[%s].transactionId must be a non-empty string', i)
-        WHEN NOT pgcursor_internal.is_uuid_value(item -> 'traceId', true) THEN
-            format('items[%s].traceId must be a UUID string', i)
+    SELECT format('items[%s]', i) || CASE field
+        WHEN 'item' THEN ' must be an object'
+        WHEN 'queue' THEN '.queue is required and must be a string'
+        WHEN 'partition' THEN '.partition must be a non-empty string'
+        WHEN 'payload' THEN '.payload is required'
+        WHEN 'transactionId' THEN '.transactionId must be a non-empty string'
+        WHEN 'traceId' THEN '.traceId must be a UUID string'
     END
 $$;
 
--- Raises 22023 naming the first bad field of the request, if any.
+-- What is wrong with one push item given as JSON (i = its index), or null
+-- when it is valid.
+CREATE OR REPLACE FUNCTION pgcursor_internal.push_item_error(item jsonb, i bigint)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT pgcursor_internal.push_field_error(i, CASE
+        WHEN jsonb_typeof(item) IS DISTINCT FROM 'object' THEN 'item'
+        WHEN jsonb_typeof(item -> 'queue') IS DISTINCT FROM 'string' THEN 'queue'
+        WHEN coalesce(jsonb_typeof(item -> 'partition'), 'null') NOT IN ('null', 'string')
+             OR item ->> 'partition' = '' THEN 'partition'
+        WHEN NOT item ? 'payload' THEN 'payload'
+        WHEN coalesce(jsonb_typeof(item -> 'transactionId'), 'null') NOT IN ('null', 'string')
+             OR item ->> 'transactionId' = '' THEN 'transactionId'
+        WHEN NOT pgcursor_internal.is_uuid_value(item -> 'traceId', true) THEN 'traceId'
+    END)
+$$;
+
+-- Raises 22023 naming the first bad field of a JSON request, if any.
 CREATE OR REPLACE FUNCTION pgcursor_internal.check_push_items(req jsonb)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -39,6 +47,38 @@ BEGIN
           FROM jsonb_array_elements(req -> 'items') WITH ORDINALITY AS a(item, n)) v
     WHERE v.e IS NOT NULL
     ORDER BY v.n LIMIT 1;
+    IF err IS NOT NULL THEN
+        RAISE EXCEPTION '%', err USING ERRCODE = '22023';
+    END IF;
+END $$;
+
+-- Raises 22023 naming the first bad item of push_items' arrays: item i is
+-- element i of each (an array left null is all nulls); a queue and a
+-- payload are required (JSON null is a payload, SQL NULL is none).
+CREATE OR REPLACE FUNCTION pgcursor_internal.check_push_arrays(
+    queues text[], payloads jsonb[], partitions text[], transaction_ids text[], trace_ids uuid[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    err text;
+BEGIN
+    IF queues IS NULL THEN
+        RAISE EXCEPTION 'queues is required' USING ERRCODE = '22023';
+    END IF;
+    SELECT format('%s has %s elements; queues has %s', a.name, a.n, cardinality(queues)) INTO err
+      FROM (VALUES ('payloads', cardinality(payloads)), ('partitions', cardinality(partitions)),
+                   ('transaction_ids', cardinality(transaction_ids)), ('trace_ids', cardinality(trace_ids))) a(name, n)
+     WHERE a.n IS DISTINCT FROM cardinality(queues) AND (a.n IS NOT NULL OR a.name = 'payloads')
+     LIMIT 1;
+    IF err IS NULL THEN
+        SELECT pgcursor_internal.push_field_error(u.i - 1, CASE
+                   WHEN u.q IS NULL THEN 'queue'
+                   WHEN u.p = '' THEN 'partition'
+                   WHEN u.pl IS NULL THEN 'payload'
+                   WHEN u.t = '' THEN 'transactionId' END) INTO err
+          FROM unnest(queues, partitions, payloads, transaction_ids) WITH ORDINALITY u(q, p, pl, t, i)
+         WHERE u.q IS NULL OR u.p = '' OR u.pl IS NULL OR u.t = ''
+         ORDER BY u.i LIMIT 1;
+    END IF;
     IF err IS NOT NULL THEN
         RAISE EXCEPTION '%', err USING ERRCODE = '22023';
     END IF;
@@ -90,41 +130,44 @@ BEGIN
      WHERE s.consumer_group = l.consumer_group AND s.queue = l.queue;
 END $$;
 
--- Writes the items into the partitions the caller has locked: partition i
--- is (queues[i], names[i]) with id ids[i] and head heads[i] as read under
--- that lock. A missing transactionId is generated here, once. A
--- transactionId already indexed, or repeated earlier in the request for the
--- same partition, is a duplicate (generated ids are new by construction and
--- skip the index probe) and answers the stored message's message_id. A queue
--- with room (full_queues[i] has room[i] messages left under its maxSize)
--- takes new messages in request order until it is full; the rest answer
--- "failed", "queue is full". The others get head+1, head+2, ... in request
--- order, with one head bump per partition. (Window functions only, no
--- self-joins: batches of 1000 items stay linear.)
+-- Writes the items into the partitions the caller has locked: item i is
+-- element i of the item arrays; partition j is (pair_queues[j],
+-- pair_names[j]) with id ids[j] and head heads[j] as read under that lock.
+-- Each item's message_id is drawn here, once; it is the transactionId too
+-- when the item has none. A transactionId already indexed, or repeated
+-- earlier in the request for the same partition, is a duplicate (generated
+-- ids are new by construction and skip the index probe) and answers the
+-- stored message's message_id. A queue with room (full_queues[k] has
+-- room[k] messages left under its maxSize) takes new messages in request
+-- order until it is full; the rest answer "failed", "queue is full". The
+-- others get head+1, head+2, ... in request order, with one head bump per
+-- partition. (Window functions only, no self-joins: batches of 1000 items
+-- stay linear.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.push_write(
-    items jsonb, queues text[], names text[], ids uuid[], heads bigint[],
+    queues text[], partitions text[], payloads jsonb[], transaction_ids text[], trace_ids uuid[],
+    pair_queues text[], pair_names text[], ids uuid[], heads bigint[],
     full_queues text[], room bigint[])
-RETURNS jsonb LANGUAGE plpgsql AS $$  -- plpgsql, not sql, only so the plan is cached
+RETURNS TABLE (index integer, queue text, partition text, partition_id uuid, transaction_id text,
+               msg_offset bigint, message_id uuid, status text, error text)
+LANGUAGE plpgsql AS $$  -- plpgsql, not sql, only so the plan is cached
+#variable_conflict use_column
 DECLARE
-    result jsonb;
+    run text := replace(pgcursor_internal.uuidv7()::text, '-', '');  -- the message ids' run
+    run_head text := left(run, 16);
+    run_rand bigint := ('x' || right(run, 16))::bit(64)::bigint;
 BEGIN
-    WITH it AS MATERIALIZED (  -- materialised: each generated id is drawn once
-        -- One UUIDv7 per item is the message_id, and the transactionId too
-        -- when the item has none (drawing one costs about 5 µs).
-        SELECT (a.n - 1)::int AS index, a.item ->> 'queue' AS queue,
-               coalesce(a.item ->> 'partition', 'Default') AS partition,
-               a.item ->> 'transactionId' AS given,
-               coalesce(a.item ->> 'transactionId', a.id::text) AS txid,
-               a.id AS mid,
-               a.item -> 'payload' AS payload, (a.item ->> 'traceId')::uuid AS trace_id
-        FROM (SELECT e.item, e.n, pgcursor_internal.uuidv7() AS id  -- OFFSET 0: drawn once per item
-                FROM jsonb_array_elements(items) WITH ORDINALITY AS e(item, n) OFFSET 0) a
-    ), located AS (
-        SELECT it.*, l.id AS pid, l.head, r.room, pgcursor_internal.transaction_index_horizon(qr) AS horizon
-        FROM it JOIN unnest(queues, names, ids, heads) AS l(q, n, id, head)
-                  ON l.q = it.queue AND l.n = it.partition
-        JOIN pgcursor.queues qr ON qr.name = it.queue
-        LEFT JOIN unnest(full_queues, room) AS r(q, room) ON r.q = it.queue
+    RETURN QUERY
+    WITH located AS (
+        SELECT (u.n - 1)::int AS index, u.q AS queue, coalesce(u.p, 'Default') AS partition,
+               u.t AS given,
+               coalesce(u.t, pgcursor_internal.uuidv7_step(run_head, run_rand, u.n)::text) AS txid,
+               pgcursor_internal.uuidv7_step(run_head, run_rand, u.n) AS mid,
+               u.payload, u.trace_id, l.id AS pid, l.head, r.room
+        FROM unnest(queues, partitions, payloads, transaction_ids, trace_ids)
+                 WITH ORDINALITY AS u(q, p, payload, t, trace_id, n)
+        JOIN unnest(pair_queues, pair_names, ids, heads) AS l(q, n, id, head)
+          ON l.q = u.q AND l.n = coalesce(u.p, 'Default')
+        LEFT JOIN unnest(full_queues, room) AS r(q, room) ON r.q = u.q
     ), classified AS (
         SELECT c.*, t.msg_offset AS existing, t.message_id AS existing_mid,
                c.given IS NULL OR c.index = min(c.index) OVER (PARTITION BY c.pid, c.given) AS first_seen
@@ -132,8 +175,10 @@ BEGIN
         -- Index probes per given id. (A plain join, planned while the
         -- table was small, scans the partition's whole index once per item.)
         LEFT JOIN LATERAL (SELECT x.msg_offset, x.message_id
-                             FROM pgcursor_internal.indexed_message(c.pid, c.given, c.horizon) x
-                            WHERE c.given IS NOT NULL) t ON true
+                             FROM pgcursor.queues qr,
+                                  pgcursor_internal.indexed_message(
+                                      c.pid, c.given, pgcursor_internal.transaction_index_horizon(qr)) x
+                            WHERE c.given IS NOT NULL AND qr.name = c.queue) t ON true
     ), capped AS (  -- new messages beyond a queue's room do not fit
         SELECT c.*, c.existing IS NULL AND c.first_seen AND c.room IS NOT NULL
                     AND count(*) FILTER (WHERE c.existing IS NULL AND c.first_seen)
@@ -141,14 +186,14 @@ BEGIN
         FROM classified c
     ), ranked AS (  -- k: how many new messages this partition has up to this item
         SELECT c.*, c.existing IS NULL AND c.first_seen AND NOT c.no_room AS fresh,
-               bool_or(c.no_room) OVER (PARTITION BY c.pid, c.txid) AND c.existing IS NULL AS refused,
                count(*) FILTER (WHERE c.existing IS NULL AND c.first_seen AND NOT c.no_room)
                    OVER (PARTITION BY c.pid ORDER BY c.index) AS k
         FROM capped c
-    ), placed AS (  -- a repeat within the request takes its first occurrence's k and id
+    ), placed AS (  -- a repeat within the request takes its first occurrence's k, id and refusal
         SELECT r.*, coalesce(r.existing, r.head + min(r.k) OVER (PARTITION BY r.pid, r.txid)) AS off,
                coalesce(r.existing_mid, first_value(r.mid) OVER (PARTITION BY r.pid, r.txid ORDER BY r.index))
-                   AS message_id
+                   AS message_id,
+               bool_or(r.no_room) OVER (PARTITION BY r.pid, r.txid) AND r.existing IS NULL AS refused
         FROM ranked r
     ), bumped AS (
         UPDATE pgcursor.partitions p SET head = p.head + f.n
@@ -158,18 +203,13 @@ BEGIN
         INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id)
         SELECT pid, off, txid, payload, trace_id, message_id FROM placed WHERE fresh
     )
-    SELECT coalesce(jsonb_agg(CASE WHEN refused THEN jsonb_build_object(
-               'index', index, 'transactionId', txid, 'partitionId', pid, 'partition', partition,
-               'queue', queue, 'offset', NULL, 'message_id', NULL, 'status', 'failed',
-               'error', 'queue is full')
-           ELSE jsonb_build_object(
-               'index', index, 'transactionId', txid, 'partitionId', pid,
-               'partition', partition, 'queue', queue, 'offset', off, 'message_id', message_id,
-               'status', CASE WHEN fresh THEN 'queued' ELSE 'duplicate' END,
-               'error', NULL) END ORDER BY index), '[]'::jsonb)
-    INTO result
-    FROM placed;
-    RETURN result;
+    SELECT p.index, p.queue, p.partition, p.pid, p.txid,
+           CASE WHEN p.refused THEN NULL ELSE p.off END,
+           CASE WHEN p.refused THEN NULL ELSE p.message_id END,
+           CASE WHEN p.refused THEN 'failed' WHEN p.fresh THEN 'queued' ELSE 'duplicate' END,
+           CASE WHEN p.refused THEN 'queue is full' END
+    FROM placed p
+    ORDER BY p.index;
 END $$;
 
 -- How many more messages each queue with a maxSize takes: maxSize less its
@@ -216,18 +256,88 @@ $$;
 -- cannot store plaintext there. Checked in the push itself, so a queue
 -- configured a moment ago by another gateway is never missed. push calls
 -- it only when a queue of the request is encrypted (`encrypted`).
-CREATE OR REPLACE FUNCTION pgcursor_internal.refuse_plaintext_payloads(items jsonb, encrypted text[])
+CREATE OR REPLACE FUNCTION pgcursor_internal.refuse_plaintext_payloads(
+    queues text[], payloads jsonb[], encrypted text[])
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     refused text[];
 BEGIN
-    SELECT array_agg(DISTINCT x ->> 'queue' ORDER BY x ->> 'queue') INTO refused
-      FROM jsonb_array_elements(items) x
-     WHERE x ->> 'queue' = ANY (encrypted) AND NOT pgcursor_internal.is_envelope(x -> 'payload');
+    SELECT array_agg(DISTINCT u.q ORDER BY u.q) INTO refused
+      FROM unnest(queues, payloads) u(q, payload)
+     WHERE u.q = ANY (encrypted) AND NOT pgcursor_internal.is_envelope(u.payload);
     IF refused IS NOT NULL THEN
         RAISE EXCEPTION 'queue % has encryptionEnabled: its payloads must be pushed as an envelope {"encrypted","iv","authTag"} (a gateway with PGCURSOR_ENCRYPTION_KEY makes one)',
             array_to_string(refused, ', ')
             USING ERRCODE = 'PCENC', DETAIL = to_jsonb(refused)::text;
+    END IF;
+END $$;
+
+-- push_items: the items as arrays, element i of each being item i (see
+-- check_push_arrays) -> one row per item in request order. This is the
+-- push; push(jsonb) reads its JSON into these arrays.
+CREATE OR REPLACE FUNCTION pgcursor.push_items(
+    queues text[], payloads jsonb[], partitions text[] DEFAULT NULL,
+    transaction_ids text[] DEFAULT NULL, trace_ids uuid[] DEFAULT NULL)
+RETURNS TABLE (index integer, queue text, partition text, partition_id uuid, transaction_id text,
+               msg_offset bigint, message_id uuid, status text, error text)
+LANGUAGE plpgsql
+-- Generic plans: a custom plan per call (the array arguments tempt the
+-- planner into one) was a tenth of the push's time.
+SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+DECLARE
+    pair_queues text[];
+    pair_names  text[];
+    ids    uuid[];
+    heads  bigint[];
+    encrypted text[];
+    capped boolean;
+    full_queues text[];
+    room   bigint[];
+BEGIN
+    PERFORM pgcursor_internal.check_push_arrays(queues, payloads, partitions, transaction_ids, trace_ids);
+    PERFORM pgcursor_internal.refuse_push_in_maintenance();
+    SELECT array_agg(d.q ORDER BY d.q, d.n), array_agg(d.n ORDER BY d.q, d.n) INTO pair_queues, pair_names
+    FROM (SELECT DISTINCT u.q, coalesce(u.n, 'Default') AS n FROM unnest(queues, partitions) u(q, n)) d;
+    PERFORM pgcursor_internal.ensure_partitions(pair_queues, pair_names);
+    -- Lock the touched partitions (in id order: no deadlocks) before looking
+    -- at the transaction index, so the next statement sees every push that
+    -- committed ahead of us and offsets stay dense. NO KEY UPDATE serialises
+    -- pushes without blocking foreign-key checks (cursor and dead-letter inserts).
+    SELECT array_agg(l.queue), array_agg(l.name), array_agg(l.id), array_agg(l.head)
+    INTO pair_queues, pair_names, ids, heads
+    FROM (SELECT p.queue, p.name, p.id, p.head
+          FROM pgcursor.partitions p
+          JOIN unnest(pair_queues, pair_names) u(q, n) ON p.queue = u.q AND p.name = u.n
+          ORDER BY p.id
+          FOR NO KEY UPDATE OF p) l;
+    -- What the request's queues ask of this push, in one look at their rows:
+    -- encryption (a refusal rolls back everything, partitions created above
+    -- included) and a maxSize (then the room left).
+    SELECT array_agg(q.name) FILTER (WHERE q.encryption_enabled), coalesce(bool_or(q.max_size > 0), false)
+      INTO encrypted, capped
+      FROM pgcursor.queues q WHERE q.name = ANY (pair_queues);
+    IF encrypted IS NOT NULL THEN
+        PERFORM pgcursor_internal.refuse_plaintext_payloads(queues, payloads, encrypted);
+    END IF;
+    IF capped THEN
+        SELECT array_agg(r.queue), array_agg(r.room) INTO full_queues, room
+          FROM pgcursor_internal.queue_room(pair_queues) r;
+    END IF;
+    RETURN QUERY SELECT * FROM pgcursor_internal.push_write(
+        queues, partitions, payloads, transaction_ids, trace_ids,
+        pair_queues, pair_names, ids, heads, full_queues, room);
+    -- Wake long-polling pops (one notification per queue).
+    PERFORM pg_notify('pgcursor_push', q) FROM (SELECT DISTINCT unnest(pair_queues) AS q) d;
+END $$;
+
+-- Citus plans a statement on distributed tables only with its parameters'
+-- values ("could not create distributed plan"): there the push keeps
+-- PostgreSQL's own choice of plan.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        ALTER FUNCTION pgcursor.push_items(text[], jsonb[], text[], text[], uuid[]) RESET plan_cache_mode;
     END IF;
 END $$;
 
@@ -237,48 +347,21 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor.push(req jsonb)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
-    queues text[];
-    names  text[];
-    ids    uuid[];
-    heads  bigint[];
-    encrypted text[];
-    capped boolean;
-    full_queues text[];
-    room   bigint[];
     result jsonb;
 BEGIN
     PERFORM pgcursor_internal.check_push_items(req);
-    PERFORM pgcursor_internal.refuse_push_in_maintenance();
-    SELECT array_agg(d.q ORDER BY d.q, d.n), array_agg(d.n ORDER BY d.q, d.n) INTO queues, names
-    FROM (SELECT DISTINCT x ->> 'queue' AS q, coalesce(x ->> 'partition', 'Default') AS n
-          FROM jsonb_array_elements(req -> 'items') x) d;
-    PERFORM pgcursor_internal.ensure_partitions(queues, names);
-    -- Lock the touched partitions (in id order: no deadlocks) before looking
-    -- at the transaction index, so the next statement sees every push that
-    -- committed ahead of us and offsets stay dense. NO KEY UPDATE serialises
-    -- pushes without blocking foreign-key checks (cursor and dead-letter inserts).
-    SELECT array_agg(l.queue), array_agg(l.name), array_agg(l.id), array_agg(l.head)
-    INTO queues, names, ids, heads
-    FROM (SELECT p.queue, p.name, p.id, p.head
-          FROM pgcursor.partitions p
-          JOIN unnest(queues, names) u(q, n) ON p.queue = u.q AND p.name = u.n
-          ORDER BY p.id
-          FOR NO KEY UPDATE OF p) l;
-    -- What the request's queues ask of this push, in one look at their rows:
-    -- encryption (a refusal rolls back everything, partitions created above
-    -- included) and a maxSize (then the room left).
-    SELECT array_agg(q.name) FILTER (WHERE q.encryption_enabled), coalesce(bool_or(q.max_size > 0), false)
-      INTO encrypted, capped
-      FROM pgcursor.queues q WHERE q.name = ANY (queues);
-    IF encrypted IS NOT NULL THEN
-        PERFORM pgcursor_internal.refuse_plaintext_payloads(req -> 'items', encrypted);
-    END IF;
-    IF capped THEN
-        SELECT array_agg(r.queue), array_agg(r.room) INTO full_queues, room
-          FROM pgcursor_internal.queue_room(queues) r;
-    END IF;
-    result := pgcursor_internal.push_write(req -> 'items', queues, names, ids, heads, full_queues, room);
-    -- Wake long-polling pops (one notification per queue).
-    PERFORM pg_notify('pgcursor_push', q) FROM (SELECT DISTINCT unnest(queues) AS q) d;
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'index', r.index, 'transactionId', r.transaction_id, 'partitionId', r.partition_id,
+               'partition', r.partition, 'queue', r.queue, 'offset', r.msg_offset,
+               'message_id', r.message_id, 'status', r.status, 'error', r.error) ORDER BY r.index), '[]'::jsonb)
+      INTO result
+      FROM (SELECT array_agg(x.item ->> 'queue' ORDER BY x.n) AS queues,
+                   array_agg(x.item -> 'payload' ORDER BY x.n) AS payloads,
+                   array_agg(x.item ->> 'partition' ORDER BY x.n) AS partitions,
+                   array_agg(x.item ->> 'transactionId' ORDER BY x.n) AS transaction_ids,
+                   array_agg((x.item ->> 'traceId')::uuid ORDER BY x.n) AS trace_ids
+              FROM jsonb_array_elements(req -> 'items') WITH ORDINALITY x(item, n)) a,
+           pgcursor.push_items(coalesce(a.queues, '{}'), coalesce(a.payloads, '{}'), a.partitions,
+                               a.transaction_ids, a.trace_ids) r;
     RETURN result;
 END $$;

@@ -177,13 +177,26 @@ impl Broker {
     pub async fn push(&self, partition: usize, payloads: &[Value]) -> Result<()> {
         match self {
             Broker::PgcursorSql { pool, queue, .. } => {
-                let request = push_request(queue, partition, payloads);
+                // push_items, as the gateway pushes (and as pgmq's send_batch takes jsonb[])
                 let client = pool.get().await?;
                 let statement = client
-                    .prepare_cached("SELECT pgcursor.push($1::jsonb)")
+                    .prepare_cached(
+                        "SELECT count(*) FILTER (WHERE status = 'queued') \
+                         FROM pgcursor.push_items($1::text[], $2::jsonb[], $3::text[])",
+                    )
                     .await?;
-                let answer: Value = client.query_one(&statement, &[&request]).await?.get(0);
-                expect_len(&answer, payloads.len(), "push")
+                let queues = vec![queue.as_str(); payloads.len()];
+                let partitions = vec![format!("p{partition}"); payloads.len()];
+                let queued: i64 = client
+                    .query_one(&statement, &[&queues, &payloads, &partitions])
+                    .await?
+                    .get(0);
+                match queued as usize == payloads.len() {
+                    true => Ok(()),
+                    false => {
+                        Err(format!("push_items queued {queued} of {}", payloads.len()).into())
+                    }
+                }
             }
             Broker::PgcursorHttp { http, base, queue } => {
                 let request = push_request(queue, partition, payloads);

@@ -208,6 +208,11 @@ impl Encryption {
 
     /// The queues of `request` lately found encrypted (none without a key).
     pub fn known_among(&self, request: &Value, items: Items) -> HashSet<String> {
+        self.known_of(items.each(request).filter_map(queue_of))
+    }
+
+    /// Which of `queues` were lately found encrypted (none without a key).
+    pub fn known_of<'a>(&self, queues: impl Iterator<Item = &'a str>) -> HashSet<String> {
         if self.key.is_none() {
             return HashSet::new();
         }
@@ -217,9 +222,7 @@ impl Encryption {
         }
         let now = Instant::now();
         known.retain(|_, since| now.duration_since(*since) < KNOWN_FOR);
-        items
-            .each(request)
-            .filter_map(queue_of)
+        queues
             .filter(|q| known.contains_key(*q))
             .map(str::to_owned)
             .collect()

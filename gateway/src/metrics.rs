@@ -199,7 +199,11 @@ pub fn record_request(route: Option<String>, method: &Method, status: u16, took:
 /// stored, by a scan for their status. Inside a JSON string every `"` is
 /// escaped, so the pattern can only match a real `status` member.
 pub fn count_pushed(answer: &str) {
-    let stored = answer.matches(r#""status": "queued""#).count() as u64;
+    count_stored(answer.matches(r#""status": "queued""#).count() as u64);
+}
+
+/// Messages a push stored.
+pub fn count_stored(stored: u64) {
     MESSAGES_PUSHED.fetch_add(stored, Ordering::Relaxed);
     counters().push_messages.increment(stored);
 }

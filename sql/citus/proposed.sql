@@ -103,38 +103,47 @@ END $$;
 -- Citus 12.1 cannot plan a LATERAL subquery on distributed tables
 -- correlated to rows that come from no distributed table ("complex joins
 -- are only supported when all distributed tables are co-located and joined
--- on their distribution columns"), so every push failed. The writes leave
--- the one statement too: the rows are computed once into `placed` (jsonb),
--- then the heads, messages and index entries are written by three
--- statements, which Citus routes or runs per shard.
+-- on their distribution columns"), so every push failed. `known` reads
+-- the stored messages and the entries retention left, without
+-- transaction_index_horizon's cut-off (to fold: the horizon per queue as an
+-- argument). The writes leave the one statement too: the rows are computed
+-- once into `placed` (jsonb), then the heads and the messages are written
+-- by two statements, which Citus routes or runs per shard.
 CREATE OR REPLACE FUNCTION pgcursor_internal.push_write(
-    items jsonb, queues text[], names text[], ids uuid[], heads bigint[],
+    queues text[], partitions text[], payloads jsonb[], transaction_ids text[], trace_ids uuid[],
+    pair_queues text[], pair_names text[], ids uuid[], heads bigint[],
     full_queues text[], room bigint[])
-RETURNS jsonb LANGUAGE plpgsql AS $$
+RETURNS TABLE (index integer, queue text, partition text, partition_id uuid, transaction_id text,
+               msg_offset bigint, message_id uuid, status text, error text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 DECLARE
-    given  text[] := ARRAY(SELECT DISTINCT a.item ->> 'transactionId' FROM jsonb_array_elements(items) a(item)
-                            WHERE a.item ->> 'transactionId' IS NOT NULL);
+    given  text[] := ARRAY(SELECT DISTINCT t FROM unnest(transaction_ids) t WHERE t IS NOT NULL);
+    run text := replace(pgcursor_internal.uuidv7()::text, '-', '');
+    run_head text := left(run, 16);
+    run_rand bigint := ('x' || right(run, 16))::bit(64)::bigint;
     placed jsonb;
-    result jsonb;
 BEGIN
-    WITH it AS MATERIALIZED (  -- materialised: each generated id is drawn once
-        SELECT (a.n - 1)::int AS index, a.item ->> 'queue' AS queue,
-               coalesce(a.item ->> 'partition', 'Default') AS partition,
-               a.item ->> 'transactionId' AS given,
-               coalesce(a.item ->> 'transactionId', pgcursor_internal.uuidv7()::text) AS txid,
-               pgcursor_internal.uuidv7() AS mid,
-               a.item -> 'payload' AS payload, (a.item ->> 'traceId')::uuid AS trace_id
-        FROM jsonb_array_elements(items) WITH ORDINALITY AS a(item, n)
-    ), known AS MATERIALIZED (
-        SELECT x.partition_id, x.transaction_id, x.msg_offset, m.message_id
-        FROM pgcursor.transaction_index x
-        LEFT JOIN pgcursor.messages m ON m.partition_id = x.partition_id AND m.msg_offset = x.msg_offset
-        WHERE x.partition_id = ANY (ids) AND x.transaction_id = ANY (given)
+    WITH known AS MATERIALIZED (
+        SELECT k.partition_id, k.transaction_id, max(k.msg_offset) AS msg_offset,
+               (array_agg(k.message_id ORDER BY k.msg_offset DESC))[1] AS message_id
+        FROM (SELECT m.partition_id, m.transaction_id, m.msg_offset, m.message_id FROM pgcursor.messages m
+               WHERE m.partition_id = ANY (ids) AND m.transaction_id = ANY (given)
+              UNION ALL
+              SELECT x.partition_id, x.transaction_id, x.msg_offset, NULL FROM pgcursor.transaction_index x
+               WHERE x.partition_id = ANY (ids) AND x.transaction_id = ANY (given)) k
+        GROUP BY k.partition_id, k.transaction_id
     ), located AS (
-        SELECT it.*, l.id AS pid, l.head, r.room
-        FROM it JOIN unnest(queues, names, ids, heads) AS l(q, n, id, head)
-                  ON l.q = it.queue AND l.n = it.partition
-        LEFT JOIN unnest(full_queues, room) AS r(q, room) ON r.q = it.queue
+        SELECT (u.n - 1)::int AS index, u.q AS queue, coalesce(u.p, 'Default') AS partition,
+               u.t AS given,
+               coalesce(u.t, pgcursor_internal.uuidv7_step(run_head, run_rand, u.n)::text) AS txid,
+               pgcursor_internal.uuidv7_step(run_head, run_rand, u.n) AS mid,
+               u.payload, u.trace_id, l.id AS pid, l.head, r.room
+        FROM unnest(queues, partitions, payloads, transaction_ids, trace_ids)
+                 WITH ORDINALITY AS u(q, p, payload, t, trace_id, n)
+        JOIN unnest(pair_queues, pair_names, ids, heads) AS l(q, n, id, head)
+          ON l.q = u.q AND l.n = coalesce(u.p, 'Default')
+        LEFT JOIN unnest(full_queues, room) AS r(q, room) ON r.q = u.q
     ), classified AS (
         SELECT c.*, t.msg_offset AS existing, t.message_id AS existing_mid,
                c.given IS NULL OR c.index = min(c.index) OVER (PARTITION BY c.pid, c.given) AS first_seen
@@ -147,20 +156,20 @@ BEGIN
         FROM classified c
     ), ranked AS (  -- k: how many new messages this partition has up to this item
         SELECT c.*, c.existing IS NULL AND c.first_seen AND NOT c.no_room AS fresh,
-               bool_or(c.no_room) OVER (PARTITION BY c.pid, c.txid) AND c.existing IS NULL AS refused,
                count(*) FILTER (WHERE c.existing IS NULL AND c.first_seen AND NOT c.no_room)
                    OVER (PARTITION BY c.pid ORDER BY c.index) AS k
         FROM capped c
-    ), p AS (  -- a repeat within the request takes its first occurrence's k and id
+    ), p AS (  -- a repeat within the request takes its first occurrence's k, id and refusal
         SELECT r.*, coalesce(r.existing, r.head + min(r.k) OVER (PARTITION BY r.pid, r.txid)) AS off,
                coalesce(r.existing_mid, first_value(r.mid) OVER (PARTITION BY r.pid, r.txid ORDER BY r.index))
-                   AS message_id
+                   AS message_id,
+               bool_or(r.no_room) OVER (PARTITION BY r.pid, r.txid) AND r.existing IS NULL AS refused
         FROM ranked r
     )
     SELECT jsonb_agg(jsonb_build_object(
-               'index', index, 'queue', queue, 'partition', partition, 'txid', txid, 'payload', payload,
-               'trace_id', trace_id, 'pid', pid, 'k', k, 'fresh', fresh, 'refused', refused, 'off', off,
-               'message_id', message_id))
+               'index', p.index, 'queue', p.queue, 'partition', p.partition, 'txid', p.txid,
+               'payload', p.payload, 'trace_id', p.trace_id, 'pid', p.pid, 'k', p.k, 'fresh', p.fresh,
+               'refused', p.refused, 'off', p.off, 'message_id', p.message_id))
       INTO placed FROM p;
 
     UPDATE pgcursor.partitions p SET head = p.head + f.n
@@ -172,24 +181,16 @@ BEGIN
       FROM jsonb_to_recordset(placed) AS r(pid uuid, off bigint, txid text, payload jsonb, trace_id uuid,
                                            message_id uuid, fresh boolean)
      WHERE r.fresh;
-    INSERT INTO pgcursor.transaction_index (partition_id, transaction_id, msg_offset)
-    SELECT r.pid, r.txid, r.off
-      FROM jsonb_to_recordset(placed) AS r(pid uuid, off bigint, txid text, fresh boolean)
-     WHERE r.fresh;
 
-    SELECT coalesce(jsonb_agg(CASE WHEN r.refused THEN jsonb_build_object(
-               'index', r.index, 'transactionId', r.txid, 'partitionId', r.pid, 'partition', r.partition,
-               'queue', r.queue, 'offset', NULL, 'message_id', NULL, 'status', 'failed',
-               'error', 'queue is full')
-           ELSE jsonb_build_object(
-               'index', r.index, 'transactionId', r.txid, 'partitionId', r.pid,
-               'partition', r.partition, 'queue', r.queue, 'offset', r.off, 'message_id', r.message_id,
-               'status', CASE WHEN r.fresh THEN 'queued' ELSE 'duplicate' END,
-               'error', NULL) END ORDER BY r.index), '[]'::jsonb)
-      INTO result
+    RETURN QUERY
+    SELECT r.index, r.queue, r.partition, r.pid, r.txid,
+           CASE WHEN r.refused THEN NULL ELSE r.off END,
+           CASE WHEN r.refused THEN NULL ELSE r.message_id END,
+           CASE WHEN r.refused THEN 'failed' WHEN r.fresh THEN 'queued' ELSE 'duplicate' END,
+           CASE WHEN r.refused THEN 'queue is full' END
       FROM jsonb_to_recordset(placed) AS r(index int, queue text, partition text, txid text, pid uuid,
-                                           off bigint, message_id uuid, fresh boolean, refused boolean);
-    RETURN result;
+                                           off bigint, message_id uuid, fresh boolean, refused boolean)
+     ORDER BY r.index;
 END $$;
 
 -- claim_batches (sql/30_pop.sql): the claim becomes a loop, as

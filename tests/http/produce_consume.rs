@@ -367,6 +367,67 @@ async fn duplicate_transaction_ids_are_reported_not_written() {
     assert_eq!(stored_messages(&queue).await, 3);
 }
 
+/// The gateway pushes through push_items and writes the answer itself;
+/// psql's pgcursor.push answers the same request with the same fields.
+#[tokio::test]
+async fn http_push_answers_what_sql_push_answers() {
+    let gw = Gateway::start().await;
+    let (http_queue, sql_queue) = (fresh_queue("push-http"), fresh_queue("push-sql"));
+    let items = |queue: &str| {
+        json!({"items": [
+            {"queue": queue, "payload": {"n": 1}},
+            {"queue": queue, "partition": "eu", "payload": null, "traceId": "0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90"},
+            {"queue": queue, "payload": "x\u{e9}\n", "transactionId": "t-\"1\""},
+            {"queue": queue, "payload": [1, 2.5e3], "transactionId": "t-\"1\""},
+        ]})
+    };
+    let (status, by_http) = post(&gw, "/api/v1/push", &items(&http_queue)).await;
+    assert_eq!(status, 200, "{by_http}");
+    let by_sql: Value = db()
+        .await
+        .query_one("SELECT pgcursor.push($1::jsonb)", &[&items(&sql_queue)])
+        .await
+        .unwrap()
+        .get(0);
+    let comparable = |answer: &Value, queue: &str| -> Vec<Value> {
+        let answer = answer.as_array().expect("an array");
+        answer
+            .iter()
+            .map(|a| {
+                let mut a = a.clone();
+                assert_eq!(a["queue"], json!(queue));
+                let generated = a["transactionId"] == a["message_id"];
+                for id in ["queue", "partitionId", "message_id"] {
+                    a.as_object_mut().unwrap().remove(id);
+                }
+                if generated {
+                    a["transactionId"] = json!("the message_id");
+                }
+                a
+            })
+            .collect()
+    };
+    assert_eq!(
+        comparable(&by_http, &http_queue),
+        comparable(&by_sql, &sql_queue)
+    );
+    assert_eq!(by_http[3]["status"], "duplicate");
+    assert_eq!(by_http[3]["message_id"], by_http[2]["message_id"]);
+    let stored: Vec<Value> = db()
+        .await
+        .query(
+            "SELECT m.payload FROM pgcursor.messages m JOIN pgcursor.partitions p ON p.id = m.partition_id \
+              WHERE p.queue = $1 ORDER BY p.name, m.msg_offset",
+            &[&http_queue],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, Option<Value>>(0).unwrap_or(Value::Null))
+        .collect();
+    assert_eq!(stored, [json!({"n": 1}), json!("x\u{e9}\n"), Value::Null]);
+}
+
 #[tokio::test]
 async fn push_validation_names_index_and_field_and_writes_nothing() {
     let gw = Gateway::start().await;
@@ -392,6 +453,15 @@ async fn push_validation_names_index_and_field_and_writes_nothing() {
         (
             json!({"items": [ok, {"queue": queue, "payload": 1, "partition": ""}]}),
             "items[1].partition must be a non-empty string",
+        ),
+        (
+            json!({"items": [ok, {"queue": queue, "payload": 1, "transactionId": ""}]}),
+            "items[1].transactionId must be a non-empty string",
+        ),
+        (
+            json!({"items": [ok, {"queue": queue, "payload": 1,
+                   "traceId": "{0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90}"}]}),
+            "items[1].traceId must be a UUID string",
         ),
         (json!({"items": [ok, 1]}), "items[1] must be an object"),
         (

@@ -221,7 +221,7 @@ async fn sigterm_lets_a_request_in_progress_finish() {
         .collect();
     let url = gw.url("/api/v1/push");
     let pushing = tokio::spawn(timed(client().post(url).json(&json!({"items": items}))));
-    wait_for_query(&cluster, "SELECT pgcursor.push").await;
+    wait_for_query(&cluster, "pgcursor.push_items(").await;
     sigterm(&gw);
     let (status, body, _) = pushing.await.unwrap();
     assert_eq!(status, 200, "{body}");
@@ -231,14 +231,14 @@ async fn sigterm_lets_a_request_in_progress_finish() {
     assert!(exit.success(), "{exit:?}:\n{}", gw.stderr());
 }
 
-/// Until a query starting with `prefix` is running on the cluster.
-async fn wait_for_query(cluster: &PrivateCluster, prefix: &str) {
+/// Until a query containing `call` is running on the cluster.
+async fn wait_for_query(cluster: &PrivateCluster, call: &str) {
     let (db, connection) = tokio_postgres::connect(cluster.url(), tokio_postgres::NoTls)
         .await
         .unwrap();
     tokio::spawn(connection);
     let deadline = Instant::now() + Duration::from_secs(10);
-    let pattern = format!("{prefix}%");
+    let pattern = format!("%{call}%");
     loop {
         let running: i64 = db
             .query_one(
@@ -251,7 +251,7 @@ async fn wait_for_query(cluster: &PrivateCluster, prefix: &str) {
         if running > 0 {
             return;
         }
-        assert!(Instant::now() < deadline, "no {prefix:?} started");
+        assert!(Instant::now() < deadline, "no {call:?} started");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

@@ -30,7 +30,7 @@ SELECT matches((SELECT out -> 0 ->> 'transactionId' FROM r),
                '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$',
                'missing transactionId defaults to a UUIDv7');
 SELECT is((SELECT out -> 0 ->> 'transactionId' FROM r), (SELECT out -> 0 ->> 'message_id' FROM r),
-          '... the message_id itself (one UUIDv7 drawn per item)');
+          '... the message_id itself (one UUIDv7 per item)');
 SELECT matches((SELECT out -> 1 ->> 'message_id' FROM r),
                '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$',
                'with a transactionId given, the message_id is a UUIDv7 of its own');

@@ -3,7 +3,8 @@
 //! read before and after it in one target list; commits are not included,
 //! and every system commits once per step).
 //!
-//! - pgcursor: `push` → `pop` → `ack_group` of the batch's last message;
+//! - pgcursor: `push_items` → `pop_batch` → `ack_group` of the batch's last
+//!   message (what the gateway calls);
 //! - pgmq: `send_batch` → `read` → `archive`, and → `delete`;
 //! - the floor: the work no pgcursor push/pop/ack can avoid, done with plain
 //!   SQL on copies of pgcursor's tables (same columns and indexes, in schema
@@ -106,7 +107,12 @@ pub async fn run(
     for queue in [PGMQ_ARCHIVE, PGMQ_DELETE] {
         client.execute("SELECT pgmq.create($1)", &[&queue]).await?;
     }
-    let push = Timed::new(client, "pgcursor.push($1::jsonb)").await?;
+    // push_items, as the gateway pushes
+    let push = Timed::new(
+        client,
+        "(SELECT count(*) FROM pgcursor.push_items($1::text[], $2::jsonb[], $3::text[]))",
+    )
+    .await?;
     // pop_batch, as the gateway pops: the partition, the lease and the last transactionId
     let pop = Timed::new(
         client,
@@ -139,10 +145,8 @@ pub async fn run(
     let select = Timed::new(client, "bench_floor.read($1, $2, $3)").await?;
     let advance = Timed::new(client, "bench_floor.advance($1)").await?;
 
-    let items: Vec<Value> = (0..batch)
-        .map(|_| json!({"queue": QUEUE, "partition": "p0", "payload": payload}))
-        .collect();
-    let push_request = json!({ "items": items });
+    let queues = vec![QUEUE; batch];
+    let partitions = vec!["p0"; batch];
     let pop_request = json!({"queue": QUEUE, "batch": batch});
     let payloads = vec![payload.clone(); batch];
     let floor_partition = uuid::Uuid::from_u128(1);
@@ -153,7 +157,9 @@ pub async fn run(
         .collect();
     for i in 0..iterations as i64 {
         // pgcursor
-        let (_, us): (Value, _) = push.call(client, &[&push_request]).await?;
+        let (_, us): (i64, _) = push
+            .call(client, &[&queues, &payloads, &partitions])
+            .await?;
         h[0][0].saturating_record(us);
         let (popped, us): (Vec<Option<String>>, _) = pop.call(client, &[&pop_request]).await?;
         h[0][1].saturating_record(us);
@@ -202,7 +208,7 @@ pub async fn run(
     let systems = [
         (
             "pgcursor (SQL)",
-            ["push", "pop_batch", "ack_group (last message)"],
+            ["push_items", "pop_batch", "ack_group (last message)"],
         ),
         ("pgmq read→archive", ["send_batch", "read", "archive"]),
         ("pgmq read→delete", ["send_batch", "read", "delete"]),

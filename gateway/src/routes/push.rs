@@ -1,10 +1,23 @@
-//! POST /api/v1/push (read-write): `pgcursor.push` validates every item
-//! (a 400 naming index and field, nothing written), assigns offsets and
-//! reports duplicates. The gateway only caps the number of items, and seals
-//! the payloads of encrypted queues (gateway/src/encryption.rs).
+//! POST /api/v1/push (read-write): `pgcursor.push_items` validates every
+//! item (a 400 naming index and field, nothing written), assigns offsets
+//! and reports duplicates. The gateway caps the number of items, reads the
+//! body into push_items' arrays (payloads go as the text they came as) and
+//! writes the answer from its rows. A body it cannot read that way (not an
+//! object, an item missing a field, a field of the wrong type) goes to
+//! `pgcursor.push` as sent, whose checks name the bad field: the gateway
+//! writes no error message of its own. Pushes to queues known to be
+//! encrypted go that way too, so their payloads are sealed
+//! (gateway/src/encryption.rs).
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
+use tokio_postgres::types::{to_sql_checked, IsNull, ToSql, Type};
+use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
@@ -24,8 +37,29 @@ async fn push(
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
     crate::metrics::counters().push_requests.increment(1);
+    if let Ok(request) = serde_json::from_slice::<PushRequest>(&body) {
+        check_item_count(request.items.len(), state.config.max_push_items)?;
+        let queues: BTreeSet<&str> = request.items.iter().map(|i| i.queue.as_ref()).collect();
+        if state.encryption.known_of(queues.iter().copied()).is_empty() {
+            match push_items(&state, &request.items).await {
+                Err(ApiError::EncryptedQueues(refused)) if state.encryption.key().is_some() => {
+                    // Sealed below, up front.
+                    state.encryption.learn(&refused);
+                }
+                answer => {
+                    let answer = answer?;
+                    record_pushes(queues.into_iter().map(str::to_owned));
+                    return Ok(HttpResponse::Ok()
+                        .content_type("application/json")
+                        .body(answer));
+                }
+            }
+        }
+    }
     let request = object_body(&body)?;
-    check_item_count(&request, state.config.max_push_items)?;
+    if let Some(Value::Array(items)) = request.get("items") {
+        check_item_count(items.len(), state.config.max_push_items)?;
+    }
     let text = body_text(&body)?;
     let queues = item_queues(request.get("items"));
     let answer = call_sealing(
@@ -37,39 +71,178 @@ async fn push(
     )
     .await?;
     crate::metrics::count_pushed(&answer.0);
-    record_each(queues.into_iter().map(|q| Target::Queue(Some(q))), |f| {
-        f.push_requests += 1
-    });
+    record_pushes(queues);
     Ok(answer.respond())
 }
 
-/// One push is one transaction: cap it so no request holds a partition lock
-/// for long. (Whether `items` is an array is for the SQL to say.)
-fn check_item_count(request: &Value, max_items: usize) -> Result<(), ApiError> {
-    match request.get("items") {
-        Some(Value::Array(items)) if items.len() > max_items => {
-            Err(ApiError::PayloadTooLarge(format!(
-                "items has {} entries; the limit is {max_items}",
-                items.len()
-            )))
-        }
-        _ => Ok(()),
+fn record_pushes(queues: impl IntoIterator<Item = String>) {
+    record_each(queues.into_iter().map(|q| Target::Queue(Some(q))), |f| {
+        f.push_requests += 1
+    });
+}
+
+/// A push body as push_items takes it. Anything else (a missing field, a
+/// wrong type, a traceId in a form other than 32 hex digits with or
+/// without the four hyphens) fails to read and goes to `pgcursor.push`.
+#[derive(Deserialize)]
+struct PushRequest<'a> {
+    #[serde(borrow)]
+    items: Vec<PushItem<'a>>,
+}
+
+#[derive(Deserialize)]
+struct PushItem<'a> {
+    #[serde(borrow)]
+    queue: Cow<'a, str>,
+    #[serde(borrow, default)]
+    partition: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    payload: &'a RawValue,
+    #[serde(borrow, default, rename = "transactionId")]
+    transaction_id: Option<Cow<'a, str>>,
+    #[serde(default, rename = "traceId", deserialize_with = "plain_uuid")]
+    trace_id: Option<Uuid>,
+}
+
+/// A UUID as `pgcursor.push` reads one: 32 hex digits, or 36 with hyphens.
+fn plain_uuid<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Uuid>, D::Error> {
+    let text: Option<Cow<'de, str>> = Deserialize::deserialize(d)?;
+    match text {
+        None => Ok(None),
+        Some(t) if matches!(t.len(), 32 | 36) => Uuid::try_parse(&t)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+        Some(_) => Err(serde::de::Error::custom("not a plain UUID")),
     }
+}
+
+/// JSON text sent as a jsonb parameter without being parsed again here.
+#[derive(Debug)]
+struct JsonbText<'a>(&'a str);
+
+impl ToSql for JsonbText<'_> {
+    fn to_sql(
+        &self,
+        _ty: &Type,
+        out: &mut web::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        // jsonb's binary form: version 1, then the text.
+        out.extend_from_slice(&[1]);
+        out.extend_from_slice(self.0.as_bytes());
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSONB
+    }
+
+    to_sql_checked!();
+}
+
+const PUSH_ITEMS_SQL: &str = "SELECT index, queue, partition, partition_id, transaction_id, \
+     msg_offset, message_id, status, error \
+     FROM pgcursor.push_items($1::text[], $2::jsonb[], $3::text[], $4::text[], $5::uuid[])";
+
+/// One item of the push answer, as `pgcursor.push` writes it.
+#[derive(Serialize)]
+struct Pushed<'a> {
+    index: i32,
+    queue: &'a str,
+    partition: &'a str,
+    #[serde(rename = "partitionId")]
+    partition_id: Uuid,
+    #[serde(rename = "transactionId")]
+    transaction_id: &'a str,
+    offset: Option<i64>,
+    message_id: Option<Uuid>,
+    status: &'a str,
+    error: Option<&'a str>,
+}
+
+/// Calls push_items with the items' arrays (an array whose elements are
+/// all absent goes as NULL) and writes the answer.
+async fn push_items(state: &AppState, items: &[PushItem<'_>]) -> Result<String, ApiError> {
+    fn column<'a, T>(items: &'a [PushItem], f: impl Fn(&'a PushItem) -> Option<T>) -> Option<Vec<Option<T>>> {
+        let values: Vec<Option<T>> = items.iter().map(f).collect();
+        values.iter().any(Option::is_some).then_some(values)
+    }
+    let queues: Vec<&str> = items.iter().map(|i| i.queue.as_ref()).collect();
+    let payloads: Vec<JsonbText> = items.iter().map(|i| JsonbText(i.payload.get())).collect();
+    let partitions = column(items, |i| i.partition.as_deref());
+    let transaction_ids = column(items, |i| i.transaction_id.as_deref());
+    let trace_ids = column(items, |i| i.trace_id);
+    let client = state.pool.get().await?;
+    let statement = client.prepare_cached(PUSH_ITEMS_SQL).await?;
+    let rows = client
+        .query(
+            &statement,
+            &[&queues, &payloads, &partitions, &transaction_ids, &trace_ids],
+        )
+        .await?;
+    drop(client);
+    let mut answer = Vec::with_capacity(rows.len());
+    for row in &rows {
+        answer.push(Pushed {
+            index: row.try_get(0)?,
+            queue: row.try_get(1)?,
+            partition: row.try_get(2)?,
+            partition_id: row.try_get(3)?,
+            transaction_id: row.try_get(4)?,
+            offset: row.try_get(5)?,
+            message_id: row.try_get(6)?,
+            status: row.try_get(7)?,
+            error: row.try_get(8)?,
+        });
+    }
+    crate::metrics::count_stored(answer.iter().filter(|p| p.status == "queued").count() as u64);
+    serde_json::to_string(&answer).map_err(|e| ApiError::Internal(format!("push answer: {e}")))
+}
+
+/// One push is one transaction: cap it so no request holds a partition lock
+/// for long.
+fn check_item_count(items: usize, max_items: usize) -> Result<(), ApiError> {
+    if items > max_items {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "items has {items} entries; the limit is {max_items}"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn more_items_than_the_limit_is_413() {
-        let body = json!({"items": [{}, {}, {}]});
         assert!(matches!(
-            check_item_count(&body, 2),
+            check_item_count(3, 2),
             Err(ApiError::PayloadTooLarge(m)) if m == "items has 3 entries; the limit is 2"
         ));
-        assert!(check_item_count(&body, 3).is_ok());
-        assert!(check_item_count(&json!({"items": "x"}), 1).is_ok());
+        assert!(check_item_count(3, 3).is_ok());
+    }
+
+    #[test]
+    fn only_bodies_push_items_can_take_are_read_as_its_arrays() {
+        let read = |body: &str| serde_json::from_str::<PushRequest>(body).is_ok();
+        assert!(read(
+            r#"{"items": [{"queue": "q", "payload": null, "partition": null, "transactionId": "t",
+                "traceId": "0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90"}, {"queue": "q\n", "payload": {"a": 1}}]}"#
+        ));
+        assert!(read(r#"{"items": [{"queue": "q", "payload": 1, "traceId": "0198f2c19a7b7d208e314c5d6e7f8a90"}]}"#));
+        for body in [
+            r#"[]"#,
+            r#"{"items": "x"}"#,
+            r#"{"items": [5]}"#,
+            r#"{"items": [{"payload": 1}]}"#,
+            r#"{"items": [{"queue": 1, "payload": 1}]}"#,
+            r#"{"items": [{"queue": "q"}]}"#,
+            r#"{"items": [{"queue": "q", "payload": 1, "partition": 2}]}"#,
+            r#"{"items": [{"queue": "q", "payload": 1, "transactionId": 2}]}"#,
+            r#"{"items": [{"queue": "q", "payload": 1, "traceId": "{0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90}"}]}"#,
+            r#"{"items": [{"queue": "q", "payload": 1, "traceId": "nope"}]}"#,
+        ] {
+            assert!(!read(body), "{body} should go to pgcursor.push");
+        }
     }
 }

@@ -1,0 +1,58 @@
+-- pgcursor.push_items: the push with its items as arrays and its answer as rows.
+BEGIN;
+SELECT plan(17);
+
+CREATE TEMP TABLE r ON COMMIT DROP AS
+SELECT * FROM pgcursor.push_items(ARRAY['t11', 't11', 't11', 't11'],
+                                  ARRAY['{"n": 1}', 'null', '"x"', '2']::jsonb[],
+                                  ARRAY[NULL, 'eu', NULL, NULL],
+                                  ARRAY[NULL, NULL, 'tx-a', 'tx-a']);
+
+SELECT is((SELECT array_agg(index ORDER BY index) FROM r), '{0,1,2,3}'::int[], 'one row per item, indexed from 0');
+SELECT is((SELECT array_agg(partition || ':' || coalesce(msg_offset::text, '-') || ':' || status ORDER BY index) FROM r),
+          '{Default:1:queued,eu:1:queued,Default:2:queued,Default:2:duplicate}'::text[],
+          'a NULL partition is Default; offsets dense per partition; a repeat within the call is a duplicate');
+SELECT is((SELECT partition_id FROM r WHERE index = 1),
+          (SELECT id FROM pgcursor.partitions WHERE queue = 't11' AND name = 'eu'), 'partition_id answered');
+SELECT is((SELECT payload FROM pgcursor.messages m JOIN r ON r.partition_id = m.partition_id AND r.msg_offset = m.msg_offset
+            WHERE r.index = 1), 'null'::jsonb, 'JSON null is a payload, stored as sent');
+SELECT is((SELECT transaction_id FROM r WHERE index = 0), (SELECT message_id::text FROM r WHERE index = 0),
+          'no transactionId: the message_id is it');
+SELECT is((SELECT message_id FROM r WHERE index = 3), (SELECT message_id FROM r WHERE index = 2),
+          'the duplicate answers the first occurrence''s message_id');
+SELECT ok((SELECT bool_and(message_id::text ~ '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$') FROM r),
+          'message ids are UUIDv7 (version 7, RFC 9562 variant)');
+SELECT is((SELECT array_agg(message_id ORDER BY message_id) FROM r WHERE index < 3),
+          (SELECT array_agg(message_id ORDER BY index) FROM r WHERE index < 3),
+          'one push''s message ids increase in request order');
+SELECT is((SELECT count(DISTINCT message_id)::int FROM pgcursor.messages m JOIN pgcursor.partitions p ON p.id = m.partition_id
+            WHERE p.queue = 't11'), 3, 'three messages stored, each with its own id');
+
+-- the same request through push(jsonb) answers the same, field for field
+SELECT is((SELECT jsonb_agg(x - 'message_id' - 'partitionId' - 'transactionId' ORDER BY (x ->> 'index')::int)
+             FROM jsonb_array_elements(pgcursor.push('{"items": [{"queue": "t11j", "payload": 1},
+                  {"queue": "t11j", "payload": 2, "partition": "eu"}, {"queue": "t11j", "payload": 3, "transactionId": "a"},
+                  {"queue": "t11j", "payload": 4, "transactionId": "a"}]}')) x),
+          (SELECT jsonb_agg(jsonb_build_object('index', index, 'queue', 't11j', 'partition', partition, 'offset', msg_offset,
+                                               'status', status, 'error', error) ORDER BY index)
+             FROM pgcursor.push_items(ARRAY['t11k', 't11k', 't11k', 't11k'], ARRAY['1', '2', '3', '4']::jsonb[],
+                                      ARRAY[NULL, 'eu', NULL, NULL], ARRAY[NULL, NULL, 'a', 'a'])),
+          'push(jsonb) answers what push_items answers');
+
+-- bad arrays: 22023 naming the item or the array, nothing written
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', NULL], ARRAY['1', '2']::jsonb[])$$,
+                 '22023', 'items[1].queue is required and must be a string', 'a NULL queue');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRAY['1', NULL]::jsonb[])$$,
+                 '22023', 'items[1].payload is required', 'a NULL payload (SQL NULL, not JSON null)');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b'], ARRAY['1']::jsonb[], ARRAY[''])$$,
+                 '22023', 'items[0].partition must be a non-empty string', 'an empty partition');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b'], ARRAY['1']::jsonb[], transaction_ids => ARRAY[''])$$,
+                 '22023', 'items[0].transactionId must be a non-empty string', 'an empty transactionId');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRAY['1']::jsonb[])$$,
+                 '22023', 'payloads has 1 elements; queues has 2', 'arrays of different lengths');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(NULL, ARRAY['1']::jsonb[])$$,
+                 '22023', 'queues is required', 'no queues');
+SELECT is((SELECT count(*)::int FROM pgcursor.queues WHERE name = 't11b'), 0, 'refused calls created nothing');
+
+SELECT * FROM finish();
+ROLLBACK;
