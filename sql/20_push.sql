@@ -355,12 +355,13 @@ BEGIN
                'partition', r.partition, 'queue', r.queue, 'offset', r.msg_offset,
                'message_id', r.message_id, 'status', r.status, 'error', r.error) ORDER BY r.index), '[]'::jsonb)
       INTO result
-      FROM (SELECT array_agg(x.item ->> 'queue' ORDER BY x.n) AS queues,
-                   array_agg(x.item -> 'payload' ORDER BY x.n) AS payloads,
-                   array_agg(x.item ->> 'partition' ORDER BY x.n) AS partitions,
-                   array_agg(x.item ->> 'transactionId' ORDER BY x.n) AS transaction_ids,
-                   array_agg((x.item ->> 'traceId')::uuid ORDER BY x.n) AS trace_ids
-              FROM jsonb_array_elements(req -> 'items') WITH ORDINALITY x(item, n)) a,
+      FROM (SELECT array_agg(x.item ->> 'queue') AS queues,  -- in item order (as pop_batch's arrays)
+                   array_agg(x.item -> 'payload') AS payloads,
+                   array_agg(x.item ->> 'partition') AS partitions,
+                   array_agg(x.item ->> 'transactionId') AS transaction_ids,
+                   array_agg((x.item ->> 'traceId')::uuid) AS trace_ids
+              FROM (SELECT e.item FROM jsonb_array_elements(req -> 'items') WITH ORDINALITY e(item, n)
+                     ORDER BY e.n) x) a,
            pgcursor.push_items(coalesce(a.queues, '{}'), coalesce(a.payloads, '{}'), a.partitions,
                                a.transaction_ids, a.trace_ids) r;
     RETURN result;
