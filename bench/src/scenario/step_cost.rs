@@ -8,9 +8,10 @@
 //! - pgmq: `send_batch` → `read` → `archive`, and → `delete`;
 //! - the floor: the work no pgcursor push/pop/ack can avoid, done with plain
 //!   SQL on copies of pgcursor's tables (same columns and indexes, in schema
-//!   `bench_floor`): insert the batch into messages and into the transaction
-//!   index; write a lease into one cursor row and select the batch's rows;
-//!   move that cursor row.
+//!   `bench_floor`): insert the batch's rows into messages, each with its
+//!   message id as its transactionId (one UUIDv7 run, as push draws them);
+//!   write a lease into one cursor row and select the batch's rows; move
+//!   that cursor row.
 //!
 //! pgcursor's cycle over the floor's is what its functions add; pgmq's
 //! cycle over the floor's is what pgcursor could gain, per connection, if
@@ -51,8 +52,10 @@ const FLOOR_SCHEMA: &str = "
     INSERT INTO bench_floor.cursor VALUES (0, NULL);
     CREATE FUNCTION bench_floor.write(p uuid, first bigint, payload jsonb, n integer)
     RETURNS integer LANGUAGE sql AS $$
-        INSERT INTO bench_floor.messages (partition_id, msg_offset, transaction_id, payload)
-        SELECT p, first + i, gen_random_uuid()::text, payload FROM generate_series(0, n - 1) i;
+        INSERT INTO bench_floor.messages (partition_id, msg_offset, transaction_id, payload, message_id)
+        SELECT p, first + i, id::text, payload, id
+        FROM (SELECT i, pgcursor_internal.uuidv7_step(left(h, 16), ('x' || right(h, 16))::bit(64)::bigint, i) AS id
+                FROM replace(pgcursor_internal.uuidv7()::text, '-', '') h, generate_series(0, n - 1) i) ids;
         SELECT n;
     $$;
     CREATE FUNCTION bench_floor.read(p uuid, first bigint, last bigint)
