@@ -162,9 +162,8 @@ BEGIN
                u.t AS given,
                coalesce(u.t, pgcursor_internal.uuidv7_step(run_head, run_rand, u.n)::text) AS txid,
                pgcursor_internal.uuidv7_step(run_head, run_rand, u.n) AS mid,
-               u.payload, u.trace_id, l.id AS pid, l.head, r.room
-        FROM unnest(queues, partitions, payloads, transaction_ids, trace_ids)
-                 WITH ORDINALITY AS u(q, p, payload, t, trace_id, n)
+               l.id AS pid, l.head, r.room  -- not the payload: the sorts below copy every row
+        FROM unnest(queues, partitions, transaction_ids) WITH ORDINALITY AS u(q, p, t, n)
         JOIN unnest(pair_queues, pair_names, ids, heads) AS l(q, n, id, head)
           ON l.q = u.q AND l.n = coalesce(u.p, 'Default')
         LEFT JOIN unnest(full_queues, room) AS r(q, room) ON r.q = u.q
@@ -201,7 +200,7 @@ BEGIN
         WHERE p.id = f.pid
     ), msgs AS (  -- one row per message: it is its own transaction index entry
         INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id)
-        SELECT pid, off, txid, payload, trace_id, message_id FROM placed WHERE fresh
+        SELECT pid, off, txid, payloads[index + 1], trace_ids[index + 1], message_id FROM placed WHERE fresh
     )
     SELECT p.index, p.queue, p.partition, p.pid, p.txid,
            CASE WHEN p.refused THEN NULL ELSE p.off END,
