@@ -1,6 +1,6 @@
 -- pgcursor.push_items: the push with its items as arrays and its answer as rows.
 BEGIN;
-SELECT plan(17);
+SELECT plan(20);
 
 CREATE TEMP TABLE r ON COMMIT DROP AS
 SELECT * FROM pgcursor.push_items(ARRAY['t11', 't11', 't11', 't11'],
@@ -27,6 +27,21 @@ SELECT is((SELECT array_agg(message_id ORDER BY message_id) FROM r WHERE index <
           'one push''s message ids increase in request order');
 SELECT is((SELECT count(DISTINCT message_id)::int FROM pgcursor.messages m JOIN pgcursor.partitions p ON p.id = m.partition_id
             WHERE p.queue = 't11'), 3, 'three messages stored, each with its own id');
+
+-- without transactionIds nothing can be a duplicate (push_write's short way):
+-- several partitions interleaved, dense offsets, request order, traceIds kept
+CREATE TEMP TABLE f ON COMMIT DROP AS
+SELECT * FROM pgcursor.push_items(ARRAY['t11f', 't11f', 't11f', 't11f', 't11f'], ARRAY['1', '2', '3', '4', '5']::jsonb[],
+                                  ARRAY['a', 'b', 'a', NULL, 'b'], NULL,
+                                  ARRAY[NULL, '0190b6f2-1234-7000-8000-00000000abcd', NULL, NULL, NULL]::uuid[]);
+SELECT is((SELECT array_agg(partition || ':' || msg_offset || ':' || status ORDER BY index) FROM f),
+          '{a:1:queued,b:1:queued,a:2:queued,Default:1:queued,b:2:queued}'::text[],
+          'no transactionIds: offsets dense per partition, in request order');
+SELECT is((SELECT array_agg(m.payload::text || '@' || coalesce(m.trace_id::text, '-') ORDER BY f.index)
+             FROM f JOIN pgcursor.messages m ON m.partition_id = f.partition_id AND m.msg_offset = f.msg_offset),
+          '{1@-,2@0190b6f2-1234-7000-8000-00000000abcd,3@-,4@-,5@-}'::text[], 'each payload and traceId stored with its item');
+SELECT is((SELECT array_agg(p.name || '=' || p.head ORDER BY p.name) FROM pgcursor.partitions p WHERE p.queue = 't11f'),
+          '{Default=1,a=2,b=2}'::text[], 'each partition''s head moved by its items');
 
 -- the same request through push(jsonb) answers the same, field for field
 SELECT is((SELECT jsonb_agg(x - 'message_id' - 'partitionId' - 'transactionId' ORDER BY (x ->> 'index')::int)
