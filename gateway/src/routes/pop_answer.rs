@@ -3,7 +3,7 @@
 //! The answer is the one `pgcursor.pop` gives psql (tests/http/pop.rs
 //! compares the two).
 
-use std::fmt::Write;
+use std::fmt::{self, Write};
 
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -115,20 +115,19 @@ impl PopBatch {
         if self.partitions_claimed == 0 {
             return RawJson(r#"{"success":true,"messages":[]}"#.into());
         }
-        let lease = uuid_or_null(self.lease_id.as_ref());
-        let group = string_or_null(self.consumer_group.as_deref());
+        let lease = JsonUuid(self.lease_id.as_ref());
+        let group = JsonText(self.consumer_group.as_deref());
         let mut out = String::with_capacity(256 + self.message_count() * 512);
-        out.push_str(r#"{"success":true,"queue":"#);
-        out.push_str(&string_or_null(self.queue.as_deref()));
-        out.push_str(r#","partition":"#);
-        out.push_str(&string_or_null(self.partition.as_deref()));
-        out.push_str(r#","partitionId":"#);
-        out.push_str(&uuid_or_null(self.partition_id.as_ref()));
         let _ = write!(
             out,
-            r#","leaseId":{lease},"consumerGroup":{group},"partitionsClaimed":{},"messages":["#,
+            r#"{{"success":true,"queue":{},"partition":{},"partitionId":{},"leaseId":{lease},"consumerGroup":{group},"partitionsClaimed":{},"messages":["#,
+            JsonText(self.queue.as_deref()),
+            JsonText(self.partition.as_deref()),
+            JsonUuid(self.partition_id.as_ref()),
             self.partitions_claimed
         );
+        // Written straight into `out`: a String per field and message was
+        // most of the gateway's allocations on a pop.
         for i in 0..self.message_count() {
             if i > 0 {
                 out.push(',');
@@ -137,14 +136,14 @@ impl PopBatch {
             let _ = write!(
                 out,
                 r#"{{"id":{},"transactionId":{},"partitionId":"{}","partition":{},"queue":{},"offset":{},"leaseId":{lease},"consumerGroup":{group},"data":{payload},"payload":{payload},"createdAt":"{}","traceId":{},"retryCount":{}}}"#,
-                uuid_or_null(self.ids[i].as_ref()),
-                json_string(&self.transaction_ids[i]),
+                JsonUuid(self.ids[i].as_ref()),
+                JsonText(Some(&self.transaction_ids[i])),
                 self.partition_ids[i],
-                json_string(&self.partitions[i]),
-                json_string(&self.queues[i]),
+                JsonText(Some(&self.partitions[i])),
+                JsonText(Some(&self.queues[i])),
                 self.offsets[i],
-                rfc3339_micros(self.created_ats[i]),
-                uuid_or_null(self.trace_ids[i].as_ref()),
+                Rfc3339Micros(self.created_ats[i]),
+                JsonUuid(self.trace_ids[i].as_ref()),
                 self.retry_counts[i],
             );
         }
@@ -153,31 +152,58 @@ impl PopBatch {
     }
 }
 
-fn json_string(text: &str) -> String {
-    serde_json::Value::from(text).to_string()
+/// A string as a JSON string, or null: what serde_json writes, without
+/// allocating when nothing needs escaping (no control character, quote or
+/// backslash; serde_json leaves every other character as it is).
+struct JsonText<'a>(Option<&'a str>);
+
+impl fmt::Display for JsonText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => f.write_str("null"),
+            Some(text) if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') => {
+                write!(f, "\"{text}\"")
+            }
+            Some(text) => f.write_str(&serde_json::Value::from(text).to_string()),
+        }
+    }
 }
 
-fn string_or_null(text: Option<&str>) -> String {
-    text.map_or_else(|| "null".to_string(), json_string)
-}
+/// A UUID as a JSON string, or null.
+struct JsonUuid<'a>(Option<&'a Uuid>);
 
-fn uuid_or_null(id: Option<&Uuid>) -> String {
-    id.map_or_else(|| "null".to_string(), |id| format!("\"{id}\""))
+impl fmt::Display for JsonUuid<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => f.write_str("null"),
+            Some(id) => write!(f, "\"{id}\""),
+        }
+    }
 }
 
 /// `2026-12-03T09:02:40.123456Z` for microseconds since 1970, as
 /// `pgcursor_internal.rfc3339_utc` writes a timestamp.
 pub fn rfc3339_micros(micros: i64) -> String {
-    let seconds = micros.div_euclid(1_000_000);
-    let fraction = micros.rem_euclid(1_000_000);
-    let (year, month, day) = civil_date(seconds.div_euclid(86_400));
-    let of_day = seconds.rem_euclid(86_400);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{fraction:06}Z",
-        of_day / 3600,
-        of_day % 3600 / 60,
-        of_day % 60
-    )
+    Rfc3339Micros(micros).to_string()
+}
+
+/// Microseconds since 1970 written as `rfc3339_micros` says.
+struct Rfc3339Micros(i64);
+
+impl fmt::Display for Rfc3339Micros {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let seconds = self.0.div_euclid(1_000_000);
+        let fraction = self.0.rem_euclid(1_000_000);
+        let (year, month, day) = civil_date(seconds.div_euclid(86_400));
+        let of_day = seconds.rem_euclid(86_400);
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{fraction:06}Z",
+            of_day / 3600,
+            of_day % 3600 / 60,
+            of_day % 60
+        )
+    }
 }
 
 /// The date of a day counted from 1970-01-01, in the proleptic Gregorian
@@ -228,9 +254,20 @@ mod tests {
     }
 
     #[test]
-    fn strings_are_escaped() {
-        assert_eq!(json_string("a\"b\\c\n"), r#""a\"b\\c\n""#);
-        assert_eq!(string_or_null(None), "null");
+    fn strings_are_written_as_serde_json_writes_them() {
+        for text in ["plain", "a\"b\\c\n", "é ✓ /x", "\u{1f}", "", "tab\there"] {
+            assert_eq!(
+                JsonText(Some(text)).to_string(),
+                serde_json::Value::from(text).to_string(),
+                "{text:?}"
+            );
+        }
+        assert_eq!(JsonText(None).to_string(), "null");
+        assert_eq!(JsonUuid(None).to_string(), "null");
+        assert_eq!(
+            JsonUuid(Some(&Uuid::nil())).to_string(),
+            "\"00000000-0000-0000-0000-000000000000\""
+        );
     }
 
     fn batch(queues: &[&str], created_ats: &[i64]) -> PopBatch {
