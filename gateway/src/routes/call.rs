@@ -112,6 +112,24 @@ impl<'a> FromSql<'a> for RawJson {
         ty: &Type,
         raw: &'a [u8],
     ) -> Result<RawJson, Box<dyn std::error::Error + Sync + Send>> {
+        RawJsonRef::from_sql(ty, raw).map(|json| RawJson(json.0.to_owned()))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        RawJsonRef::accepts(ty)
+    }
+}
+
+/// A json/jsonb value as text borrowed from the row it came in: for
+/// answers written from many values (a pop's payloads), without a copy each.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RawJsonRef<'a>(pub &'a str);
+
+impl<'a> FromSql<'a> for RawJsonRef<'a> {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> Result<RawJsonRef<'a>, Box<dyn std::error::Error + Sync + Send>> {
         // jsonb's binary form is a version byte (1) and then the text.
         let text = match *ty {
             Type::JSONB => match raw.split_first() {
@@ -120,7 +138,7 @@ impl<'a> FromSql<'a> for RawJson {
             },
             _ => raw,
         };
-        Ok(RawJson(std::str::from_utf8(text)?.to_owned()))
+        Ok(RawJsonRef(std::str::from_utf8(text)?))
     }
 
     fn accepts(ty: &Type) -> bool {

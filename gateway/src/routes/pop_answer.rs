@@ -9,7 +9,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::routes::call::RawJson;
+use crate::routes::call::{RawJson, RawJsonRef};
 
 /// The statement the gateway pops with.
 pub const POP_BATCH_SQL: &str = "SELECT paused, lease_id, consumer_group, partitions_claimed, \
@@ -21,29 +21,30 @@ pub const POP_BATCH_SQL: &str = "SELECT paused, lease_id, consumer_group, partit
 pub type Delivered = (String, i64, i64, i64);
 
 /// One pop, as pop_batch answers it: one element per message in every array.
-pub struct PopBatch {
+/// Text is borrowed from the row, not copied per message.
+pub struct PopBatch<'a> {
     pub paused: bool,
     lease_id: Option<Uuid>,
-    consumer_group: Option<String>,
+    consumer_group: Option<&'a str>,
     pub partitions_claimed: i32,
-    queue: Option<String>,
-    partition: Option<String>,
+    queue: Option<&'a str>,
+    partition: Option<&'a str>,
     partition_id: Option<Uuid>,
-    queues: Vec<String>,
-    partitions: Vec<String>,
+    queues: Vec<&'a str>,
+    partitions: Vec<&'a str>,
     partition_ids: Vec<Uuid>,
     ids: Vec<Option<Uuid>>,
-    transaction_ids: Vec<String>,
+    transaction_ids: Vec<&'a str>,
     offsets: Vec<i64>,
-    payloads: Vec<Option<RawJson>>,
+    payloads: Vec<Option<RawJsonRef<'a>>>,
     /// Microseconds since 1970, UTC.
     created_ats: Vec<i64>,
     trace_ids: Vec<Option<Uuid>>,
     retry_counts: Vec<i32>,
 }
 
-impl PopBatch {
-    pub fn from_row(row: &Row) -> Result<PopBatch, ApiError> {
+impl<'a> PopBatch<'a> {
+    pub fn from_row(row: &'a Row) -> Result<PopBatch<'a>, ApiError> {
         let batch = PopBatch {
             paused: row.try_get(0)?,
             lease_id: row.try_get(1)?,
@@ -94,13 +95,13 @@ impl PopBatch {
         let mut per_queue: Vec<Delivered> = Vec::new();
         for (queue, created) in self.queues.iter().zip(&self.created_ats) {
             let age = (now_us.saturating_sub(*created) / 1000).max(0);
-            match per_queue.iter_mut().find(|d| &d.0 == queue) {
+            match per_queue.iter_mut().find(|d| d.0 == *queue) {
                 Some(d) => {
                     d.1 += 1;
                     d.2 += age;
                     d.3 = d.3.max(age);
                 }
-                None => per_queue.push((queue.clone(), 1, age, age)),
+                None => per_queue.push((queue.to_string(), 1, age, age)),
             }
         }
         per_queue
@@ -116,13 +117,13 @@ impl PopBatch {
             return RawJson(r#"{"success":true,"messages":[]}"#.into());
         }
         let lease = JsonUuid(self.lease_id.as_ref());
-        let group = JsonText(self.consumer_group.as_deref());
+        let group = JsonText(self.consumer_group);
         let mut out = String::with_capacity(256 + self.message_count() * 512);
         let _ = write!(
             out,
             r#"{{"success":true,"queue":{},"partition":{},"partitionId":{},"leaseId":{lease},"consumerGroup":{group},"partitionsClaimed":{},"messages":["#,
-            JsonText(self.queue.as_deref()),
-            JsonText(self.partition.as_deref()),
+            JsonText(self.queue),
+            JsonText(self.partition),
             JsonUuid(self.partition_id.as_ref()),
             self.partitions_claimed
         );
@@ -132,15 +133,15 @@ impl PopBatch {
             if i > 0 {
                 out.push(',');
             }
-            let payload = self.payloads[i].as_ref().map_or("null", |p| p.0.as_str());
+            let payload = self.payloads[i].map_or("null", |p| p.0);
             let _ = write!(
                 out,
                 r#"{{"id":{},"transactionId":{},"partitionId":"{}","partition":{},"queue":{},"offset":{},"leaseId":{lease},"consumerGroup":{group},"data":{payload},"payload":{payload},"createdAt":"{}","traceId":{},"retryCount":{}}}"#,
                 JsonUuid(self.ids[i].as_ref()),
-                JsonText(Some(&self.transaction_ids[i])),
+                JsonText(Some(self.transaction_ids[i])),
                 self.partition_ids[i],
-                JsonText(Some(&self.partitions[i])),
-                JsonText(Some(&self.queues[i])),
+                JsonText(Some(self.partitions[i])),
+                JsonText(Some(self.queues[i])),
                 self.offsets[i],
                 Rfc3339Micros(self.created_ats[i]),
                 JsonUuid(self.trace_ids[i].as_ref()),
@@ -270,21 +271,21 @@ mod tests {
         );
     }
 
-    fn batch(queues: &[&str], created_ats: &[i64]) -> PopBatch {
+    fn batch<'a>(queues: &[&'a str], created_ats: &[i64]) -> PopBatch<'a> {
         let n = queues.len();
         PopBatch {
             paused: false,
             lease_id: None,
-            consumer_group: Some("g".into()),
+            consumer_group: Some("g"),
             partitions_claimed: 1,
-            queue: Some(queues[0].into()),
-            partition: Some("p".into()),
+            queue: Some(queues[0]),
+            partition: Some("p"),
             partition_id: Some(Uuid::nil()),
-            queues: queues.iter().map(|q| q.to_string()).collect(),
-            partitions: vec!["p".into(); n],
+            queues: queues.to_vec(),
+            partitions: vec!["p"; n],
             partition_ids: vec![Uuid::nil(); n],
             ids: vec![None; n],
-            transaction_ids: (1..=n).map(|i| format!("t{i}")).collect(),
+            transaction_ids: ["t1", "t2", "t3", "t4", "t5", "t6"][..n].to_vec(),
             offsets: (1..=n as i64).collect(),
             payloads: vec![None; n],
             created_ats: created_ats.to_vec(),
