@@ -23,13 +23,24 @@ $$;
 
 -- UUIDv7 number i of a run that one uuidv7() starts (RFC 9562 §6.2,
 -- method 2: a random start, incremented): head is the start's first 16
--- hex digits (timestamp, version, rand_a), rand_b its last 16 read as a
--- bigint, of which the 62 under the variant bits count up by i. A push
--- draws one random UUID, not one per message: the draws cost a third of
--- the messages' insert.
+-- hex digits (timestamp, version, rand_a; uuidv7_head), rand_b its last 16
+-- read as a bigint (uuidv7_rand_b), of which the 62 under the variant bits
+-- count up by i. A push draws one random UUID, not one per message: the
+-- draws cost a third of the messages' insert. (The start is split once per
+-- run, by its caller: split per message, it cost as much as the draws.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.uuidv7_step(head text, rand_b bigint, i bigint)
 RETURNS uuid LANGUAGE sql IMMUTABLE AS $$
     SELECT (head || to_hex(((rand_b + i) & x'3fffffffffffffff'::bigint) | x'8000000000000000'::bigint))::uuid
+$$;
+
+CREATE OR REPLACE FUNCTION pgcursor_internal.uuidv7_head(start uuid)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT left(replace(start::text, '-', ''), 16)
+$$;
+
+CREATE OR REPLACE FUNCTION pgcursor_internal.uuidv7_rand_b(start uuid)
+RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+    SELECT ('x' || right(replace(start::text, '-', ''), 16))::bit(64)::bigint
 $$;
 
 -- Is a lease that expires at expires_at still live (docs/ack-contract.md §1)? The

@@ -152,9 +152,9 @@ RETURNS TABLE (index integer, queue text, partition text, partition_id uuid, tra
 LANGUAGE plpgsql AS $$  -- plpgsql, not sql, only so the plan is cached
 #variable_conflict use_column
 DECLARE
-    run text := replace(pgcursor_internal.uuidv7()::text, '-', '');  -- the message ids' run
-    run_head text := left(run, 16);
-    run_rand bigint := ('x' || right(run, 16))::bit(64)::bigint;
+    run uuid := pgcursor_internal.uuidv7();  -- the message ids' run (uuidv7_step)
+    run_head text := pgcursor_internal.uuidv7_head(run);
+    run_rand bigint := pgcursor_internal.uuidv7_rand_b(run);
 BEGIN
     IF coalesce(cardinality(array_remove(transaction_ids, NULL)), 0) = 0 AND full_queues IS NULL THEN
         -- Nothing can be a duplicate (no transactionId given) or refused (no

@@ -119,9 +119,9 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     given  text[] := ARRAY(SELECT DISTINCT t FROM unnest(transaction_ids) t WHERE t IS NOT NULL);
-    run text := replace(pgcursor_internal.uuidv7()::text, '-', '');
-    run_head text := left(run, 16);
-    run_rand bigint := ('x' || right(run, 16))::bit(64)::bigint;
+    run uuid := pgcursor_internal.uuidv7();  -- the message ids' run (uuidv7_step)
+    run_head text := pgcursor_internal.uuidv7_head(run);
+    run_rand bigint := pgcursor_internal.uuidv7_rand_b(run);
     placed jsonb;
 BEGIN
     WITH known AS MATERIALIZED (

@@ -54,8 +54,9 @@ const FLOOR_SCHEMA: &str = "
     RETURNS integer LANGUAGE sql AS $$
         INSERT INTO bench_floor.messages (partition_id, msg_offset, transaction_id, payload, message_id)
         SELECT p, first + i, id::text, payload, id
-        FROM (SELECT i, pgcursor_internal.uuidv7_step(left(h, 16), ('x' || right(h, 16))::bit(64)::bigint, i) AS id
-                FROM replace(pgcursor_internal.uuidv7()::text, '-', '') h, generate_series(0, n - 1) i) ids;
+        FROM (SELECT i, pgcursor_internal.uuidv7_step(pgcursor_internal.uuidv7_head(r),
+                                                         pgcursor_internal.uuidv7_rand_b(r), i) AS id
+                FROM pgcursor_internal.uuidv7() r, generate_series(0, n - 1) i) ids;
         SELECT n;
     $$;
     CREATE FUNCTION bench_floor.read(p uuid, first bigint, last bigint)
