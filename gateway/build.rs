@@ -1,5 +1,6 @@
 //! Embeds every `sql/*.sql` file, sorted by name, as `SQL_FILES` so the
-//! binary carries its stored functions (see src/db.rs). Each name starts
+//! binary carries its stored functions (see src/db.rs), and
+//! `sql/citus/functions.sql` as `CITUS_FUNCTIONS`. Each name starts
 //! with a two-digit number: the order is explicit, never an accident of
 //! the alphabet.
 
@@ -37,6 +38,12 @@ fn main() {
         );
     }
     out += "];\n";
+    // Applied after them on a Citus coordinator only (src/db.rs).
+    let citus = sql_dir.join("citus/functions.sql").canonicalize().unwrap();
+    out += &format!(
+        "pub const CITUS_FUNCTIONS: &str = include_str!({:?});\n",
+        citus.display().to_string()
+    );
     let dest = Path::new(&env::var("OUT_DIR").unwrap()).join("sql_files.rs");
     fs::write(dest, out).unwrap();
 }

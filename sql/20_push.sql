@@ -356,16 +356,6 @@ BEGIN
     PERFORM pg_notify('pgcursor_push', q) FROM (SELECT DISTINCT unnest(pair_queues) AS q) d;
 END $$;
 
--- Citus plans a statement on distributed tables only with its parameters'
--- values ("could not create distributed plan"): there the push keeps
--- PostgreSQL's own choice of plan.
-DO $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
-        ALTER FUNCTION pgcursor.push_items(text[], jsonb[], text[], text[], uuid[]) RESET plan_cache_mode;
-    END IF;
-END $$;
-
 -- push: {"items":[...]} -> array in request order of
 -- {index, transactionId, partitionId, partition, queue, offset, message_id,
 -- status (queued, duplicate or failed), error}.

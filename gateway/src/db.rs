@@ -4,7 +4,9 @@
 //! file (the stored functions) in the order their number prefixes give
 //! (sql/00_namespace.sql explains it), in one transaction. Both steps are
 //! serialised by an advisory lock so several gateways starting together
-//! against one database are safe.
+//! against one database are safe. On a Citus coordinator whose tables are
+//! distributed, `sql/citus/functions.sql` follows in the same transaction:
+//! it replaces the functions Citus cannot run (docs/operations.md).
 
 use std::error::Error as _;
 use std::time::{Duration, Instant};
@@ -23,7 +25,8 @@ mod embedded {
     refinery::embed_migrations!("../migrations");
 }
 
-// `SQL_FILES: &[(&str, &str)]`: (file name, contents), sorted by name (build.rs).
+// `SQL_FILES: &[(&str, &str)]`: (file name, contents), sorted by name, and
+// `CITUS_FUNCTIONS: &str` (build.rs).
 include!(concat!(env!("OUT_DIR"), "/sql_files.rs"));
 
 /// Advisory lock key for the bootstrap ("pgcursor" in ASCII).
@@ -199,7 +202,42 @@ async fn apply_functions(client: &mut Client) -> Result<(), BootstrapError> {
                 detail: error_detail(&e),
             })?;
     }
+    if is_distributed(&tx).await.map_err(db)? {
+        tx.batch_execute(CITUS_FUNCTIONS)
+            .await
+            .map_err(|e| BootstrapError::Function {
+                file: "sql/citus/functions.sql".to_string(),
+                detail: error_detail(&e),
+            })?;
+        info!("applied sql/citus/functions.sql: pgcursor.messages is distributed by Citus");
+    }
     tx.commit().await.map_err(db)
+}
+
+/// True when Citus distributes pgcursor.messages (scripts/citus.sh
+/// distribute did its work); false on plain PostgreSQL.
+async fn is_distributed(
+    client: &impl tokio_postgres::GenericClient,
+) -> Result<bool, tokio_postgres::Error> {
+    // pg_dist_partition exists only with the citus extension: ask whether it does first.
+    let citus = client
+        .query_one(
+            "SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL",
+            &[],
+        )
+        .await?
+        .get::<_, bool>(0);
+    if !citus {
+        return Ok(false);
+    }
+    let row = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition
+                             WHERE logicalrelid = 'pgcursor.messages'::regclass)",
+            &[],
+        )
+        .await?;
+    Ok(row.get(0))
 }
 
 /// A readable one-line description: PostgreSQL's own message for SQL

@@ -109,7 +109,7 @@ ALTER TABLE pgcursor.trace_names ADD CONSTRAINT trace_names_partition_id_trace_i
 -- partitions it would also fire once per node. So every delete of cursor
 -- rows or partitions failed. They are disabled here (the gateway's
 -- bootstrap only creates them when missing, so this stays), and the
--- deleting functions write the totals themselves (sql/citus/proposed.sql:
+-- deleting functions write the totals themselves (sql/citus/functions.sql:
 -- delete_queue, delete_consumer_group).
 ALTER TABLE pgcursor.cursors DISABLE TRIGGER cursors_retire_totals;
 ALTER TABLE pgcursor.partitions DISABLE TRIGGER partitions_retire_totals;

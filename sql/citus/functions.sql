@@ -1,10 +1,16 @@
--- Proposed replacements of pgcursor functions that fail on Citus 12.1, to
--- be folded into sql/ one by one (ensure_partitions, lock_cursor and extend_lease already are); written
--- against sql/ as it was before pop_batch, so pop and push_write here also
--- undo that session's pop and push changes. `make test-citus` applies this file after
--- sql/citus/distribute.sql, so the pgTAP files run against these versions;
--- a gateway re-applies sql/*.sql at every start and would undo them. Each
--- one differs from its original only where its comment says.
+-- pgcursor's functions on Citus 12.1: each function here replaces the one
+-- of the same name in sql/ that Citus refuses to run, and differs from it
+-- only where its comment says. The gateway's bootstrap applies this file
+-- after sql/*.sql whenever pgcursor.messages is a distributed table
+-- (gateway/src/db.rs), so a gateway started against a Citus coordinator
+-- runs these versions; on plain PostgreSQL it is never applied. Written
+-- against sql/ as it was before pop_batch: pop and push_write here do not
+-- have that session's speed-ups.
+
+-- Citus plans a statement on distributed tables only with its parameters'
+-- values ("could not create distributed plan"): there the push keeps
+-- PostgreSQL's own choice of plan.
+ALTER FUNCTION pgcursor.push_items(text[], jsonb[], text[], text[], uuid[]) RESET plan_cache_mode;
 
 -- delete_queue (sql/10_queues.sql), two changes:
 -- 1. citus.multi_shard_modify_mode = 'sequential' for the transaction. Its
@@ -283,74 +289,37 @@ BEGIN
     END LOOP;
 END $$;
 
--- pop (sql/30_pop.sql): the claimed messages are read by one query per
--- claim instead of one LATERAL join over the claims (jsonb_to_recordset).
--- Citus 12.1 refuses that join ("cannot push down this subquery: Offset
--- clause is currently unsupported when a lateral subquery references a
--- column from complex subqueries, CTEs or local tables"), and without the
--- OFFSET 0 it would plan the same join badly, as the original's comment
--- says. Otherwise the same function.
-CREATE OR REPLACE FUNCTION pgcursor.pop(req jsonb)
-RETURNS jsonb LANGUAGE plpgsql SET jit = off AS $$
+-- claimed_messages (sql/30_pop.sql), which pop and pop_batch read: the
+-- messages are read by one query per claim instead of one LATERAL join over
+-- the claims (jsonb_to_recordset). Citus 12.1 refuses that join ("cannot
+-- push down this subquery: Offset clause is currently unsupported when a
+-- lateral subquery references a column from complex subqueries, CTEs or
+-- local tables"), and without the OFFSET 0 it would plan the same join
+-- badly, as the original's comment says. Each query is routed to its
+-- partition's shard. k keeps (claim order, offset) order: a claim's
+-- offsets are numbered from where the previous claim's range ended.
+CREATE OR REPLACE FUNCTION pgcursor_internal.claimed_messages(claims jsonb)
+RETURNS TABLE (k bigint, queue text, partition text, partition_id uuid, retry_count integer,
+               message_id uuid, transaction_id text, msg_offset bigint, payload jsonb,
+               created_at timestamptz, trace_id uuid)
+LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    grp    text := coalesce(pgcursor_internal.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__');
-    batch  integer := pgcursor_internal.positive_int_arg(req, 'batch', 1);
-    nparts integer := pgcursor_internal.positive_int_arg(req, 'partitions', 1);
-    auto   boolean := pgcursor_internal.bool_arg(req, 'autoAck', false);
-    mode   text := pgcursor_internal.subscription_mode(req);
-    since  timestamptz := pgcursor_internal.subscription_from(req);
-    queues text[] := pgcursor_internal.pop_queues(req);
-    pname  text := pgcursor_internal.optional_text(req, 'partition');
-    lease  uuid := CASE WHEN auto THEN NULL ELSE pgcursor_internal.uuidv7() END;
-    pending text[];
-    want   integer := nparts;
-    made   integer;
-    claims jsonb;
-    msgs   jsonb;
-    claim  record;
+    claim record;
+    base bigint := 0;
 BEGIN
-    IF (SELECT m.enabled FROM pgcursor.maintenance m WHERE m.mode = 'pop') THEN
-        RETURN '{"success": true, "messages": [], "paused": true}'::jsonb;
-    END IF;
-    pending := pgcursor_internal.subscribe(queues, grp, mode, since);
-    -- New rows may all be held back (delayedProcessing, windowBuffer): then
-    -- look further, twice as far each time, until a claim or no more rows.
-    LOOP
-        made := CASE WHEN cardinality(pending) = 0 THEN 0
-                     ELSE pgcursor_internal.add_claimable_cursors(pending, pname, grp, want) END;
-        SELECT jsonb_agg(to_jsonb(b) ORDER BY b.rank) INTO claims
-        FROM pgcursor_internal.claim_batches(queues, pname, grp, batch, nparts, lease) b;
-        EXIT WHEN claims IS NOT NULL OR made = 0;
-        want := want * 2;
-    END LOOP;
-    IF claims IS NULL THEN
-        RETURN '{"success": true, "messages": []}'::jsonb;
-    END IF;
-    -- Offsets deleted by retention inside a claimed range are simply absent.
-    -- One primary-key range scan per claim, each routed to its shard.
-    msgs := '[]'::jsonb;
     FOR claim IN SELECT * FROM jsonb_to_recordset(claims) AS x(rank bigint, partition_id uuid, queue text,
                                                            partition text, batch_start bigint,
                                                            batch_end bigint, retry_count integer)
               ORDER BY x.rank
     LOOP
-        msgs := msgs || coalesce((
-            SELECT jsonb_agg(jsonb_build_object(
-                       'id', m.message_id, 'transactionId', m.transaction_id, 'partitionId', claim.partition_id,
-                       'partition', claim.partition, 'queue', claim.queue, 'offset', m.msg_offset,
-                       'leaseId', lease, 'consumerGroup', grp, 'data', m.payload, 'payload', m.payload,
-                       'createdAt', pgcursor_internal.rfc3339_utc(m.created_at), 'traceId', m.trace_id,
-                       'retryCount', claim.retry_count)
-                     ORDER BY m.msg_offset)
-              FROM pgcursor.messages m
-             WHERE m.partition_id = claim.partition_id AND m.msg_offset BETWEEN claim.batch_start AND claim.batch_end),
-            '[]'::jsonb);
+        RETURN QUERY
+        SELECT base + m.msg_offset - claim.batch_start, claim.queue, claim.partition, claim.partition_id,
+               claim.retry_count, m.message_id, m.transaction_id, m.msg_offset, m.payload, m.created_at,
+               m.trace_id
+        FROM pgcursor.messages m
+        WHERE m.partition_id = claim.partition_id AND m.msg_offset BETWEEN claim.batch_start AND claim.batch_end;
+        base := base + claim.batch_end - claim.batch_start + 1;
     END LOOP;
-    RETURN jsonb_build_object('success', true, 'queue', claims -> 0 ->> 'queue',
-                              'partition', claims -> 0 ->> 'partition',
-                              'partitionId', claims -> 0 ->> 'partition_id', 'leaseId', lease,
-                              'consumerGroup', grp, 'messages', msgs,
-                              'partitionsClaimed', jsonb_array_length(claims));
 END $$;
 
 -- materialize_cursors (sql/02_shared.sql): the missing rows are written one
