@@ -99,11 +99,26 @@ BEGIN
         RETURN;
     END IF;
     PERFORM pgcursor_internal.lock_partition_set(growing, shared => true);
-    INSERT INTO pgcursor.queues (name)
-    SELECT DISTINCT q FROM unnest(queues) q
-    WHERE NOT EXISTS (SELECT 1 FROM pgcursor.queues x WHERE x.name = q)
-    ORDER BY 1
-    ON CONFLICT DO NOTHING;
+    -- The subscriptions the new partitions concern are locked before the
+    -- partitions are written, in (group, queue) order: a pop's
+    -- materialize_cursors locks subscriptions, then writes cursor rows that
+    -- reference partitions. One order for both, or on Citus (where a
+    -- reference table's row lock is a lock on all of it) they deadlock.
+    PERFORM 1 FROM pgcursor.subscriptions x
+      WHERE x.queue = ANY (growing) AND x.cursor_rows <> 'none'
+      ORDER BY x.consumer_group, x.queue
+        FOR UPDATE;
+    -- Each write below runs only when it has something to write: on Citus a
+    -- statement modifying a reference table takes the table's one lock
+    -- however few rows it changes (none included), and such no-op writes
+    -- deadlocked concurrent pushes and pops.
+    IF EXISTS (SELECT 1 FROM unnest(growing) q WHERE NOT EXISTS (SELECT 1 FROM pgcursor.queues x WHERE x.name = q)) THEN
+        INSERT INTO pgcursor.queues (name)
+        SELECT DISTINCT q FROM unnest(queues) q
+        WHERE NOT EXISTS (SELECT 1 FROM pgcursor.queues x WHERE x.name = q)
+        ORDER BY 1
+        ON CONFLICT DO NOTHING;
+    END IF;
 
     WITH ins AS (
         INSERT INTO pgcursor.partitions (id, queue, name)
@@ -122,12 +137,14 @@ BEGIN
     -- (A statement of its own, not one with the insert: as one, Citus sends
     -- the insert's returned column where the partitions shard expects all
     -- three, "missing data for column "queue"".)
-    UPDATE pgcursor.subscriptions s SET cursor_rows = 'pending'
-      FROM (SELECT x.consumer_group, x.queue FROM pgcursor.subscriptions x
-             WHERE x.queue = ANY (made) AND x.cursor_rows <> 'none'
-             ORDER BY x.consumer_group, x.queue
-               FOR UPDATE) l
-     WHERE s.consumer_group = l.consumer_group AND s.queue = l.queue;
+    IF EXISTS (SELECT 1 FROM pgcursor.subscriptions x WHERE x.queue = ANY (made) AND x.cursor_rows <> 'none') THEN
+        UPDATE pgcursor.subscriptions s SET cursor_rows = 'pending'
+          FROM (SELECT x.consumer_group, x.queue FROM pgcursor.subscriptions x
+                 WHERE x.queue = ANY (made) AND x.cursor_rows <> 'none'
+                 ORDER BY x.consumer_group, x.queue
+                   FOR UPDATE) l
+         WHERE s.consumer_group = l.consumer_group AND s.queue = l.queue;
+    END IF;
 END $$;
 
 -- Writes the items into the partitions the caller has locked: item i is

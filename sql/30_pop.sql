@@ -80,20 +80,26 @@ BEGIN
     IF NOT coalesce(unsettled, false) THEN
         RETURN '{}';
     END IF;
-    PERFORM pgcursor_internal.lock_partition_set(unsubscribed, shared => false);
-    WITH made AS (
-        INSERT INTO pgcursor.subscriptions AS s (consumer_group, queue, mode, since, cursor_rows)
-        SELECT grp, x.queue,
-               CASE WHEN since IS NOT NULL THEN 'timestamp' ELSE mode END,
-               CASE WHEN since IS NOT NULL THEN since WHEN mode = 'new' THEN now() END,
-               'pending'
-          FROM unnest(queues) x(queue)
-         ORDER BY x.queue  -- one order everywhere: concurrent first pops wait, never deadlock
-        ON CONFLICT DO NOTHING
-        RETURNING s.queue, s.mode)
-    SELECT coalesce(array_agg(made.queue) FILTER (WHERE made.mode = 'new'), '{}') INTO fresh_new FROM made;
-    UPDATE pgcursor.subscriptions s SET cursor_rows = 'pending'
-     WHERE s.consumer_group = grp AND s.queue = ANY (queues) AND s.cursor_rows = 'none';
+    -- Writes only when there is something to write: on Citus every
+    -- statement modifying a reference table takes that table's one lock,
+    -- whatever it changes, and pops taking it for nothing deadlocked with
+    -- pushes creating partitions.
+    IF cardinality(unsubscribed) > 0 THEN
+        PERFORM pgcursor_internal.lock_partition_set(unsubscribed, shared => false);
+        WITH made AS (
+            INSERT INTO pgcursor.subscriptions AS s (consumer_group, queue, mode, since, cursor_rows)
+            SELECT grp, x.queue,
+                   CASE WHEN since IS NOT NULL THEN 'timestamp' ELSE mode END,
+                   CASE WHEN since IS NOT NULL THEN since WHEN mode = 'new' THEN now() END,
+                   'pending'
+              FROM unnest(queues) x(queue)
+             ORDER BY x.queue  -- one order everywhere: concurrent first pops wait, never deadlock
+            ON CONFLICT DO NOTHING
+            RETURNING s.queue, s.mode)
+        SELECT coalesce(array_agg(made.queue) FILTER (WHERE made.mode = 'new'), '{}') INTO fresh_new FROM made;
+        UPDATE pgcursor.subscriptions s SET cursor_rows = 'pending'
+         WHERE s.consumer_group = grp AND s.queue = ANY (queues) AND s.cursor_rows = 'none';
+    END IF;
     RETURN ARRAY(SELECT s.queue FROM pgcursor.subscriptions s JOIN pgcursor.queues q ON q.name = s.queue
                   WHERE s.consumer_group = grp AND s.queue = ANY (queues) AND s.cursor_rows = 'pending'
                     AND NOT (s.queue = ANY (fresh_new))
