@@ -9,7 +9,8 @@
 #   scripts/citus.sh destroy     stop them and remove .data/citus (the next start is empty)
 #
 # The nodes are scripts/pg.sh clusters under .data/citus/{coordinator,worker1,worker2}/pg,
-# each with its own port. build uses an installed Citus when
+# each with its own port. CITUS_WORKERS=1 starts (and joins) worker1 only
+# (make bench-citus measures one worker against two). build uses an installed Citus when
 # `pg_config --pkglibdir` holds citus.so; otherwise it builds
 # ../shared/vendor/citus-12.1.12.tar.gz (CITUS_TARBALL overrides) in
 # .data/citus-build/ and installs it with `make install`.
@@ -20,7 +21,11 @@ die() { echo "citus.sh: $*" >&2; exit 1; }
 say() { echo "citus.sh: $*" >&2; }
 
 ROOT=$(pwd)
-NODES=(coordinator worker1 worker2)
+WORKER_COUNT=${CITUS_WORKERS:-2}
+[[ $WORKER_COUNT == 1 || $WORKER_COUNT == 2 ]] || die "CITUS_WORKERS is 1 or 2, not $WORKER_COUNT"
+WORKERS=(worker1 worker2)
+WORKERS=("${WORKERS[@]:0:$WORKER_COUNT}")
+NODES=(coordinator "${WORKERS[@]}")
 TARBALL=${CITUS_TARBALL:-$ROOT/../shared/vendor/citus-12.1.12.tar.gz}
 BUILD_DIR=$ROOT/.data/citus-build
 # What the vendored tarball needs to build on Debian 12 (see its README).
@@ -106,7 +111,7 @@ start() {
     local node w old
     for node in "${NODES[@]}"; do start_node "$node"; done
     psql_on coordinator -c "SELECT citus_set_coordinator_host('127.0.0.1', $(port coordinator))" >/dev/null
-    for w in worker1 worker2; do
+    for w in "${WORKERS[@]}"; do
         # pg.sh may have moved a worker to a new port (the old one taken):
         # the coordinator's node list must follow, or it reaches nobody.
         old=$(cat "$ROOT/.data/citus/$w/joined_port" 2>/dev/null || true)
@@ -118,7 +123,7 @@ start() {
         psql_on coordinator -c "SELECT citus_add_node('127.0.0.1', $(port "$w"))" >/dev/null
         port "$w" >"$ROOT/.data/citus/$w/joined_port"
     done
-    say "coordinator on port $(port coordinator), workers on $(port worker1) and $(port worker2)"
+    say "coordinator on port $(port coordinator), workers on $(for w in "${WORKERS[@]}"; do port "$w"; done | paste -sd' ')"
     url
 }
 
@@ -148,7 +153,7 @@ functions() {
 
 stop() {
     local node
-    for node in "${NODES[@]}"; do scripts/pg.sh stop "$(datadir "$node")" 2>/dev/null || true; done
+    for node in coordinator worker1 worker2; do scripts/pg.sh stop "$(datadir "$node")" 2>/dev/null || true; done
 }
 
 # Stops the nodes and removes them: the next start is a new, empty cluster.

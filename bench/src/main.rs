@@ -5,6 +5,7 @@
 
 mod brokers;
 mod chart;
+mod citus;
 mod cluster;
 mod cpu;
 mod load;
@@ -105,6 +106,10 @@ pub struct Args {
     /// change to a function without editing sql/ (e.g. --apply /tmp/fix.sql)
     #[arg(long, value_delimiter = ',')]
     pub apply: Vec<PathBuf>,
+    /// bench-citus instead of the scenarios: two gateways against a Citus
+    /// coordinator with one worker, then two (scripts/citus.sh; writes <out>/citus.{md,json})
+    #[arg(long)]
+    pub citus: bool,
     /// Where results go
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
@@ -196,6 +201,9 @@ fn workspace() -> PathBuf {
 }
 
 async fn run(args: &Args) -> Result<()> {
+    if args.citus {
+        return citus::run(args).await;
+    }
     let started = std::time::Instant::now();
     let machine = machine::machine();
     say("starting a throwaway PostgreSQL cluster");
@@ -361,6 +369,7 @@ impl Bench<'_> {
                 payload: self.payload.clone(),
                 max_backlog: (batch * args.consumers * 8) as u64,
                 groups: 1,
+                count_errors: false,
             };
             let names: Vec<_> = args.systems.iter().map(|s| s.name()).collect();
             say(&format!(
@@ -425,6 +434,7 @@ impl Bench<'_> {
             payload: self.payload.clone(),
             max_backlog: (args.batch * args.consumers * 8) as u64,
             groups: fan_out::GROUPS as u64,
+            count_errors: false,
         };
         say(&format!(
             "(i) fan-out to {} consumer groups, batch {}: pgcursor vs pgmq, {} round(s)",

@@ -32,13 +32,18 @@ pub struct Setup {
     pub max_backlog: u64,
     /// Consumer groups that each get every message: 1 in (b).
     pub groups: u64,
+    /// A failed push, pop or ack is counted in `errors` and the loop goes
+    /// on, as a client would retry (bench-citus); otherwise it ends the run.
+    pub count_errors: bool,
 }
 
 /// Who pushes and who pops. In (b) one broker both ways; in (i) the
-/// producers' broker feeds every group and each consumer reads for one.
+/// producers' broker feeds every group and each consumer reads for one;
+/// on Citus (bench-citus) producers and consumers take turns between
+/// gateways. Producer i pushes through `producers[i % len]`.
 #[derive(Clone)]
 pub struct Sides {
-    pub producer: Broker,
+    pub producers: Vec<Broker>,
     pub consumers: Vec<Broker>,
 }
 
@@ -47,7 +52,7 @@ impl Sides {
     pub fn shared(broker: Broker, consumers: usize) -> Sides {
         Sides {
             consumers: vec![broker.clone(); consumers],
-            producer: broker,
+            producers: vec![broker],
         }
     }
 }
@@ -134,10 +139,16 @@ async fn slice(
     let batch = Arc::new(vec![setup.payload.clone(); setup.batch]);
     let producers: Vec<_> = (0..setup.producers)
         .map(|i| {
-            let (broker, window, counters) =
-                (sides.producer.clone(), window.clone(), counters.clone());
+            let (broker, window, counters) = (
+                sides.producers[i % sides.producers.len()].clone(),
+                window.clone(),
+                counters.clone(),
+            );
             let (batch, pace) = (batch.clone(), Pace::of(setup, i));
-            tokio::spawn(async move { produce(&broker, &batch, pace, &window, &counters).await })
+            let count_errors = setup.count_errors;
+            tokio::spawn(async move {
+                produce(&broker, &batch, pace, count_errors, &window, &counters).await
+            })
         })
         .collect();
     let consumers: Vec<_> = sides
@@ -145,8 +156,10 @@ async fn slice(
         .iter()
         .map(|broker| {
             let (broker, window, counters) = (broker.clone(), window.clone(), counters.clone());
-            let batch = setup.batch;
-            tokio::spawn(async move { consume(&broker, batch, &window, &counters).await })
+            let (batch, count_errors) = (setup.batch, setup.count_errors);
+            tokio::spawn(
+                async move { consume(&broker, batch, count_errors, &window, &counters).await },
+            )
         })
         .collect();
     let measured = load::measure(&window, &counters, probe, warmup, duration).await;
@@ -199,6 +212,7 @@ async fn produce(
     broker: &Broker,
     batch: &[Value],
     pace: Pace,
+    count_errors: bool,
     window: &Window,
     counters: &Counters,
 ) -> Result<Histogram<u64>> {
@@ -210,14 +224,35 @@ async fn produce(
             continue;
         }
         let started = Instant::now();
-        broker.push(partition % pace.partitions, batch).await?;
+        let pushed = broker.push(partition % pace.partitions, batch).await;
+        partition += pace.step;
+        if succeeded(pushed, count_errors, counters).await?.is_none() {
+            continue;
+        }
         if window.measuring() {
             load::record(&mut latency, started);
         }
         Counters::add(&counters.pushed, batch.len() as u64);
-        partition += pace.step;
     }
     Ok(latency)
+}
+
+/// Whether a step succeeded; a failure is the run's error, or with
+/// `count_errors` one more in `errors` (a short pause, then the loop goes on).
+async fn succeeded<T>(
+    outcome: Result<T>,
+    count_errors: bool,
+    counters: &Counters,
+) -> Result<Option<T>> {
+    match outcome {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if !count_errors => Err(e),
+        Err(_) => {
+            Counters::add(&counters.errors, 1);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            Ok(None)
+        }
+    }
 }
 
 /// Pops and acks until told to stop; latencies of pops that delivered
@@ -225,13 +260,17 @@ async fn produce(
 async fn consume(
     broker: &Broker,
     batch: usize,
+    count_errors: bool,
     window: &Window,
     counters: &Counters,
 ) -> Result<(Histogram<u64>, Histogram<u64>)> {
     let (mut pop_latency, mut ack_latency) = (load::histogram(), load::histogram());
     while !window.stopped() {
         let started = Instant::now();
-        let Some(delivery) = broker.pop(batch).await? else {
+        let Some(popped) = succeeded(broker.pop(batch).await, count_errors, counters).await? else {
+            continue;
+        };
+        let Some(delivery) = popped else {
             Counters::add(&counters.empty_pops, 1);
             tokio::time::sleep(Duration::from_millis(2)).await;
             continue;
@@ -240,7 +279,13 @@ async fn consume(
             load::record(&mut pop_latency, started);
         }
         let started = Instant::now();
-        broker.ack(&delivery).await?;
+        // A failed ack leaves the batch leased: it comes back when the lease expires.
+        if succeeded(broker.ack(&delivery).await, count_errors, counters)
+            .await?
+            .is_none()
+        {
+            continue;
+        }
         if window.measuring() {
             load::record(&mut ack_latency, started);
         }

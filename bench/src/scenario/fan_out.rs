@@ -46,7 +46,7 @@ async fn pgcursor(pool: &Pool) -> Result<Sides> {
         consumers.extend(std::iter::repeat_n(group, CONSUMERS_PER_GROUP));
     }
     Ok(Sides {
-        producer,
+        producers: vec![producer],
         consumers,
     })
 }
@@ -62,10 +62,10 @@ async fn pgmq(pool: &Pool) -> Result<Sides> {
         queues.push(queue);
     }
     Ok(Sides {
-        producer: Broker::PgmqFanOut {
+        producers: vec![Broker::PgmqFanOut {
             pool: pool.clone(),
             queues,
-        },
+        }],
         consumers,
     })
 }
