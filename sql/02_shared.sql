@@ -107,6 +107,15 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
         'encryptionEnabled', q.encryption_enabled)
 $$;
 
+-- A partition's head: the highest offset pushed there (0: none yet).
+-- PL/pgSQL, not SQL: Citus cannot plan a SQL function with parameters that
+-- reads a distributed table.
+CREATE OR REPLACE FUNCTION pgcursor_internal.partition_head(pid uuid)
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT h.head FROM pgcursor.partition_heads h WHERE h.partition_id = pid);
+END $$;
+
 -- The cursor that makes the first message created AT OR AFTER `since` the
 -- next one delivered (one boundary rule for a seek to T and for
 -- subscriptionFrom=T): just below the lowest such offset, or the head when
@@ -114,7 +123,8 @@ $$;
 CREATE OR REPLACE FUNCTION pgcursor_internal.cursor_before(p pgcursor.partitions, since timestamptz)
 RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT coalesce((SELECT min(m.msg_offset) - 1 FROM pgcursor.messages m
-                     WHERE m.partition_id = p.id AND m.created_at >= since), p.head)
+                     WHERE m.partition_id = p.id AND m.created_at >= since),
+                    pgcursor_internal.partition_head(p.id))
 $$;
 
 -- Where a cursor at `at` must stand so that its next offset exists: just
@@ -130,7 +140,7 @@ BEGIN
     IF next_at IS NOT NULL THEN
         RETURN greatest(at, next_at - 1);
     END IF;
-    RETURN greatest(at, (SELECT p.head FROM pgcursor.partitions p WHERE p.id = pid));
+    RETURN greatest(at, pgcursor_internal.partition_head(pid));
 END $$;
 
 -- Where a group's cursor row on partition p starts when it is written, by
@@ -235,7 +245,7 @@ END $$;
 -- when no group has a cursor there yet). Offsets, so retention gaps count.
 CREATE OR REPLACE FUNCTION pgcursor_internal.partition_depth(p pgcursor.partitions)
 RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT p.head - coalesce(min(c.cursor), 0)
+    SELECT pgcursor_internal.partition_head(p.id) - coalesce(min(c.cursor), 0)
     FROM pgcursor_internal.cursor_rows() c WHERE c.partition_id = p.id
 $$;
 

@@ -94,6 +94,7 @@ DECLARE
                              WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p
                                                WHERE p.queue = u.q AND p.name = u.n));
     made text[];
+    made_ids uuid[];
 BEGIN
     IF cardinality(growing) = 0 THEN
         RETURN;
@@ -126,8 +127,9 @@ BEGIN
         WHERE NOT EXISTS (SELECT 1 FROM pgcursor.partitions p WHERE p.queue = u.q AND p.name = u.n)
         ORDER BY u.q, u.n
         ON CONFLICT DO NOTHING
-        RETURNING queue)
-    SELECT array_agg(DISTINCT ins.queue) INTO made FROM ins;
+        RETURNING id, queue)
+    SELECT array_agg(DISTINCT ins.queue), array_agg(ins.id) INTO made, made_ids FROM ins;
+    INSERT INTO pgcursor.partition_heads (partition_id) SELECT unnest(made_ids);
     -- Groups subscribed to the queue get their rows on the new partition
     -- from materialize_cursors (sql/02_shared.sql). Not only 'complete'
     -- ones: one being materialized now is locked, this waits, and marks it
@@ -187,9 +189,9 @@ BEGIN
             JOIN unnest(pair_queues, pair_names, ids, heads) AS l(q, n, id, head)
               ON l.q = u.q AND l.n = coalesce(u.p, 'Default')
         ), bumped AS (
-            UPDATE pgcursor.partitions p SET head = f.last
+            UPDATE pgcursor.partition_heads h SET head = f.last
             FROM (SELECT pid, max(off) AS last FROM placed GROUP BY pid) f
-            WHERE p.id = f.pid
+            WHERE h.partition_id = f.pid
         ), msgs AS (
             INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id)
             SELECT pid, off, mid::text, payloads[index + 1], trace_ids[index + 1], mid FROM placed
@@ -238,9 +240,9 @@ BEGIN
                bool_or(r.no_room) OVER (PARTITION BY r.pid, r.txid) AND r.existing IS NULL AS refused
         FROM ranked r
     ), bumped AS (
-        UPDATE pgcursor.partitions p SET head = p.head + f.n
+        UPDATE pgcursor.partition_heads h SET head = h.head + f.n
         FROM (SELECT pid, max(k) AS n FROM ranked GROUP BY pid HAVING max(k) > 0) f
-        WHERE p.id = f.pid
+        WHERE h.partition_id = f.pid
     ), msgs AS (  -- one row per message: it is its own transaction index entry
         INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id)
         SELECT pid, off, txid, payloads[index + 1], trace_ids[index + 1], message_id FROM placed WHERE fresh
@@ -317,6 +319,24 @@ END $$;
 -- push_items: the items as arrays, element i of each being item i (see
 -- check_push_arrays) -> one row per item in request order. This is the
 -- push; push(jsonb) reads its JSON into these arrays.
+-- Locks the heads of partitions `ids` (given in id order: concurrent pushes
+-- lock in one order and cannot deadlock) and answers them in that order.
+CREATE OR REPLACE FUNCTION pgcursor_internal.lock_heads(ids uuid[])
+RETURNS bigint[] LANGUAGE plpgsql AS $$
+DECLARE
+    heads bigint[] := ARRAY(SELECT h.head FROM unnest(ids) WITH ORDINALITY u(id, n)
+                              JOIN pgcursor.partition_heads h ON h.partition_id = u.id
+                             ORDER BY u.n
+                               FOR UPDATE OF h);
+BEGIN
+    -- One head per partition, or the offsets would go to the wrong ones.
+    IF cardinality(heads) <> cardinality(ids) THEN
+        RAISE EXCEPTION 'a partition of this push has no head row (pgcursor.partition_heads)'
+            USING ERRCODE = 'XX000';
+    END IF;
+    RETURN heads;
+END $$;
+
 CREATE OR REPLACE FUNCTION pgcursor.push_items(
     queues text[], payloads jsonb[], partitions text[] DEFAULT NULL,
     transaction_ids text[] DEFAULT NULL, trace_ids uuid[] DEFAULT NULL)
@@ -342,17 +362,14 @@ BEGIN
     SELECT array_agg(d.q ORDER BY d.q, d.n), array_agg(d.n ORDER BY d.q, d.n) INTO pair_queues, pair_names
     FROM (SELECT DISTINCT u.q, coalesce(u.n, 'Default') AS n FROM unnest(queues, partitions) u(q, n)) d;
     PERFORM pgcursor_internal.ensure_partitions(pair_queues, pair_names);
-    -- Lock the touched partitions (in id order: no deadlocks) before looking
-    -- at the transaction index, so the next statement sees every push that
-    -- committed ahead of us and offsets stay dense. NO KEY UPDATE serialises
-    -- pushes without blocking foreign-key checks (cursor and dead-letter inserts).
-    SELECT array_agg(l.queue), array_agg(l.name), array_agg(l.id), array_agg(l.head)
-    INTO pair_queues, pair_names, ids, heads
-    FROM (SELECT p.queue, p.name, p.id, p.head
-          FROM pgcursor.partitions p
-          JOIN unnest(pair_queues, pair_names) u(q, n) ON p.queue = u.q AND p.name = u.n
-          ORDER BY p.id
-          FOR NO KEY UPDATE OF p) l;
+    -- Lock the touched partitions' heads (in id order: no deadlocks) before
+    -- looking at the transaction index, so the next statement sees every
+    -- push that committed ahead of us and offsets stay dense.
+    SELECT array_agg(p.queue ORDER BY p.id), array_agg(p.name ORDER BY p.id), array_agg(p.id ORDER BY p.id)
+    INTO pair_queues, pair_names, ids
+    FROM pgcursor.partitions p
+    JOIN unnest(pair_queues, pair_names) u(q, n) ON p.queue = u.q AND p.name = u.n;
+    heads := pgcursor_internal.lock_heads(ids);
     -- What the request's queues ask of this push, in one look at their rows:
     -- encryption (a refusal rolls back everything, partitions created above
     -- included) and a maxSize (then the room left).

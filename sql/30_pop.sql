@@ -135,13 +135,14 @@ BEGIN
                 ORDER BY x.ord
     LOOP
         FOR p IN SELECT x.* FROM pgcursor.partitions x
-                  WHERE x.queue = sub.queue AND (pname IS NULL OR x.name = pname) AND x.head > 0
+                   JOIN pgcursor.partition_heads h ON h.partition_id = x.id
+                  WHERE x.queue = sub.queue AND (pname IS NULL OR x.name = pname) AND h.head > 0
                   ORDER BY x.id
         LOOP
             CONTINUE WHEN EXISTS (SELECT 1 FROM pgcursor.cursors c
                                    WHERE c.partition_id = p.id AND c.consumer_group = grp);
             start := pgcursor_internal.start_cursor(p, sub);
-            CONTINUE WHEN start >= p.head
+            CONTINUE WHEN start >= pgcursor_internal.partition_head(p.id)
                        OR NOT pg_try_advisory_xact_lock(hashtextextended(p.id::text || grp, 0));
             INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
             VALUES (p.id, grp, start)
@@ -181,6 +182,7 @@ BEGIN
         SELECT c.partition_id, c.cursor, c.retry_count, r.ready AS head, p.queue, p.name, q.lease_time,
                q.priority, greatest(c.last_ack_at, c.lease_expires_at) AS last_served
         FROM pgcursor.cursors c
+        JOIN pgcursor.partition_heads h ON h.partition_id = c.partition_id
         JOIN pgcursor.partitions p ON p.id = c.partition_id
         JOIN pgcursor.queues q ON q.name = p.queue
         -- ready: the last offset a pop may hand out now. delayedProcessing holds
@@ -189,18 +191,18 @@ BEGIN
         -- scan of the (partition_id, created_at) index over the young ones.
         -- (Written out here, not as helpers: a SQL function with a sub-select
         -- is not inlined, and calling one per partition cost 15 µs each.)
-        CROSS JOIN LATERAL (SELECT CASE WHEN q.delayed_processing = 0 THEN p.head ELSE coalesce(
+        CROSS JOIN LATERAL (SELECT CASE WHEN q.delayed_processing = 0 THEN h.head ELSE coalesce(
                                 (SELECT min(m.msg_offset) - 1 FROM pgcursor.messages m
                                   WHERE m.partition_id = c.partition_id AND m.msg_offset > c.cursor
                                     AND m.created_at > now() - q.delayed_processing * interval '1 second'),
-                                p.head) END AS ready) r
+                                h.head) END AS ready) r
         WHERE c.consumer_group = grp AND p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname)
-          AND c.cursor < p.head AND c.cursor < r.ready
+          AND c.cursor < h.head AND c.cursor < r.ready
           AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
           -- windowBuffer: served only once quiet that long (its newest message that old)
           AND (q.window_buffer = 0 OR NOT EXISTS (
                   SELECT 1 FROM pgcursor.messages m
-                   WHERE m.partition_id = c.partition_id AND m.msg_offset = p.head
+                   WHERE m.partition_id = c.partition_id AND m.msg_offset = h.head
                      AND m.created_at > now() - q.window_buffer * interval '1 second'))
         ORDER BY q.priority DESC, greatest(c.last_ack_at, c.lease_expires_at) NULLS FIRST, c.partition_id
         LIMIT nparts

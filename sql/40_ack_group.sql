@@ -395,8 +395,8 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.wake_waiters(partition_id uuid, que
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_notify('pgcursor_push', wake_waiters.queue)
-       FROM pgcursor.partitions p
-      WHERE p.id = wake_waiters.partition_id AND p.head > cursor_at;
+       FROM pgcursor.partition_heads h
+      WHERE h.partition_id = wake_waiters.partition_id AND h.head > cursor_at;
 END
 $$;
 

@@ -21,8 +21,8 @@ DECLARE
     answer jsonb;
 BEGIN
     SELECT coalesce(jsonb_agg(jsonb_build_object(
-               'consumerGroup', c.consumer_group, 'cursor', c.cursor, 'head', p.head,
-               'lag', p.head - c.cursor, 'lease', pgcursor_internal.live_lease_json(c),
+               'consumerGroup', c.consumer_group, 'cursor', c.cursor, 'head', h.head,
+               'lag', h.head - c.cursor, 'lease', pgcursor_internal.live_lease_json(c),
                'retryCount', c.retry_count, 'retryLimit', q.retry_limit,
                'retriesLeft', greatest(q.retry_limit - c.retry_count, 0),
                'completedTotal', c.completed_total,
@@ -32,6 +32,7 @@ BEGIN
              FILTER (WHERE c.partition_id IS NOT NULL), '[]'::jsonb)
     INTO answer
     FROM pgcursor.partitions p
+    JOIN pgcursor.partition_heads h ON h.partition_id = p.id
     JOIN pgcursor.queues q ON q.name = p.queue
     LEFT JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
     WHERE p.id = pid

@@ -36,14 +36,25 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- Partitions deleted (only ever with their queue): their heads are what was pushed.
+-- Partitions deleted (only ever with their queue): their queue, kept for
+-- the totals of their cursor rows and heads, whichever trigger fires first.
 CREATE OR REPLACE FUNCTION pgcursor_internal.retire_partition_totals()
 RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO pgcursor.retired_totals AS r (partition_id, queue, pushed)
-    SELECT g.id, g.queue, g.head FROM gone g
-    ON CONFLICT (partition_id) DO UPDATE
-       SET queue = excluded.queue, pushed = r.pushed + excluded.pushed, retired_at = now();
+    INSERT INTO pgcursor.retired_totals AS r (partition_id, queue)
+    SELECT g.id, g.queue FROM gone g
+    ON CONFLICT (partition_id) DO UPDATE SET queue = excluded.queue, retired_at = now();
+    RETURN NULL;
+END $$;
+
+-- Heads deleted (with their partitions, by the foreign key's cascade): what
+-- was pushed there.
+CREATE OR REPLACE FUNCTION pgcursor_internal.retire_head_totals()
+RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO pgcursor.retired_totals AS r (partition_id, pushed)
+    SELECT g.partition_id, g.head FROM gone g
+    ON CONFLICT (partition_id) DO UPDATE SET pushed = r.pushed + excluded.pushed, retired_at = now();
     RETURN NULL;
 END $$;
 
@@ -63,6 +74,12 @@ BEGIN
             REFERENCING OLD TABLE AS gone FOR EACH STATEMENT
             EXECUTE FUNCTION pgcursor_internal.retire_partition_totals();
     END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'pgcursor.partition_heads'::regclass
+                                              AND tgname = 'partition_heads_retire_totals') THEN
+        CREATE TRIGGER partition_heads_retire_totals AFTER DELETE ON pgcursor.partition_heads
+            REFERENCING OLD TABLE AS gone FOR EACH STATEMENT
+            EXECUTE FUNCTION pgcursor_internal.retire_head_totals();
+    END IF;
 END $$;
 
 -- Lifetime totals per queue name: live counters plus retired ones (a queue
@@ -73,9 +90,9 @@ RETURNS TABLE (queue text, pushed bigint, completed bigint, dead_lettered bigint
 LANGUAGE sql STABLE AS $$
     SELECT t.queue, sum(t.pushed)::bigint, sum(t.completed)::bigint, sum(t.dead_lettered)::bigint,
            sum(t.discarded)::bigint
-    FROM (SELECT p.queue, p.head AS pushed, 0::bigint AS completed, 0::bigint AS dead_lettered,
+    FROM (SELECT p.queue, h.head AS pushed, 0::bigint AS completed, 0::bigint AS dead_lettered,
                  0::bigint AS discarded
-          FROM pgcursor.partitions p
+          FROM pgcursor.partitions p JOIN pgcursor.partition_heads h ON h.partition_id = p.id
           UNION ALL
           SELECT p.queue, 0, c.completed_total, c.dead_lettered_total, c.discarded_total
           FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
@@ -105,17 +122,18 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.partition_stats(qname text)
 RETURNS TABLE (partition_id uuid, queue text, total bigint, depth bigint, pending bigint, processing bigint,
                completed bigint, dead_lettered bigint, discarded bigint)
 LANGUAGE sql STABLE AS $$
-    SELECT p.id, p.queue, p.head, p.head - coalesce(min(c.cursor), 0),
-           greatest(coalesce(max(p.head - c.cursor - pgcursor_internal.leased_offsets(c)), p.head), 0),
+    SELECT p.id, p.queue, h.head, h.head - coalesce(min(c.cursor), 0),
+           greatest(coalesce(max(h.head - c.cursor - pgcursor_internal.leased_offsets(c)), h.head), 0),
            coalesce(sum(pgcursor_internal.leased_offsets(c)), 0)::bigint,
            coalesce(sum(c.completed_total), 0)::bigint + coalesce(max(r.completed), 0),
            coalesce(sum(c.dead_lettered_total), 0)::bigint + coalesce(max(r.dead_lettered), 0),
            coalesce(sum(c.discarded_total), 0)::bigint + coalesce(max(r.discarded), 0)
     FROM pgcursor.partitions p
+    JOIN pgcursor.partition_heads h ON h.partition_id = p.id
     LEFT JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
     LEFT JOIN pgcursor.retired_totals r ON r.partition_id = p.id
     WHERE qname IS NULL OR p.queue = qname
-    GROUP BY p.id
+    GROUP BY p.id, h.head
 $$;
 
 -- Per queue: partitions, and total / depth / pending / processing summed over them.
@@ -201,7 +219,7 @@ BEGIN
     -- One pass: per partition its stats, two index probes for its oldest and
     -- newest stored message, and its cursor rows.
     SELECT coalesce(jsonb_agg(jsonb_build_object(
-               'id', p.id, 'name', p.name, 'partitionId', p.id, 'partition', p.name, 'head', p.head,
+               'id', p.id, 'name', p.name, 'partitionId', p.id, 'partition', p.name, 'head', s.total,
                'depth', s.depth, 'createdAt', pgcursor_internal.rfc3339_utc(p.created_at),
                'stats', pgcursor_internal.stats_json(s.total, s.pending, s.processing, s.completed,
                                                      s.discarded, s.dead_lettered),
@@ -219,7 +237,7 @@ BEGIN
     CROSS JOIN LATERAL (
         SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'consumerGroup', c.consumer_group, 'cursor', c.cursor,
-                   'lag', p.head - c.cursor, 'leased', pgcursor_internal.lease_is_live(c.lease_expires_at),
+                   'lag', s.total - c.cursor, 'leased', pgcursor_internal.lease_is_live(c.lease_expires_at),
                    'retryCount', c.retry_count, 'lastAckAt', pgcursor_internal.rfc3339_utc(c.last_ack_at))
                  ORDER BY c.consumer_group), '[]'::jsonb) AS groups
         FROM pgcursor_internal.cursor_rows() c WHERE c.partition_id = p.id) g
@@ -258,13 +276,14 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
     WITH ages AS (
         SELECT greatest(extract(epoch FROM now() - m.created_at), 0)::numeric AS v
         FROM pgcursor_internal.cursor_rows() c
-        JOIN pgcursor.partitions p ON p.id = c.partition_id AND p.head > c.cursor
+        JOIN pgcursor.partition_heads h ON h.partition_id = c.partition_id AND h.head > c.cursor
         CROSS JOIN LATERAL (SELECT x.created_at FROM pgcursor.messages x
                             WHERE x.partition_id = c.partition_id AND x.msg_offset > c.cursor
                             ORDER BY x.msg_offset LIMIT 1) m
     ), behind AS (
-        SELECT sum(p.head - c.cursor)::numeric AS v
+        SELECT sum(h.head - c.cursor)::numeric AS v
         FROM pgcursor_internal.cursor_rows() c JOIN pgcursor.partitions p ON p.id = c.partition_id
+        JOIN pgcursor.partition_heads h ON h.partition_id = c.partition_id
         GROUP BY p.queue, c.consumer_group
     )
     SELECT jsonb_build_object(

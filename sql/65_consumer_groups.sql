@@ -27,10 +27,11 @@ RETURNS TABLE (consumer_group text, queue text, partition text, partition_id uui
                offset_lag bigint, oldest_at timestamptz, age_seconds bigint)
 LANGUAGE sql STABLE AS $$
     SELECT c.consumer_group, p.queue, p.name, p.id, c.lease_id, c.lease_expires_at, c.completed_total,
-           c.last_ack_at, p.head - c.cursor,
+           c.last_ack_at, h.head - c.cursor,
            o.created_at, greatest(floor(extract(epoch FROM now() - o.created_at)), 0)::bigint
     FROM pgcursor_internal.cursor_rows() c
     JOIN pgcursor.partitions p ON p.id = c.partition_id
+    JOIN pgcursor.partition_heads h ON h.partition_id = c.partition_id
     LEFT JOIN LATERAL (SELECT m.created_at FROM pgcursor.messages m
                         WHERE m.partition_id = c.partition_id AND m.msg_offset > c.cursor
                         ORDER BY m.msg_offset LIMIT 1) o ON true
@@ -196,11 +197,11 @@ BEGIN
     PERFORM pgcursor_internal.materialize_cursors(grp);  -- rows on every partition it subscribed to
     FOR p IN SELECT x.* FROM pgcursor.cursors c JOIN pgcursor.partitions x ON x.id = c.partition_id
               WHERE c.consumer_group = grp AND x.queue = seek_consumer_group.queue
-                AND (NOT end_ OR x.head > 0)
+                AND (NOT end_ OR pgcursor_internal.partition_head(x.id) > 0)
               ORDER BY c.partition_id
                 FOR UPDATE OF c
     LOOP
-        PERFORM pgcursor_internal.move_cursor(p, grp, CASE WHEN end_ THEN p.head
+        PERFORM pgcursor_internal.move_cursor(p, grp, CASE WHEN end_ THEN pgcursor_internal.partition_head(p.id)
                                                  ELSE pgcursor_internal.cursor_before(p, seek_consumer_group.to_time) END,
                                               now());
         updated := updated + 1;
@@ -221,6 +222,7 @@ RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     grp   text := seek_partition.consumer_group;
     p     pgcursor.partitions;
+    head  bigint;
     moved boolean;
 BEGIN
     SELECT * INTO p FROM pgcursor.partitions x
@@ -232,13 +234,14 @@ BEGIN
     END IF;
     PERFORM pgcursor_internal.materialize_cursors(grp);
     PERFORM FROM pgcursor.cursors c WHERE c.partition_id = p.id AND c.consumer_group = grp FOR UPDATE;
-    moved := FOUND AND p.head > 0;
+    head := pgcursor_internal.partition_head(p.id);
+    moved := FOUND AND head > 0;
     IF moved THEN
-        PERFORM pgcursor_internal.move_cursor(p, grp, p.head, now());
+        PERFORM pgcursor_internal.move_cursor(p, grp, head, now());
     END IF;
     RETURN jsonb_build_object(
         'success', true, 'consumerGroup', grp, 'queueName', p.queue, 'partitionName', p.name, 'updated', moved,
         'cursorMovedTo', CASE WHEN moved THEN
             (SELECT pgcursor_internal.rfc3339_utc(m.created_at) FROM pgcursor.messages m
-              WHERE m.partition_id = p.id AND m.msg_offset = p.head) END);
+              WHERE m.partition_id = p.id AND m.msg_offset = head) END);
 END $$;

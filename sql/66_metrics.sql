@@ -26,7 +26,7 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.group_figures()
 RETURNS TABLE (queue text, consumer_group text, partitions bigint, depth bigint, lag_seconds numeric,
                leased_partitions bigint, expired_leases bigint, lease_expiries bigint)
 LANGUAGE sql STABLE AS $$
-    SELECT p.queue, c.consumer_group, count(*), sum(greatest(p.head - c.cursor, 0))::bigint,
+    SELECT p.queue, c.consumer_group, count(*), sum(greatest(h.head - c.cursor, 0))::bigint,
            round(coalesce(max(extract(epoch FROM now() - o.created_at)), 0), 3),
            count(*) FILTER (WHERE pgcursor_internal.lease_is_live(c.lease_expires_at)),
            count(*) FILTER (WHERE c.lease_id IS NOT NULL
@@ -34,9 +34,10 @@ LANGUAGE sql STABLE AS $$
            sum(c.lease_expiries)::bigint
     FROM pgcursor_internal.cursor_rows() c
     JOIN pgcursor.partitions p ON p.id = c.partition_id
+    JOIN pgcursor.partition_heads h ON h.partition_id = c.partition_id
     LEFT JOIN LATERAL (
         SELECT m.created_at FROM pgcursor.messages m
-        WHERE c.cursor < p.head AND m.partition_id = c.partition_id AND m.msg_offset > c.cursor
+        WHERE c.cursor < h.head AND m.partition_id = c.partition_id AND m.msg_offset > c.cursor
         ORDER BY m.msg_offset LIMIT 1) o ON true
     GROUP BY p.queue, c.consumer_group
 $$;

@@ -40,8 +40,8 @@ BEGIN
       FROM (SELECT c2.partition_id, c2.consumer_group,
                    pgcursor_internal.retained_cursor(c2.partition_id, c2.cursor) AS to_cursor
               FROM pgcursor.cursors c2
-              JOIN pgcursor.partitions p ON p.id = c2.partition_id
-             WHERE c2.partition_id = ANY (parts) AND c2.cursor < p.head
+              JOIN pgcursor.partition_heads h ON h.partition_id = c2.partition_id
+             WHERE c2.partition_id = ANY (parts) AND c2.cursor < h.head
                AND NOT EXISTS (SELECT 1 FROM pgcursor.messages m
                                 WHERE m.partition_id = c2.partition_id AND m.msg_offset = c2.cursor + 1)) s
      WHERE c.partition_id = s.partition_id AND c.consumer_group = s.consumer_group

@@ -49,6 +49,7 @@ SELECT pg_temp.citus_kind('pgcursor.trace_names') IS DISTINCT FROM 'distributed'
 \if :to_do
 ALTER TABLE pgcursor.partitions DROP CONSTRAINT IF EXISTS partitions_queue_fkey;
 ALTER TABLE pgcursor.subscriptions DROP CONSTRAINT IF EXISTS subscriptions_queue_fkey;
+ALTER TABLE pgcursor.partition_heads DROP CONSTRAINT IF EXISTS partition_heads_partition_id_fkey;
 ALTER TABLE pgcursor.cursors DROP CONSTRAINT IF EXISTS cursors_partition_id_fkey;
 ALTER TABLE pgcursor.dead_letters DROP CONSTRAINT IF EXISTS dead_letters_partition_id_fkey;
 ALTER TABLE pgcursor.trace_events DROP CONSTRAINT IF EXISTS trace_events_partition_id_fkey;
@@ -72,11 +73,15 @@ SELECT pg_temp.make_reference('pgcursor.retired_totals');
 SELECT pg_temp.make_reference('pgcursor.stats_snapshots');
 SELECT pg_temp.make_reference('pgcursor.gateway_minutes');
 
--- Distributed by partition_id, colocated: each partition's messages,
+-- Distributed by partition_id, colocated: each partition's head, messages,
 -- transaction index, cursors, dead letters and traces in the same shard
 -- group on the same worker. (Every primary key already starts with
--- partition_id, as Citus requires.)
+-- partition_id, as Citus requires.) The head is what every push locks and
+-- bumps: distributed, a push to a partition locks one row on one worker,
+-- where in the reference table partitions it locked that table on every
+-- node (docs/operations.md).
 SELECT pg_temp.make_distributed('pgcursor.messages', 'default');
+SELECT pg_temp.make_distributed('pgcursor.partition_heads', 'pgcursor.messages');
 SELECT pg_temp.make_distributed('pgcursor.transaction_index', 'pgcursor.messages');
 SELECT pg_temp.make_distributed('pgcursor.cursors', 'pgcursor.messages');
 SELECT pg_temp.make_distributed('pgcursor.dead_letters', 'pgcursor.messages');
@@ -91,6 +96,8 @@ ALTER TABLE pgcursor.partitions ADD CONSTRAINT partitions_queue_fkey
     FOREIGN KEY (queue) REFERENCES pgcursor.queues (name) ON DELETE CASCADE;
 ALTER TABLE pgcursor.subscriptions ADD CONSTRAINT subscriptions_queue_fkey
     FOREIGN KEY (queue) REFERENCES pgcursor.queues (name) ON DELETE CASCADE;
+ALTER TABLE pgcursor.partition_heads ADD CONSTRAINT partition_heads_partition_id_fkey
+    FOREIGN KEY (partition_id) REFERENCES pgcursor.partitions (id) ON DELETE CASCADE;
 ALTER TABLE pgcursor.cursors ADD CONSTRAINT cursors_partition_id_fkey
     FOREIGN KEY (partition_id) REFERENCES pgcursor.partitions (id) ON DELETE CASCADE;
 ALTER TABLE pgcursor.dead_letters ADD CONSTRAINT dead_letters_partition_id_fkey
@@ -101,18 +108,19 @@ ALTER TABLE pgcursor.trace_names ADD CONSTRAINT trace_names_partition_id_trace_i
     FOREIGN KEY (partition_id, trace_id) REFERENCES pgcursor.trace_events (partition_id, id) ON DELETE CASCADE;
 \endif
 
--- The two statement triggers that keep deleted rows' totals
--- (sql/61_resources.sql) cannot run on Citus: their INSERT reads the
+-- The statement triggers that keep deleted rows' totals (on cursors,
+-- partitions and partition_heads; sql/61_resources.sql) cannot run on Citus: their INSERT reads the
 -- transition table `gone`, and Citus 12.1 plans it as a distributed query
 -- ("unrecognized RTE kind: 7", or "executor could not find named
 -- tuplestore "gone"" once sent to another node); on the reference table
 -- partitions it would also fire once per node. So every delete of cursor
--- rows or partitions failed. They are disabled here (the gateway's
+-- rows, heads or partitions failed. They are disabled here (the gateway's
 -- bootstrap only creates them when missing, so this stays), and the
 -- deleting functions write the totals themselves (sql/citus/functions.sql:
 -- delete_queue, delete_consumer_group).
 ALTER TABLE pgcursor.cursors DISABLE TRIGGER cursors_retire_totals;
 ALTER TABLE pgcursor.partitions DISABLE TRIGGER partitions_retire_totals;
+ALTER TABLE pgcursor.partition_heads DISABLE TRIGGER partition_heads_retire_totals;
 
 -- The same holds for the statement trigger that keeps the transactionIds of
 -- deleted messages (sql/80_retention.sql, remember_deleted_ids): it reads

@@ -12,6 +12,28 @@
 -- PostgreSQL's own choice of plan.
 ALTER FUNCTION pgcursor.push_items(text[], jsonb[], text[], text[], uuid[]) RESET plan_cache_mode;
 
+-- lock_heads (sql/20_push.sql): one routed FOR UPDATE per partition, in the
+-- order given (id order). Citus 12.1 takes row locks only in a query routed
+-- to one shard ("could not run distributed query with FOR UPDATE/SHARE
+-- commands"), and a push's partitions may lie on several.
+CREATE OR REPLACE FUNCTION pgcursor_internal.lock_heads(ids uuid[])
+RETURNS bigint[] LANGUAGE plpgsql AS $$
+DECLARE
+    heads bigint[] := '{}';
+    pid   uuid;
+    head  bigint;
+BEGIN
+    FOREACH pid IN ARRAY ids LOOP
+        SELECT h.head INTO head FROM pgcursor.partition_heads h WHERE h.partition_id = pid FOR UPDATE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'a partition of this push has no head row (pgcursor.partition_heads)'
+                USING ERRCODE = 'XX000';
+        END IF;
+        heads := heads || head;
+    END LOOP;
+    RETURN heads;
+END $$;
+
 -- delete_queue (sql/10_queues.sql), two changes:
 -- 1. citus.multi_shard_modify_mode = 'sequential' for the transaction. Its
 --    deletes of messages and transaction_index run on every shard in
@@ -48,9 +70,10 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.retire_totals(ids uuid[], grp text)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO pgcursor.retired_totals AS r (partition_id, queue, pushed, completed, dead_lettered, discarded)
-    SELECT p.id, p.queue, CASE WHEN grp IS NULL THEN p.head ELSE 0 END,
+    SELECT p.id, p.queue, CASE WHEN grp IS NULL THEN h.head ELSE 0 END,
            coalesce(c.completed, 0), coalesce(c.dead_lettered, 0), coalesce(c.discarded, 0)
       FROM pgcursor.partitions p
+      JOIN pgcursor.partition_heads h ON h.partition_id = p.id
       LEFT JOIN (SELECT x.partition_id, sum(x.completed_total) AS completed,
                         sum(x.dead_lettered_total) AS dead_lettered, sum(x.discarded_total) AS discarded
                    FROM pgcursor.cursors x
@@ -129,6 +152,7 @@ DECLARE
     run_head text := pgcursor_internal.uuidv7_head(run);
     run_rand bigint := pgcursor_internal.uuidv7_rand_b(run);
     placed jsonb;
+    bump record;
 BEGIN
     WITH known AS MATERIALIZED (
         SELECT k.partition_id, k.transaction_id, max(k.msg_offset) AS msg_offset,
@@ -178,10 +202,12 @@ BEGIN
                'refused', p.refused, 'off', p.off, 'message_id', p.message_id))
       INTO placed FROM p;
 
-    UPDATE pgcursor.partitions p SET head = p.head + f.n
-      FROM (SELECT r.pid, max(r.k) AS n FROM jsonb_to_recordset(placed) AS r(pid uuid, k bigint)
-             GROUP BY r.pid HAVING max(r.k) > 0) f
-     WHERE p.id = f.pid;
+    -- One routed update per partition's head.
+    FOR bump IN SELECT r.pid, max(r.k) AS n FROM jsonb_to_recordset(placed) AS r(pid uuid, k bigint)
+                 GROUP BY r.pid HAVING max(r.k) > 0
+    LOOP
+        UPDATE pgcursor.partition_heads h SET head = h.head + bump.n WHERE h.partition_id = bump.pid;
+    END LOOP;
     INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id)
     SELECT r.pid, r.off, r.txid, r.payload, r.trace_id, r.message_id
       FROM jsonb_to_recordset(placed) AS r(pid uuid, off bigint, txid text, payload jsonb, trace_id uuid,
@@ -232,20 +258,21 @@ BEGIN
         SELECT s.pid, s.ready, s.qname, s.pname, s.lease_time
         FROM (SELECT c.partition_id AS pid, c.cursor, p.queue AS qname, p.name AS pname, q.lease_time,
                      q.priority, greatest(c.last_ack_at, c.lease_expires_at) AS last_served,
-                     CASE WHEN q.delayed_processing = 0 THEN p.head ELSE coalesce(
+                     CASE WHEN q.delayed_processing = 0 THEN h.head ELSE coalesce(
                          (SELECT min(m.msg_offset) - 1 FROM pgcursor.messages m
                            WHERE m.partition_id = c.partition_id AND m.msg_offset > c.cursor
                              AND m.created_at > now() - q.delayed_processing * interval '1 second'),
-                         p.head) END AS ready
+                         h.head) END AS ready
                 FROM pgcursor.cursors c
+                JOIN pgcursor.partition_heads h ON h.partition_id = c.partition_id
                 JOIN pgcursor.partitions p ON p.id = c.partition_id
                 JOIN pgcursor.queues q ON q.name = p.queue
                WHERE c.consumer_group = grp AND p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname)
-                 AND c.cursor < p.head
+                 AND c.cursor < h.head
                  AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
                  AND (q.window_buffer = 0 OR NOT EXISTS (
                          SELECT 1 FROM pgcursor.messages m
-                          WHERE m.partition_id = c.partition_id AND m.msg_offset = p.head
+                          WHERE m.partition_id = c.partition_id AND m.msg_offset = h.head
                             AND m.created_at > now() - q.window_buffer * interval '1 second'))) s
         WHERE s.cursor < s.ready
         ORDER BY s.priority DESC, s.last_served NULLS FIRST, s.pid

@@ -179,8 +179,9 @@ async fn assert_no_sideways_scroll(browser: &Browser, page: &str) {
 async fn billing_lag(queue: &str) -> i64 {
     db().await
         .query_one(
-            "SELECT coalesce(sum(p.head - c.cursor), 0)::bigint FROM pgcursor.cursors c \
+            "SELECT coalesce(sum(h.head - c.cursor), 0)::bigint FROM pgcursor.cursors c \
              JOIN pgcursor.partitions p ON p.id = c.partition_id \
+             JOIN pgcursor.partition_heads h ON h.partition_id = c.partition_id \
              WHERE p.queue = $1 AND c.consumer_group = 'billing'",
             &[&queue],
         )

@@ -451,7 +451,8 @@ impl Scene {
         let rows = db
             .query(
                 "WITH q AS (SELECT * FROM pgcursor.queues WHERE starts_with(name, $1)),
-                      p AS (SELECT p.* FROM pgcursor.partitions p JOIN q ON q.name = p.queue)
+                      p AS (SELECT p.*, h.head FROM pgcursor.partitions p JOIN q ON q.name = p.queue
+                             JOIN pgcursor.partition_heads h ON h.partition_id = p.id)
                  SELECT x FROM (
                      SELECT 'q' || q::text FROM q
                      UNION ALL SELECT 'p' || p::text FROM p

@@ -312,8 +312,8 @@ fn env() -> &'static Env {
             let drop_queue = p("SELECT pgcursor.delete_queue($1)").await;
             // Message i of n created n - i + 1 seconds ago: a time names one message.
             let space_out = p(
-                "UPDATE pgcursor.messages m SET created_at = now() - (p.head - m.msg_offset + 1) * interval '1 second' \
-                 FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.id = $1",
+                "UPDATE pgcursor.messages m SET created_at = now() - (h.head - m.msg_offset + 1) * interval '1 second' \
+                 FROM pgcursor.partition_heads h WHERE h.partition_id = m.partition_id AND h.partition_id = $1",
             )
             .await;
             // $3: the message to deliver next (none: an hour after the newest),

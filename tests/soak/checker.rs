@@ -154,7 +154,8 @@ async fn read(db_url: &str, v: &mut Vec<String>) -> Db {
     let db = connect(db_url).await.expect("connect for the check");
     let partitions: HashMap<Uuid, (String, String, i64)> = db
         .query(
-            "SELECT id, queue, name, head FROM pgcursor.partitions WHERE queue IN ($1, $2)",
+            "SELECT id, queue, name, head FROM pgcursor.partitions JOIN pgcursor.partition_heads ON partition_id = id
+              WHERE queue IN ($1, $2)",
             &[&QUEUE_A, &QUEUE_B],
         )
         .await
@@ -216,9 +217,10 @@ async fn read(db_url: &str, v: &mut Vec<String>) -> Db {
     for (what, sql) in [
         (
             "partitions whose offsets are not exactly 1..head",
-            "SELECT count(*) FROM pgcursor.partitions p
-              WHERE (SELECT count(*) FROM pgcursor.messages m WHERE m.partition_id = p.id) <> p.head
-                 OR (SELECT coalesce(max(msg_offset), 0) FROM pgcursor.messages m WHERE m.partition_id = p.id) <> p.head",
+            "SELECT count(*) FROM pgcursor.partition_heads p
+              WHERE (SELECT count(*) FROM pgcursor.messages m WHERE m.partition_id = p.partition_id) <> p.head
+                 OR (SELECT coalesce(max(msg_offset), 0) FROM pgcursor.messages m
+                      WHERE m.partition_id = p.partition_id) <> p.head",
         ),
         (
             "transaction index rows of a message still stored (it is its own entry)",
@@ -240,8 +242,8 @@ async fn read(db_url: &str, v: &mut Vec<String>) -> Db {
         ),
         (
             "cursors past their head",
-            "SELECT count(*) FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
-              WHERE c.cursor > p.head",
+            "SELECT count(*) FROM pgcursor.cursors c JOIN pgcursor.partition_heads h ON h.partition_id = c.partition_id
+              WHERE c.cursor > h.head",
         ),
     ] {
         let n: i64 = db.query_one(sql, &[]).await.unwrap().get(0);

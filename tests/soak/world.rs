@@ -366,8 +366,9 @@ impl World {
     pub async fn monitor(&self) {
         const LAG: &str = "
             WITH wanted AS (
-                SELECT p.id, p.head, g.grp
+                SELECT p.id, h.head, g.grp
                   FROM pgcursor.partitions p
+                  JOIN pgcursor.partition_heads h ON h.partition_id = p.id
                   JOIN (VALUES ($1::text, $3::text), ($1, $4), ($2, $5)) AS g(queue, grp)
                     ON g.queue = p.queue)
             SELECT coalesce(max(w.head - coalesce(c.cursor, 0)), 0)::bigint,

@@ -11,7 +11,7 @@ SELECT is((SELECT lease_time FROM pgcursor.queues WHERE name = 't10'), 300, 'que
 SELECT is((SELECT retry_limit FROM pgcursor.queues WHERE name = 't10'), 3, 'queue created with default retryLimit');
 SELECT is((SELECT count(*)::int FROM pgcursor.partitions WHERE queue = 't10' AND name = 'Default'), 1,
           'partition Default created');
-SELECT is((SELECT head FROM pgcursor.partitions WHERE queue = 't10'), 2::bigint, 'head = 2 after two items');
+SELECT is((SELECT head FROM pgcursor.partitions JOIN pgcursor.partition_heads ON partition_id = id WHERE queue = 't10'), 2::bigint, 'head = 2 after two items');
 
 -- answer shape
 SELECT is(jsonb_array_length((SELECT out FROM r)), 2, 'one result per item');
@@ -49,7 +49,7 @@ SELECT is(pgcursor.push('{"items":[{"queue":"t10","payload":1,"transactionId":"a
           @> '[{"index":0,"status":"duplicate","offset":2},{"index":1,"status":"queued","offset":3},
                {"index":2,"status":"duplicate","offset":3},{"index":3,"status":"queued","offset":4}]',
           true, 'duplicate across requests and within one request; new items stay dense');
-SELECT is((SELECT head FROM pgcursor.partitions WHERE queue = 't10' AND name = 'Default'), 4::bigint,
+SELECT is((SELECT head FROM pgcursor.partitions JOIN pgcursor.partition_heads ON partition_id = id WHERE queue = 't10' AND name = 'Default'), 4::bigint,
           'duplicates do not move the head');
 SELECT is((SELECT count(*)::int FROM pgcursor.messages m JOIN pgcursor.partitions p ON p.id = m.partition_id
            WHERE p.queue = 't10'), 4, 'nothing written for duplicates');
@@ -99,7 +99,7 @@ SELECT throws_ok($$SELECT pgcursor.push('{"items":[{"queue":"t10","payload":1,"t
 SELECT throws_ok($$SELECT pgcursor.push('{"items":[{"queue":"t10","payload":1,"partition":7}]}')$$,
                  '22023', 'items[0].partition must be a non-empty string', 'non-string partition');
 SELECT throws_ok($$SELECT pgcursor.push('{"items":[3]}')$$, '22023', 'items[0] must be an object', 'item not an object');
-SELECT is((SELECT head FROM pgcursor.partitions WHERE queue = 't10' AND name = 'Default'), 4::bigint,
+SELECT is((SELECT head FROM pgcursor.partitions JOIN pgcursor.partition_heads ON partition_id = id WHERE queue = 't10' AND name = 'Default'), 4::bigint,
           'a rejected request writes nothing, not even its valid items');
 
 -- concurrency: two sessions push to one partition at once (through dblink,
@@ -130,7 +130,7 @@ SELECT is((SELECT jsonb_build_array(count(*), count(DISTINCT msg_offset), max(ms
            FROM pgcursor.messages m JOIN pgcursor.partitions p ON p.id = m.partition_id
            WHERE p.queue = 't10_concurrent'),
           '[1500, 1500, 1500, 1500]'::jsonb, 'concurrent pushes: 1500 dense offsets, each id once');
-SELECT is((SELECT head FROM pgcursor.partitions WHERE queue = 't10_concurrent'), 1500::bigint, 'head matches');
+SELECT is((SELECT head FROM pgcursor.partitions JOIN pgcursor.partition_heads ON partition_id = id WHERE queue = 't10_concurrent'), 1500::bigint, 'head matches');
 DO $$ BEGIN
     PERFORM * FROM dblink('t10a', $q$SELECT pgcursor.delete_queue('t10_concurrent')$q$) AS t(x jsonb);
     PERFORM pg_temp.close_sessions('t10a', 't10b');

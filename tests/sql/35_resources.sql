@@ -102,8 +102,8 @@ SELECT is(pgcursor_internal.spread('{}'), '{"avg":0,"median":0,"min":0,"max":0}'
 SELECT is(ARRAY(SELECT format('%s.%s %s', c.relname, t.tgname, CASE WHEN t.tgtype & 1 = 1 THEN 'row' ELSE 'statement' END)
                 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
                 WHERE t.tgname LIKE '%retire_totals' ORDER BY 1),
-          '{"cursors.cursors_retire_totals statement","partitions.partitions_retire_totals statement"}'::text[],
-          'one statement-level trigger on each of cursors and partitions (no per-row work)');
+          '{"cursors.cursors_retire_totals statement","partition_heads.partition_heads_retire_totals statement","partitions.partitions_retire_totals statement"}'::text[],
+          'one statement-level trigger on each of cursors, partition_heads and partitions (no per-row work)');
 SELECT is(pg_temp.life('t35'), '{"pushed":7,"completed":4,"dead_lettered":0,"discarded":0}', 'lifetime totals of t35');
 DELETE FROM pgcursor.cursors WHERE consumer_group = 'fast';
 SELECT is(pg_temp.life('t35'), '{"pushed":7,"completed":4,"dead_lettered":0,"discarded":0}',

@@ -35,7 +35,8 @@ SELECT FROM pgcursor.push('{"items":[{"queue":"t65","partition":"p1","payload":1
                                      {"queue":"t65","partition":"p2","payload":4},
                                      {"queue":"t65","partition":"p2","payload":5},
                                      {"queue":"t65b","payload":6}]}');
-INSERT INTO pgcursor.partitions (id, queue, name) VALUES (gen_random_uuid(), 't65', 'empty');
+WITH p AS (INSERT INTO pgcursor.partitions (id, queue, name) VALUES (gen_random_uuid(), 't65', 'empty') RETURNING id)
+INSERT INTO pgcursor.partition_heads (partition_id) SELECT id FROM p;
 UPDATE pgcursor.messages SET created_at = now() - interval '1 second' * (1100 - 100 * msg_offset)
  WHERE partition_id = pg_temp.pid('t65', 'p1');
 UPDATE pgcursor.messages SET created_at = now() - interval '1 second' * (150 - 50 * msg_offset)
@@ -134,7 +135,8 @@ SELECT FROM pgcursor.push('{"items":[{"queue":"t65s","payload":1,"transactionId"
                                      {"queue":"t65s","payload":3,"transactionId":"s3"},
                                      {"queue":"t65s","payload":4,"transactionId":"s4"},
                                      {"queue":"t65s","payload":5,"transactionId":"s5"}]}');
-INSERT INTO pgcursor.partitions (id, queue, name) VALUES (gen_random_uuid(), 't65s', 'empty');
+WITH p AS (INSERT INTO pgcursor.partitions (id, queue, name) VALUES (gen_random_uuid(), 't65s', 'empty') RETURNING id)
+INSERT INTO pgcursor.partition_heads (partition_id) SELECT id FROM p;
 UPDATE pgcursor.messages SET created_at = now() - interval '1 second' * (600 - 100 * msg_offset)
  WHERE partition_id = pg_temp.pid('t65s');
 CREATE TEMP TABLE l ON COMMIT DROP AS

@@ -18,7 +18,8 @@ DECLARE
 BEGIN
     INSERT INTO pgcursor.queues (name, retry_limit, dead_letter_queue, dlq_after_max_retries)
     VALUES (q, retry_limit, dlq, dlq_after);
-    INSERT INTO pgcursor.partitions (id, queue, name, head) VALUES (p, q, 'Default', n);
+    INSERT INTO pgcursor.partitions (id, queue, name) VALUES (p, q, 'Default');
+    INSERT INTO pgcursor.partition_heads (partition_id, head) VALUES (p, n);
     INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload)
     SELECT p, o, 't' || o, jsonb_build_object('n', o) FROM generate_series(1, n) AS o;
     INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor, lease_id, lease_expires_at,
