@@ -3,7 +3,8 @@
 #
 #   scripts/citus.sh build       citus.so into the system PostgreSQL, once per machine
 #   scripts/citus.sh start       start the three nodes, join them, print the coordinator's URL
-#   scripts/citus.sh distribute  apply sql/citus/{distribute,delegate}.sql on the coordinator (after migrate)
+#   scripts/citus.sh distribute  apply sql/citus/{distribute,delegate}.sql on the coordinator (after migrate;
+#                                CITUS_SHARD_COUNT shards per distributed table, default 8)
 #   scripts/citus.sh url         print the coordinator's URL
 #   scripts/citus.sh stop        stop the three nodes; fine if they are not running
 #   scripts/citus.sh destroy     stop them and remove .data/citus (the next start is empty)
@@ -136,7 +137,7 @@ url() { echo "postgres://postgres@127.0.0.1:$(port coordinator)/pgcursor"; }
 distribute() {
     local before lost
     before=$(functions)
-    psql_on coordinator -f sql/citus/distribute.sql
+    psql_on coordinator -v shard_count="${CITUS_SHARD_COUNT:-8}" -f sql/citus/distribute.sql
     # Citus rebuilding a table drops, silently, every function using its row
     # type (distribute.sql says how it avoids that): check it did not happen.
     lost=$(LC_ALL=C comm -23 <(echo "$before") <(functions))

@@ -28,6 +28,8 @@ pub struct NodeCores {
 #[derive(Debug, Clone, Serialize)]
 pub struct CitusRun {
     pub workers: usize,
+    /// Shards per distributed table (CITUS_SHARD_COUNT at distribute).
+    pub shard_count: i32,
     pub run: E2eRun,
     /// coordinator, worker1[, worker2]: the postmaster and its children.
     pub nodes: Vec<NodeCores>,
@@ -116,6 +118,15 @@ async fn run_with(args: &Args, workers: usize) -> Result<CitusRun> {
         );
     }
     let pool = load::pool(&url, 2)?;
+    let shard_count: i32 = pool
+        .get()
+        .await?
+        .query_one(
+            "SELECT shard_count FROM citus_tables WHERE table_name = 'pgcursor.messages'::regclass",
+            &[],
+        )
+        .await?
+        .get(0);
     let queue = format!("bench_citus_{workers}");
     let mut brokers = Vec::new();
     for gateway in &gateways {
@@ -190,6 +201,7 @@ async fn run_with(args: &Args, workers: usize) -> Result<CitusRun> {
     drop(gateways); // before their cluster goes
     Ok(CitusRun {
         workers,
+        shard_count,
         run,
         nodes: nodes
             .iter()
@@ -263,9 +275,9 @@ fn markdown(r: &CitusReport) -> String {
     );
     let _ = writeln!(
         md,
-        "| workers | msgs/s | errors | push p50 / p99 ms | pop p50 / p99 ms | ack p50 / p99 ms | coordinator cores | worker cores | gateway cores | workers' share of PostgreSQL CPU |"
+        "| workers | shards | msgs/s | errors | push p50 / p99 ms | pop p50 / p99 ms | ack p50 / p99 ms | coordinator cores | worker cores | gateway cores | workers' share of PostgreSQL CPU |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|");
     for c in &r.runs {
         let m = &c.run.measured;
         let ms = |p: &load::Percentiles| {
@@ -290,8 +302,9 @@ fn markdown(r: &CitusReport) -> String {
             .join(", ");
         let _ = writeln!(
             md,
-            "| {} | {:.0} | {} | {} | {} | {} | {:.2} | {} | {:.2} | {} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.2} | {} | {:.2} | {} |",
             c.workers,
+            c.shard_count,
             m.per_second,
             m.errors,
             ms(&c.run.push),

@@ -13,6 +13,17 @@
 SET client_min_messages = error;
 -- Citus refuses to distribute a table with triggers unless told (see below).
 SET citus.enable_unsafe_triggers = on;
+-- Shards per distributed table (scripts/citus.sh distribute passes
+-- CITUS_SHARD_COUNT, default 8). A pop of a whole queue reads every shard
+-- of cursors once (sql/citus/functions.sql, claim_batches), so each shard
+-- costs every such pop a task: Citus's default of 32 made a pop on two
+-- workers 32 remote queries. Fix it before distributing: a table keeps
+-- the count it was made with.
+\if :{?shard_count}
+\else
+\set shard_count 8
+\endif
+SET citus.shard_count = :shard_count;
 
 -- What Citus made of a table so far: 'reference', 'distributed', 'local'
 -- (a Citus local table: Citus adds the tables a reference table's foreign
