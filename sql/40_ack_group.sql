@@ -391,12 +391,15 @@ $$;
 -- wake long-polling pops the way a push does, so the tail redelivers at once.
 -- (Not on a completed batch end: its consumer pops again by itself, and each
 -- NOTIFY serialises commits cluster-wide, which costs throughput.)
+-- (The head is read first and pg_notify called on its own: inside a query on
+-- partition_heads, Citus would run it on the worker holding the head, where
+-- no gateway listens, and the worker could not then commit its part.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.wake_waiters(partition_id uuid, queue text, cursor_at bigint)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('pgcursor_push', wake_waiters.queue)
-       FROM pgcursor.partition_heads h
-      WHERE h.partition_id = wake_waiters.partition_id AND h.head > cursor_at;
+    IF pgcursor_internal.partition_head(wake_waiters.partition_id) > cursor_at THEN
+        PERFORM pg_notify('pgcursor_push', wake_waiters.queue);
+    END IF;
 END
 $$;
 
