@@ -62,10 +62,11 @@ test-failover: deps
 # coordinator, the tables distributed (sql/citus/distribute.sql), `gateway
 # migrate` again (on distributed tables the bootstrap also applies
 # sql/citus/functions.sql), then the ack pgTAP files 50-55 against the
-# coordinator, then sql/citus/tests (the ack delegated to a worker). Fails
-# if either fails. client_min_messages=error: Citus
-# warns about every pg_temp helper that it stays on the coordinator (errors
-# still show); statement_timeout: a wait on a worker's lock is not bounded
+# coordinator, then sql/citus/tests (the ack delegated to a worker), then
+# the HTTP contract tests against the coordinator except those listed, with
+# why, in sql/citus/tests/http-not-yet.txt. Fails if any fails.
+# client_min_messages=error: Citus warns about every pg_temp helper that it
+# stays on the coordinator (errors still show); statement_timeout: a wait on a worker's lock is not bounded
 # by the session's lock_timeout and must not hang the target. The nodes are
 # stopped whatever happens; their logs stay in .data/citus/*/log.
 test-citus: deps
@@ -86,8 +87,13 @@ test-citus: deps
 	ack=0; "$${prove[@]}" tests/sql/5[0-5]_*.sql || ack=$$?; \
 	echo "==> sql/citus/tests (what Citus adds: the delegated ack)"; \
 	own=0; "$${prove[@]}" sql/citus/tests/*.sql || own=$$?; \
-	echo "test-citus: pgTAP 50-55: exit $$ack; sql/citus/tests: exit $$own"; \
-	[ "$$ack" = 0 ] && [ "$$own" = 0 ]
+	echo "==> HTTP contract tests on the coordinator (but sql/citus/tests/http-not-yet.txt)"; \
+	skips=$$(grep -v '^\(#\|$$\)' sql/citus/tests/http-not-yet.txt | awk '{print "--skip", $$1}'); \
+	http=0; DATABASE_URL=$$url GATEWAY_BIN=$$PWD/target/debug/gateway \
+		PGCURSOR_PG_BINDIR=$$(scripts/pg.sh bindir) PGOPTIONS= \
+		cargo test -q -p pgcursor-tests --test http -- --exact $$skips || http=$$?; \
+	echo "test-citus: pgTAP 50-55: exit $$ack; sql/citus/tests: exit $$own; HTTP: exit $$http"; \
+	[ "$$ack" = 0 ] && [ "$$own" = 0 ] && [ "$$http" = 0 ]
 
 # The soak test alone, in release mode: SOAK_SECONDS of producing (default
 # 600) with faults, then the drain and the check (`make test` runs 30 s).
