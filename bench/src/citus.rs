@@ -122,11 +122,11 @@ async fn run_with(args: &Args, workers: usize) -> Result<CitusRun> {
         .get()
         .await?
         .query_one(
-            "SELECT shard_count FROM citus_tables WHERE table_name = 'pgcursor.messages'::regclass",
+            "SELECT shard_count::int FROM citus_tables WHERE table_name = 'pgcursor.messages'::regclass",
             &[],
         )
         .await?
-        .get(0);
+        .try_get(0)?;
     let queue = format!("bench_citus_{workers}");
     let mut brokers = Vec::new();
     for gateway in &gateways {
