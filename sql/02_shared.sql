@@ -55,12 +55,17 @@ $$;
 -- The oldest createdAt whose transactionId the queue still remembers
 -- (dedup on push, resolution on ack): transactionIndexRetentionSeconds ago
 -- (0: forever), never before the last explicit purge_transaction_index
--- cutoff. -infinity when nothing limits it.
-CREATE OR REPLACE FUNCTION pgcursor_internal.transaction_index_horizon(q pgcursor.queues)
+-- cutoff. -infinity when nothing limits it. Given the queue's two columns
+-- (transaction_index_from, transaction_index_retention_seconds), not its
+-- row: on Citus a row passed to a function in a query sent to a shard has
+-- the shard's row type, and no such function exists.
+DROP FUNCTION IF EXISTS pgcursor_internal.transaction_index_horizon(pgcursor.queues);
+CREATE OR REPLACE FUNCTION pgcursor_internal.transaction_index_horizon(
+    index_from timestamptz, retention_seconds integer)
 RETURNS timestamptz LANGUAGE sql STABLE AS $$
-    SELECT coalesce(greatest(q.transaction_index_from,
-                             CASE WHEN q.transaction_index_retention_seconds > 0
-                                  THEN now() - q.transaction_index_retention_seconds * interval '1 second' END),
+    SELECT coalesce(greatest(index_from,
+                             CASE WHEN retention_seconds > 0
+                                  THEN now() - retention_seconds * interval '1 second' END),
                     '-infinity')
 $$;
 

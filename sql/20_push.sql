@@ -221,7 +221,8 @@ BEGIN
         LEFT JOIN LATERAL (SELECT x.msg_offset, x.message_id
                              FROM pgcursor.queues qr,
                                   pgcursor_internal.indexed_message(
-                                      c.pid, c.given, pgcursor_internal.transaction_index_horizon(qr)) x
+                                      c.pid, c.given, pgcursor_internal.transaction_index_horizon(
+                                          qr.transaction_index_from, qr.transaction_index_retention_seconds)) x
                             WHERE c.given IS NOT NULL AND qr.name = c.queue) t ON true
     ), capped AS (  -- new messages beyond a queue's room do not fit
         SELECT c.*, c.existing IS NULL AND c.first_seen AND c.room IS NOT NULL

@@ -425,7 +425,8 @@ BEGIN
     SELECT q.* INTO queue FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
      WHERE p.id = partition_id;
     items := pgcursor_internal.resolve_ack_items(
-        partition_id, pgcursor_internal.transaction_index_horizon(queue), request -> 'items');
+        partition_id, pgcursor_internal.transaction_index_horizon(
+            queue.transaction_index_from, queue.transaction_index_retention_seconds), request -> 'items');
     IF queue.name IS NULL THEN
         RETURN pgcursor_internal.refuse_all(items, 'partition not found', false);
     END IF;

@@ -72,7 +72,8 @@ BEGIN
     SELECT * INTO p FROM pgcursor.partitions WHERE id = pid;
     SELECT * INTO q FROM pgcursor.queues x WHERE x.name = p.queue;
     SELECT x.msg_offset INTO off
-      FROM pgcursor_internal.indexed_message(pid, txid, pgcursor_internal.transaction_index_horizon(q)) x;
+      FROM pgcursor_internal.indexed_message(pid, txid, pgcursor_internal.transaction_index_horizon(
+                      q.transaction_index_from, q.transaction_index_retention_seconds)) x;
     IF off IS NULL THEN  -- past the horizon: look in the partition itself
         SELECT min(x.msg_offset) INTO off FROM pgcursor.messages x
         WHERE x.partition_id = pid AND x.transaction_id = txid;

@@ -203,7 +203,8 @@ DECLARE
 BEGIN
     SELECT x.msg_offset INTO off
       FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue,
-           LATERAL pgcursor_internal.indexed_message(pid, txid, pgcursor_internal.transaction_index_horizon(q)) x
+           LATERAL pgcursor_internal.indexed_message(pid, txid, pgcursor_internal.transaction_index_horizon(
+                   q.transaction_index_from, q.transaction_index_retention_seconds)) x
      WHERE p.id = pid;
     IF off IS NOT NULL THEN
         DELETE FROM pgcursor.messages m WHERE m.partition_id = pid AND m.msg_offset = off;

@@ -91,7 +91,8 @@ BEGIN
       FROM gone g
       JOIN pgcursor.partitions p ON p.id = g.partition_id
       JOIN pgcursor.queues q ON q.name = p.queue
-     WHERE g.created_at >= pgcursor_internal.transaction_index_horizon(q)
+     WHERE g.created_at >= pgcursor_internal.transaction_index_horizon(q.transaction_index_from,
+                                                                       q.transaction_index_retention_seconds)
      ORDER BY g.partition_id, g.transaction_id, g.msg_offset DESC
     ON CONFLICT (partition_id, transaction_id) DO UPDATE
        SET msg_offset = excluded.msg_offset, created_at = excluded.created_at

@@ -133,9 +133,9 @@ END $$;
 -- correlated to rows that come from no distributed table ("complex joins
 -- are only supported when all distributed tables are co-located and joined
 -- on their distribution columns"), so every push failed. `known` reads
--- the stored messages and the entries retention left, without
--- transaction_index_horizon's cut-off (to fold: the horizon per queue as an
--- argument). The writes leave the one statement too: the rows are computed
+-- the stored messages and the entries retention left since each
+-- partition's queue's transaction_index_horizon (`horizons`, aligned with
+-- `ids`). The writes leave the one statement too: the rows are computed
 -- once into `placed` (jsonb), then the heads and the messages are written
 -- by two statements, which Citus routes or runs per shard.
 CREATE OR REPLACE FUNCTION pgcursor_internal.push_write(
@@ -153,15 +153,25 @@ DECLARE
     run_rand bigint := pgcursor_internal.uuidv7_rand_b(run);
     placed jsonb;
     bump record;
+    -- The queues are a reference table: read here, on the coordinator.
+    horizons timestamptz[] := ARRAY(
+        SELECT pgcursor_internal.transaction_index_horizon(q.transaction_index_from,
+                                                           q.transaction_index_retention_seconds)
+          FROM unnest(pair_queues) WITH ORDINALITY u(name, n) JOIN pgcursor.queues q ON q.name = u.name
+         ORDER BY u.n);
 BEGIN
     WITH known AS MATERIALIZED (
         SELECT k.partition_id, k.transaction_id, max(k.msg_offset) AS msg_offset,
                (array_agg(k.message_id ORDER BY k.msg_offset DESC))[1] AS message_id
-        FROM (SELECT m.partition_id, m.transaction_id, m.msg_offset, m.message_id FROM pgcursor.messages m
+        FROM (SELECT m.partition_id, m.transaction_id, m.msg_offset, m.message_id, m.created_at
+                FROM pgcursor.messages m
                WHERE m.partition_id = ANY (ids) AND m.transaction_id = ANY (given)
               UNION ALL
-              SELECT x.partition_id, x.transaction_id, x.msg_offset, NULL FROM pgcursor.transaction_index x
+              SELECT x.partition_id, x.transaction_id, x.msg_offset, NULL, x.created_at
+                FROM pgcursor.transaction_index x
                WHERE x.partition_id = ANY (ids) AND x.transaction_id = ANY (given)) k
+        JOIN unnest(ids, horizons) h(pid, horizon) ON h.pid = k.partition_id
+        WHERE k.created_at >= h.horizon
         GROUP BY k.partition_id, k.transaction_id
     ), located AS (
         SELECT (u.n - 1)::int AS index, u.q AS queue, coalesce(u.p, 'Default') AS partition,

@@ -327,7 +327,8 @@ fn env() -> &'static Env {
             // ack_group's own steps on the current row, read-only: what
             // resolve_ack_items and decide_ack make of the request.
             let ack_steps = p(
-                "WITH i AS (SELECT pgcursor_internal.resolve_ack_items($1::uuid, pgcursor_internal.transaction_index_horizon(q), \
+                "WITH i AS (SELECT pgcursor_internal.resolve_ack_items($1::uuid, pgcursor_internal.transaction_index_horizon( \
+                                                                 q.transaction_index_from, q.transaction_index_retention_seconds), \
                                                                  $2::jsonb -> 'items') AS items \
                               FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue WHERE p.id = $1::uuid) \
                  SELECT (SELECT array_agg(x.msg_offset ORDER BY x.ord) FROM unnest(i.items) x), \

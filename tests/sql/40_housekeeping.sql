@@ -18,7 +18,9 @@ CREATE FUNCTION pg_temp.remembered(q text) RETURNS int LANGUAGE sql AS $$
     SELECT count(*)::int FROM pgcursor.partitions p JOIN pgcursor.queues x ON x.name = p.queue,
            generate_series(1, 40) k,
            LATERAL pgcursor_internal.indexed_message(p.id, 't' || k,
-                                                     pgcursor_internal.transaction_index_horizon(x)) i
+                                                     pgcursor_internal.transaction_index_horizon(
+                                                         x.transaction_index_from,
+                                                         x.transaction_index_retention_seconds)) i
     WHERE p.queue = q AND p.name = 'Default'
 $$;
 CREATE FUNCTION pg_temp.index_rows(q text) RETURNS int LANGUAGE sql AS $$

@@ -103,7 +103,9 @@ SELECT is((SELECT payload FROM pgcursor.messages m JOIN pgcursor.partitions p ON
 SELECT is((SELECT head FROM pgcursor.partitions JOIN pgcursor.partition_heads ON partition_id = id WHERE queue = 't70b'), 3::bigint, 'offsets stay dense: head 3');
 SELECT is((SELECT i.msg_offset FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue,
                   LATERAL pgcursor_internal.indexed_message(p.id, (:'rq'::jsonb) ->> 'transactionId',
-                                                            pgcursor_internal.transaction_index_horizon(q)) i
+                                                            pgcursor_internal.transaction_index_horizon(
+                                                                q.transaction_index_from,
+                                                                q.transaction_index_retention_seconds)) i
            WHERE p.queue = 't70b'), 3::bigint, 'indexed: ackable');
 SELECT is(pgcursor.dead_letters('{"queue":"t70b"}') ->> 'total', '0', 'the dead letter is gone');
 SELECT throws_ok(format('SELECT pgcursor.requeue_dead_letter(%L)', :'dl'), 'P0002',
