@@ -1,6 +1,6 @@
 -- pgcursor.push_items: the push with its items as arrays and its answer as rows.
 BEGIN;
-SELECT plan(20);
+SELECT plan(23);
 
 CREATE TEMP TABLE r ON COMMIT DROP AS
 SELECT * FROM pgcursor.push_items(ARRAY['t11', 't11', 't11', 't11'],
@@ -69,6 +69,19 @@ SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRA
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(NULL, ARRAY['1']::jsonb[])$$,
                  '22023', 'queues is required', 'no queues');
 SELECT is((SELECT count(*)::int FROM pgcursor.queues WHERE name = 't11b'), 0, 'refused calls created nothing');
+
+-- Every partition has a head row (pushes create both): one without is
+-- refused, never given another partition's offsets.
+SELECT pgcursor.push('{"items": [{"queue": "t11h", "payload": 1}]}') IS NOT NULL AS made \gset
+INSERT INTO pgcursor.partitions (id, queue, name) VALUES (gen_random_uuid(), 't11h', 'headless');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11h', 't11h'], ARRAY['2', '3']::jsonb[],
+                                                     ARRAY['Default', 'headless'])$$,
+                 'XX000', 'a partition of this push has no head row (pgcursor.partition_heads)',
+                 'a partition without a head row is refused');
+SELECT is((SELECT h.head FROM pgcursor.partitions p JOIN pgcursor.partition_heads h ON h.partition_id = p.id
+            WHERE p.queue = 't11h' AND p.name = 'Default'), 1::bigint, '... and the other partition took nothing');
+SELECT is(pgcursor_internal.lock_heads(ARRAY(SELECT id FROM pgcursor.partitions WHERE queue = 't11h' AND name = 'Default')),
+          '{1}'::bigint[], 'lock_heads answers the heads in the order given');
 
 SELECT * FROM finish();
 ROLLBACK;
