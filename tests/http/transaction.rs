@@ -200,7 +200,7 @@ async fn a_crash_before_commit_lands_neither_half() {
         // ...until its backend dies before COMMIT (waiting up to 5 s for it to go).
         let killed: bool = db()
             .await
-            .query_one("SELECT pg_terminate_backend($1, 5000)", &[&pid])
+            .query_one("SELECT pg_terminate_backend($1::int, 5000)", &[&pid])
             .await
             .unwrap()
             .get(0);
