@@ -67,26 +67,29 @@ BEGIN
     RETURN jsonb_build_object('success', true, 'traceId', event.id);
 END $$;
 
--- The names of one event, sorted.
-CREATE OR REPLACE FUNCTION pgcursor_internal.event_names(pid uuid, event_id uuid)
-RETURNS jsonb LANGUAGE sql STABLE AS $$
-    SELECT coalesce(jsonb_agg(n.name ORDER BY n.name), '[]'::jsonb)
-      FROM pgcursor.trace_names n WHERE n.partition_id = pid AND n.trace_id = event_id
-$$;
+-- (An event's names are read by a LATERAL join in each query, not by a
+-- function per event: on Citus the query about one partition runs on its
+-- worker, where a function querying trace_names would be a distributed
+-- query run from a shard, which Citus refuses.)
+DROP FUNCTION IF EXISTS pgcursor_internal.event_names(uuid, uuid);
 
 -- message_traces: {"traces": [{id, event_type, data, consumer_group,
 -- worker_id, created_at, trace_names}]} of one message, oldest first; an
 -- unknown message has none.
 CREATE OR REPLACE FUNCTION pgcursor.message_traces(pid uuid, txid text)
-RETURNS jsonb LANGUAGE sql STABLE AS $$
-    SELECT jsonb_build_object('traces', coalesce(jsonb_agg(jsonb_build_object(
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$  -- plpgsql: Citus plans no SQL function with parameters
+BEGIN
+    RETURN (SELECT jsonb_build_object('traces', coalesce(jsonb_agg(jsonb_build_object(
                'id', e.id, 'event_type', e.event_type, 'data', e.data, 'consumer_group', e.consumer_group,
                'worker_id', e.worker_id, 'created_at', pgcursor_internal.rfc3339_utc(e.created_at),
-               'trace_names', pgcursor_internal.event_names(e.partition_id, e.id))
+               'trace_names', n.names)
              ORDER BY e.created_at, e.id), '[]'::jsonb))
       FROM pgcursor.trace_events e
-     WHERE e.partition_id = pid AND e.transaction_id = txid
-$$;
+      CROSS JOIN LATERAL (SELECT coalesce(jsonb_agg(x.name ORDER BY x.name), '[]'::jsonb) AS names
+                            FROM pgcursor.trace_names x
+                           WHERE x.partition_id = e.partition_id AND x.trace_id = e.id) n
+     WHERE e.partition_id = pid AND e.transaction_id = txid);
+END $$;
 
 -- A page of a listing: lim from 1 to 1000, skip from 0; else 22023 naming it.
 CREATE OR REPLACE FUNCTION pgcursor_internal.check_page(lim integer, skip integer)
@@ -116,7 +119,7 @@ BEGIN
                'event_type', e.event_type, 'data', e.data, 'consumer_group', e.consumer_group,
                'worker_id', e.worker_id, 'created_at', pgcursor_internal.rfc3339_utc(e.created_at),
                'queue_name', p.queue, 'partition_name', p.name,
-               'trace_names', pgcursor_internal.event_names(e.partition_id, e.id),
+               'trace_names', en.names,
                'message_payload', (SELECT m.payload FROM pgcursor.messages m
                                     WHERE m.partition_id = e.partition_id AND m.transaction_id = e.transaction_id
                                     ORDER BY m.msg_offset LIMIT 1))
@@ -126,6 +129,9 @@ BEGIN
              WHERE x.name = traces_by_name.name
              ORDER BY x.created_at, x.trace_id OFFSET skip LIMIT lim) n
       JOIN pgcursor.trace_events e ON e.partition_id = n.partition_id AND e.id = n.trace_id
+      CROSS JOIN LATERAL (SELECT coalesce(jsonb_agg(x.name ORDER BY x.name), '[]'::jsonb) AS names
+                            FROM pgcursor.trace_names x
+                           WHERE x.partition_id = e.partition_id AND x.trace_id = e.id) en
       JOIN pgcursor.partitions p ON p.id = e.partition_id;
     RETURN jsonb_build_object('traces', page,
                               'total', (SELECT count(*) FROM pgcursor.trace_names x
