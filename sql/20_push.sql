@@ -320,22 +320,28 @@ END $$;
 -- push_items: the items as arrays, element i of each being item i (see
 -- check_push_arrays) -> one row per item in request order. This is the
 -- push; push(jsonb) reads its JSON into these arrays.
--- Locks the heads of partitions `ids` (given in id order: concurrent pushes
--- lock in one order and cannot deadlock) and answers them in that order.
-CREATE OR REPLACE FUNCTION pgcursor_internal.lock_heads(ids uuid[])
+-- The heads found for partitions `ids`, refused unless there is one per
+-- partition: with one missing, offsets would go to the wrong partitions.
+CREATE OR REPLACE FUNCTION pgcursor_internal.all_heads(ids uuid[], heads bigint[])
 RETURNS bigint[] LANGUAGE plpgsql AS $$
-DECLARE
-    heads bigint[] := ARRAY(SELECT h.head FROM unnest(ids) WITH ORDINALITY u(id, n)
-                              JOIN pgcursor.partition_heads h ON h.partition_id = u.id
-                             ORDER BY u.n
-                               FOR UPDATE OF h);
 BEGIN
-    -- One head per partition, or the offsets would go to the wrong ones.
-    IF cardinality(heads) <> cardinality(ids) THEN
+    IF coalesce(cardinality(heads), 0) <> coalesce(cardinality(ids), 0) THEN
         RAISE EXCEPTION 'a partition of this push has no head row (pgcursor.partition_heads)'
             USING ERRCODE = 'XX000';
     END IF;
     RETURN heads;
+END $$;
+
+-- Locks the heads of partitions `ids` (given in id order: concurrent pushes
+-- lock in one order and cannot deadlock) and answers them in that order.
+CREATE OR REPLACE FUNCTION pgcursor_internal.lock_heads(ids uuid[])
+RETURNS bigint[] LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN pgcursor_internal.all_heads(ids, ARRAY(
+        SELECT h.head FROM unnest(ids) WITH ORDINALITY u(id, n)
+          JOIN pgcursor.partition_heads h ON h.partition_id = u.id
+         ORDER BY u.n
+           FOR UPDATE OF h));
 END $$;
 
 CREATE OR REPLACE FUNCTION pgcursor.push_items(

@@ -25,13 +25,11 @@ DECLARE
 BEGIN
     FOREACH pid IN ARRAY ids LOOP
         SELECT h.head INTO head FROM pgcursor.partition_heads h WHERE h.partition_id = pid FOR UPDATE;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'a partition of this push has no head row (pgcursor.partition_heads)'
-                USING ERRCODE = 'XX000';
+        IF FOUND THEN
+            heads := heads || head;
         END IF;
-        heads := heads || head;
     END LOOP;
-    RETURN heads;
+    RETURN pgcursor_internal.all_heads(ids, heads);
 END $$;
 
 -- delete_queue (sql/10_queues.sql), two changes:
