@@ -132,20 +132,17 @@ BEGIN
     INSERT INTO pgcursor.partition_heads (partition_id) SELECT unnest(made_ids);
     -- Groups subscribed to the queue get their rows on the new partition
     -- from materialize_cursors (sql/02_shared.sql). Not only 'complete'
-    -- ones: one being materialized now is locked, this waits, and marks it
-    -- pending again after, so the new partition is not missed. Locked in
-    -- (group, queue) order, as materialize_cursors locks them: two pushes
-    -- creating partitions of one queue wait for each other, never deadlock.
-    -- (A statement of its own, not one with the insert: as one, Citus sends
+    -- ones: one being materialized when this push locked the subscriptions
+    -- above made it wait, and is marked pending again here, so the new
+    -- partition is not missed. Only rows locked above are written (no pop
+    -- can subscribe to these queues meanwhile: lock_partition_set). (A
+    -- statement of its own, not one with the insert: as one, Citus sends
     -- the insert's returned column where the partitions shard expects all
-    -- three, "missing data for column "queue"".)
+    -- three, "missing data for column "queue"". Only when there is a row to
+    -- write: see above.)
     IF EXISTS (SELECT 1 FROM pgcursor.subscriptions x WHERE x.queue = ANY (made) AND x.cursor_rows <> 'none') THEN
         UPDATE pgcursor.subscriptions s SET cursor_rows = 'pending'
-          FROM (SELECT x.consumer_group, x.queue FROM pgcursor.subscriptions x
-                 WHERE x.queue = ANY (made) AND x.cursor_rows <> 'none'
-                 ORDER BY x.consumer_group, x.queue
-                   FOR UPDATE) l
-         WHERE s.consumer_group = l.consumer_group AND s.queue = l.queue;
+         WHERE s.queue = ANY (made) AND s.cursor_rows <> 'none';
     END IF;
 END $$;
 
