@@ -177,7 +177,7 @@ async fn run_with(args: &Args, workers: usize) -> Result<CitusRun> {
         .chain(&gateway_probes)
         .map(Probe::sample)
         .collect();
-    let coordinator = Probe::new(postmaster_pid("coordinator")?, None);
+    let coordinator = probes[0]; // nodes start with the coordinator
     let run = end_to_end::compare(
         &[(System::PgcursorHttp, sides, coordinator)],
         &setup,

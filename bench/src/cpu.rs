@@ -36,6 +36,7 @@ impl CoresUsed {
     }
 }
 
+#[derive(Clone, Copy)]
 pub struct Probe {
     postmaster: u32,
     gateway: Option<u32>,
