@@ -69,36 +69,45 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.subscribe(queues text[], grp text, 
 RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
     unsettled boolean;
-    unsubscribed text[];
+    unsubscribed text[];  -- no subscription yet
+    emptied text[];       -- a subscription whose rows a delete removed
     fresh_new text[] := '{}';
 BEGIN
     SELECT bool_or(s.cursor_rows IS DISTINCT FROM 'complete'),
-           coalesce(array_agg(x.queue) FILTER (WHERE s.cursor_rows IS NULL OR s.cursor_rows = 'none'), '{}')
-      INTO unsettled, unsubscribed
+           coalesce(array_agg(x.queue) FILTER (WHERE s.cursor_rows IS NULL), '{}'),
+           coalesce(array_agg(x.queue) FILTER (WHERE s.cursor_rows = 'none'), '{}')
+      INTO unsettled, unsubscribed, emptied
       FROM unnest(queues) x(queue)
       LEFT JOIN pgcursor.subscriptions s ON s.consumer_group = grp AND s.queue = x.queue;
     IF NOT coalesce(unsettled, false) THEN
         RETURN '{}';
     END IF;
-    -- Writes only when there is something to write: on Citus every
-    -- statement modifying a reference table takes that table's one lock,
-    -- whatever it changes, and pops taking it for nothing deadlocked with
-    -- pushes creating partitions.
+    -- Writes only when there is something to write, and each statement
+    -- only when it has something to do: on Citus every statement modifying
+    -- a reference table takes that table's one lock, whatever it changes.
+    -- Pops taking it for nothing deadlocked with pushes creating
+    -- partitions, and two first pops deadlocked when each, holding the lock
+    -- of its INSERT, asked for the UPDATE's stronger one (so the UPDATE,
+    -- when there is one, comes first).
+    IF cardinality(unsubscribed) + cardinality(emptied) > 0 THEN
+        PERFORM pgcursor_internal.lock_partition_set(unsubscribed || emptied, shared => false);
+    END IF;
+    IF cardinality(emptied) > 0 THEN
+        UPDATE pgcursor.subscriptions s SET cursor_rows = 'pending'
+         WHERE s.consumer_group = grp AND s.queue = ANY (emptied) AND s.cursor_rows = 'none';
+    END IF;
     IF cardinality(unsubscribed) > 0 THEN
-        PERFORM pgcursor_internal.lock_partition_set(unsubscribed, shared => false);
         WITH made AS (
             INSERT INTO pgcursor.subscriptions AS s (consumer_group, queue, mode, since, cursor_rows)
             SELECT grp, x.queue,
                    CASE WHEN since IS NOT NULL THEN 'timestamp' ELSE mode END,
                    CASE WHEN since IS NOT NULL THEN since WHEN mode = 'new' THEN now() END,
                    'pending'
-              FROM unnest(queues) x(queue)
+              FROM unnest(unsubscribed) x(queue)
              ORDER BY x.queue  -- one order everywhere: concurrent first pops wait, never deadlock
             ON CONFLICT DO NOTHING
             RETURNING s.queue, s.mode)
         SELECT coalesce(array_agg(made.queue) FILTER (WHERE made.mode = 'new'), '{}') INTO fresh_new FROM made;
-        UPDATE pgcursor.subscriptions s SET cursor_rows = 'pending'
-         WHERE s.consumer_group = grp AND s.queue = ANY (queues) AND s.cursor_rows = 'none';
     END IF;
     RETURN ARRAY(SELECT s.queue FROM pgcursor.subscriptions s JOIN pgcursor.queues q ON q.name = s.queue
                   WHERE s.consumer_group = grp AND s.queue = ANY (queues) AND s.cursor_rows = 'pending'
