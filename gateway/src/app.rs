@@ -27,6 +27,8 @@ pub struct AppState {
     pub encryption: crate::encryption::Encryption,
     /// The process-wide metrics recorder (gateway/src/metrics.rs).
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// Whether pushes and acks go through Citus's delegated functions.
+    pub deployment: db::Deployment,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -59,17 +61,17 @@ pub(crate) async fn no_such_route(req: HttpRequest) -> Result<HttpResponse, ApiE
 /// Bootstraps the schema, then serves (or stops there for `gateway migrate`).
 pub async fn run(config: Config) -> Result<(), StartupError> {
     let mut client = db::connect_with_retry(&config.database_url, db::CONNECT_PATIENCE).await?;
-    db::bootstrap(&mut client).await?;
+    let deployment = db::bootstrap(&mut client).await?;
     drop(client);
     if config.command == Some(Command::Migrate) {
         info!("schema is up to date");
         return Ok(());
     }
-    serve(config).await
+    serve(config, deployment).await
 }
 
 /// Serves until SIGTERM/SIGINT; actix then drains in-flight requests.
-pub async fn serve(config: Config) -> Result<(), StartupError> {
+pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), StartupError> {
     let auth = config.tokens.clone().unwrap_or_default();
     if !auth.is_enabled() {
         warn!(
@@ -84,6 +86,7 @@ pub async fn serve(config: Config) -> Result<(), StartupError> {
     let state = web::Data::new(AppState {
         pool: db::pool(&config),
         metrics,
+        deployment,
         wakeups: crate::notify::PushWakeups::start(&config),
         encryption: crate::encryption::Encryption::new(config.encryption_key.clone()),
         config,

@@ -153,7 +153,7 @@ pub async fn connect(pg: &tokio_postgres::Config) -> Result<Client, tokio_postgr
 }
 
 /// Applies the migrations, then the SQL functions, under the bootstrap lock.
-pub async fn bootstrap(client: &mut Client) -> Result<(), BootstrapError> {
+pub async fn bootstrap(client: &mut Client) -> Result<Deployment, BootstrapError> {
     let db = |e: tokio_postgres::Error| BootstrapError::Database(error_detail(&e));
     // A lock_timeout in DATABASE_URL's options is meant for requests: the
     // bootstrap waits for another gateway's bootstrap however long it takes.
@@ -171,7 +171,52 @@ pub async fn bootstrap(client: &mut Client) -> Result<(), BootstrapError> {
         .execute("SELECT pg_advisory_unlock($1)", &[&BOOTSTRAP_LOCK])
         .await;
     result?; // the bootstrap's own error matters more than the unlock's
-    unlocked.map(drop).map_err(db)
+    unlocked.map_err(db)?;
+    let deployment = Deployment::of(client).await.map_err(db)?;
+    if deployment == Deployment::Delegating {
+        info!("calling the delegated functions of sql/citus/delegate.sql for pushes to one partition and acks");
+    }
+    Ok(deployment)
+}
+
+/// How the gateway calls pushes and acks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deployment {
+    /// Through pgcursor's functions, as a psql user would.
+    Direct,
+    /// On a Citus coordinator with sql/citus/delegate.sql applied: a push
+    /// whose items go to one partition, and every ack group, through the
+    /// functions Citus runs whole on the partition's worker.
+    Delegating,
+}
+
+/// The functions of sql/citus/delegate.sql the gateway calls.
+const DELEGATED: [&str; 5] = [
+    "pgcursor_citus.push(uuid,jsonb)",
+    "pgcursor_citus.push_partition(text,text)",
+    "pgcursor_citus.ack_group(uuid,jsonb)",
+    "pgcursor_citus.wake_queue(text)",
+    "pgcursor_citus.wake_partition(uuid)",
+];
+
+impl Deployment {
+    async fn of(client: &Client) -> Result<Deployment, tokio_postgres::Error> {
+        if !is_distributed(client).await? {
+            return Ok(Deployment::Direct);
+        }
+        let all: bool = client
+            .query_one(
+                "SELECT bool_and(to_regprocedure(f) IS NOT NULL) FROM unnest($1::text[]) f",
+                &[&DELEGATED.as_slice()],
+            )
+            .await?
+            .get(0);
+        Ok(if all {
+            Deployment::Delegating
+        } else {
+            Deployment::Direct
+        })
+    }
 }
 
 async fn migrate_and_apply(client: &mut Client) -> Result<(), BootstrapError> {

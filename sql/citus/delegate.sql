@@ -2,18 +2,20 @@
 -- by it (create_distributed_function, colocated with messages): a call
 -- from the coordinator, outside a transaction block, is sent whole to the
 -- worker that holds the partition's shards and runs there, every statement
--- on local shards and local reference-table copies (one round trip instead
--- of one per statement). Applied by `scripts/citus.sh distribute` after
--- distribute.sql; schema pgcursor_citus, so the gateway's re-applying of
--- sql/*.sql at start leaves it alone.
+-- on local shards and local copies of the reference tables (one round trip
+-- instead of one per statement). Applied by `scripts/citus.sh distribute`
+-- after distribute.sql; schema pgcursor_citus, so the gateway's re-applying
+-- of sql/*.sql at start leaves it alone. The gateway calls these when it
+-- finds them (gateway/src/db.rs, Deployment).
 --
--- Only ack so far. The gateway still calls pgcursor.ack_group(jsonb) and
--- would have to call this instead. A nack's wake-up (pg_notify in
--- wake_waiters) then happens on the worker, where no gateway listens: a
--- long-poll waiting on that queue only sees the redelivery at its own 5 s
--- re-check. Push and pop name partitions by queue and name, not id (and a
--- push may create the partition), so they need a different entry point
--- before they can be delegated this way.
+-- A call run on a worker sends its pg_notify there, where no gateway
+-- listens: the gateway wakes long-polls itself after a delegated push, and
+-- after a delegated ack that nacked (wake_queue, wake_partition below, run
+-- on the coordinator).
+--
+-- Pops are not delegated: a pop of a queue claims across its partitions
+-- (every shard), and a group's first pop writes its subscription, a
+-- reference-table write, which a call running on one worker cannot make.
 \set ON_ERROR_STOP on
 SET client_min_messages = warning;
 
@@ -28,3 +30,47 @@ END $$;
 
 SELECT create_distributed_function('pgcursor_citus.ack_group(uuid, jsonb)', 'partition_id',
                                    colocate_with => 'pgcursor.messages');
+
+-- pgcursor.push for a request whose items all go to one partition, which
+-- exists: push_partition's answer.
+CREATE OR REPLACE FUNCTION pgcursor_citus.push(on_partition uuid, request jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN pgcursor.push(request);
+END $$;
+
+SELECT create_distributed_function('pgcursor_citus.push(uuid, jsonb)', 'on_partition',
+                                   colocate_with => 'pgcursor.messages');
+
+-- The partition a push of items to (queue, partition) can be delegated to,
+-- or NULL: the partition does not exist yet (creating it writes the
+-- reference table of partitions, on every node), or the queue has a
+-- maxSize (its room is counted over all its partitions, on every shard).
+-- Not distributed: run on the coordinator, from its copy of the tables.
+CREATE OR REPLACE FUNCTION pgcursor_citus.push_partition(queue text, partition text)
+RETURNS uuid LANGUAGE sql STABLE AS $$
+    SELECT p.id FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
+     WHERE p.queue = push_partition.queue AND p.name = coalesce(push_partition.partition, 'Default')
+       AND NOT coalesce(q.max_size > 0, false)
+$$;
+
+-- Long-polls of a queue woken from the coordinator, where gateways listen
+-- (what push_items does on plain PostgreSQL).
+CREATE OR REPLACE FUNCTION pgcursor_citus.wake_queue(queue text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('pgcursor_push', queue);
+END $$;
+
+-- The same for the queue of a partition (after a nack: wake_waiters). The
+-- queue is read first and notified on its own: inside a query on a Citus
+-- table, pg_notify could be sent from the worker that runs it.
+CREATE OR REPLACE FUNCTION pgcursor_citus.wake_partition(partition_id uuid)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    queue text := (SELECT p.queue FROM pgcursor.partitions p WHERE p.id = wake_partition.partition_id);
+BEGIN
+    IF queue IS NOT NULL THEN
+        PERFORM pgcursor_citus.wake_queue(queue);
+    END IF;
+END $$;

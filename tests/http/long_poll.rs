@@ -50,6 +50,23 @@ async fn a_push_wakes_a_waiting_pop_at_once() {
     assert!(latency < Duration::from_secs(1), "{latency:?}");
 }
 
+/// The push into a partition that already exists: on Citus this one runs
+/// on the partition's worker (pgcursor_citus.push), where no gateway
+/// listens, and the gateway sends the wake-up itself.
+#[tokio::test]
+async fn a_push_into_an_existing_partition_wakes_a_waiting_pop_at_once() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("wake-again");
+    configure_queue(&gw, &queue).await;
+    push_one(&gw, &queue).await;
+    let (status, first) = get(&gw, &format!("/api/v1/pop/queue/{queue}?autoAck=true")).await;
+    assert_eq!((status, offsets(&first)), (200, vec![1]), "{first}");
+    let path = format!("/api/v1/pop/queue/{queue}?wait=true&timeout=10000");
+    let (answer, latency) = wake_latency(&gw, &queue, path).await;
+    assert_eq!(offsets(&answer), vec![2]);
+    assert!(latency < Duration::from_secs(1), "{latency:?}");
+}
+
 #[tokio::test]
 async fn a_push_wakes_a_namespace_pop() {
     let gw = Gateway::start().await;
@@ -220,7 +237,7 @@ async fn waiting_pops_of_one_group_share_pushes_without_double_delivery() {
     let mut delivered = Vec::new();
     for p in join_all(pops).await {
         let (status, body, _) = p.unwrap();
-        assert_eq!(status, 200);
+        assert_eq!(status, 200, "{body}\n{}", gw.stderr());
         delivered.extend(offsets(&body));
     }
     delivered.sort();

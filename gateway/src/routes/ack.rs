@@ -5,7 +5,9 @@
 //! `pgcursor.ack_group` call per group, each on its own pooled connection:
 //! groups of different partitions concurrently, groups of one partition in
 //! request order (§15). The answers are merged back into request order.
-//! Every rule about what an ack does lives in SQL.
+//! Every rule about what an ack does lives in SQL. On a Citus coordinator
+//! (Deployment::Delegating) each call is `pgcursor_citus.ack_group`, which
+//! Citus runs whole on the worker holding the partition.
 
 use std::collections::HashMap;
 
@@ -19,6 +21,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::parse_json;
+use crate::db::Deployment;
 use crate::error::ApiError;
 use crate::minutes::{record, Target};
 use crate::routes::call::RawJson;
@@ -297,21 +300,50 @@ async fn call_ack_group(
     state: &AppState,
     request: GroupRequest<'_>,
 ) -> Result<RawJson, GroupFailure> {
+    let failed = |e: tokio_postgres::Error| GroupFailure::Database(crate::db::error_detail(&e));
     let client = state
         .pool
         .get()
         .await
         .map_err(|e| GroupFailure::NoConnection(e.to_string()))?;
+    if state.deployment == Deployment::Delegating {
+        return ack_on_partition_worker(&client, request)
+            .await
+            .map_err(failed);
+    }
     let statement = client
         .prepare_cached("SELECT pgcursor.ack_group($1::jsonb)")
         .await
-        .map_err(|e| GroupFailure::Database(crate::db::error_detail(&e)))?;
+        .map_err(failed)?;
     let row = client
         .query_one(&statement, &[&Json(&request)])
         .await
-        .map_err(|e| GroupFailure::Database(crate::db::error_detail(&e)))?;
-    row.try_get(0)
-        .map_err(|e| GroupFailure::Database(crate::db::error_detail(&e)))
+        .map_err(failed)?;
+    row.try_get(0).map_err(failed)
+}
+
+/// On Citus: the group's ack_group, run whole on the worker holding the
+/// partition (`pgcursor_citus.ack_group`). A nack's long-poll wake-up was
+/// sent on that worker, where no gateway listens: after a group holding a
+/// nack, it is sent again here, on the coordinator.
+async fn ack_on_partition_worker(
+    client: &deadpool_postgres::Client,
+    request: GroupRequest<'_>,
+) -> Result<RawJson, tokio_postgres::Error> {
+    let statement = client
+        .prepare_cached("SELECT pgcursor_citus.ack_group($1::uuid, $2::jsonb)")
+        .await?;
+    let answer: RawJson = client
+        .query_one(&statement, &[&request.partition_id, &Json(&request)])
+        .await?
+        .try_get(0)?;
+    if request.items.iter().any(|i| i.status != "completed") {
+        let wake = client
+            .prepare_cached("SELECT pgcursor_citus.wake_partition($1)")
+            .await?;
+        client.execute(&wake, &[&request.partition_id]).await?;
+    }
+    Ok(answer)
 }
 
 /// Each group with the outcome of its call.

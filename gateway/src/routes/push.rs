@@ -7,7 +7,9 @@
 //! `pgcursor.push` as sent, whose checks name the bad field: the gateway
 //! writes no error message of its own. Pushes to queues known to be
 //! encrypted go that way too, so their payloads are sealed
-//! (gateway/src/encryption.rs).
+//! (gateway/src/encryption.rs). On a Citus coordinator (Deployment::
+//! Delegating), a push whose items all go to one existing partition is
+//! sent whole to the partition's worker (`pgcursor_citus.push`).
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -24,7 +26,8 @@ use crate::auth::Level;
 use crate::encryption::Items;
 use crate::error::ApiError;
 use crate::minutes::{item_queues, record_each, Target};
-use crate::routes::call::{body_text, call_sealing, object_body};
+use crate::db::Deployment;
+use crate::routes::call::{body_text, call_sealing, object_body, RawJson};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/push", web::post().to(push));
@@ -41,7 +44,7 @@ async fn push(
         check_item_count(request.items.len(), state.config.max_push_items)?;
         let queues: BTreeSet<&str> = request.items.iter().map(|i| i.queue.as_ref()).collect();
         if state.encryption.known_of(queues.iter().copied()).is_empty() {
-            match push_items(&state, &request.items).await {
+            match push_items(&state, &request.items, &body).await {
                 Err(ApiError::EncryptedQueues(refused)) if state.encryption.key().is_some() => {
                     // Sealed below, up front.
                     state.encryption.learn(&refused);
@@ -160,8 +163,14 @@ struct Pushed<'a> {
 }
 
 /// Calls push_items with the items' arrays (an array whose elements are
-/// all absent goes as NULL) and writes the answer.
-async fn push_items(state: &AppState, items: &[PushItem<'_>]) -> Result<String, ApiError> {
+/// all absent goes as NULL) and writes the answer; on Citus, a push to one
+/// partition goes to its worker instead (`body` is the request as sent).
+async fn push_items(state: &AppState, items: &[PushItem<'_>], body: &[u8]) -> Result<String, ApiError> {
+    if state.deployment == Deployment::Delegating {
+        if let Some(answer) = push_on_partition_worker(state, items, body).await? {
+            return Ok(answer);
+        }
+    }
     fn column<'a, T>(items: &'a [PushItem], f: impl Fn(&'a PushItem) -> Option<T>) -> Option<Vec<Option<T>>> {
         let values: Vec<Option<T>> = items.iter().map(f).collect();
         values.iter().any(Option::is_some).then_some(values)
@@ -198,6 +207,52 @@ async fn push_items(state: &AppState, items: &[PushItem<'_>]) -> Result<String, 
     serde_json::to_string(&answer).map_err(|e| ApiError::Internal(format!("push answer: {e}")))
 }
 
+/// The push through `pgcursor_citus.push`, run whole on the worker holding
+/// the partition, when every item goes to one partition that
+/// `pgcursor_citus.push_partition` accepts; `None` otherwise (then the push
+/// goes the usual way). Its long-poll wake-up was sent on that worker,
+/// where no gateway listens: it is sent again here, on the coordinator.
+async fn push_on_partition_worker(
+    state: &AppState,
+    items: &[PushItem<'_>],
+    body: &[u8],
+) -> Result<Option<String>, ApiError> {
+    let Some((queue, partition)) = only_partition(items) else {
+        return Ok(None);
+    };
+    let client = state.pool.get().await?;
+    let find = client
+        .prepare_cached("SELECT pgcursor_citus.push_partition($1, $2)")
+        .await?;
+    let Some(id): Option<Uuid> = client.query_one(&find, &[&queue, &partition]).await?.get(0) else {
+        return Ok(None);
+    };
+    let push = client
+        .prepare_cached("SELECT pgcursor_citus.push($1::uuid, $2::text::jsonb)")
+        .await?;
+    let answer: RawJson = client
+        .query_one(&push, &[&id, &body_text(body)?])
+        .await?
+        .try_get(0)?;
+    let wake = client
+        .prepare_cached("SELECT pgcursor_citus.wake_queue($1)")
+        .await?;
+    client.execute(&wake, &[&queue]).await?;
+    crate::metrics::count_pushed(&answer.0);
+    Ok(Some(answer.0))
+}
+
+/// The (queue, partition) every item names, when they all name the same
+/// (an absent partition and "Default" count as different: such a push
+/// simply goes the usual way).
+fn only_partition<'a>(items: &'a [PushItem<'_>]) -> Option<(&'a str, Option<&'a str>)> {
+    let first = items.first()?;
+    items
+        .iter()
+        .all(|i| i.queue == first.queue && i.partition == first.partition)
+        .then(|| (first.queue.as_ref(), first.partition.as_deref()))
+}
+
 /// One push is one transaction: cap it so no request holds a partition lock
 /// for long.
 fn check_item_count(items: usize, max_items: usize) -> Result<(), ApiError> {
@@ -220,6 +275,24 @@ mod tests {
             Err(ApiError::PayloadTooLarge(m)) if m == "items has 3 entries; the limit is 2"
         ));
         assert!(check_item_count(3, 3).is_ok());
+    }
+
+    #[test]
+    fn a_push_goes_to_one_partition_only_when_every_item_names_it() {
+        let read = |body: &'static str| serde_json::from_str::<PushRequest>(body).unwrap();
+        let one = read(r#"{"items": [{"queue": "q", "partition": "p", "payload": 1},
+                                     {"queue": "q", "partition": "p", "payload": 2}]}"#);
+        assert_eq!(only_partition(&one.items), Some(("q", Some("p"))));
+        let default = read(r#"{"items": [{"queue": "q", "payload": 1}]}"#);
+        assert_eq!(only_partition(&default.items), Some(("q", None)));
+        for body in [
+            r#"{"items": [{"queue": "q", "partition": "p", "payload": 1}, {"queue": "q", "partition": "r", "payload": 2}]}"#,
+            r#"{"items": [{"queue": "q", "payload": 1}, {"queue": "q2", "payload": 2}]}"#,
+            r#"{"items": [{"queue": "q", "payload": 1}, {"queue": "q", "partition": "Default", "payload": 2}]}"#,
+            r#"{"items": []}"#,
+        ] {
+            assert_eq!(only_partition(&read(body).items), None, "{body}");
+        }
     }
 
     #[test]
