@@ -140,3 +140,12 @@ ALTER TABLE pgcursor.partition_heads DISABLE TRIGGER partition_heads_retire_tota
 -- index's window shrinks to the message's life) until the retention
 -- functions copy the ids themselves, as the totals above are written.
 ALTER TABLE pgcursor.messages DISABLE TRIGGER messages_remember_deleted_ids;
+
+-- One connection per worker for a statement's tasks (Citus's default opens
+-- up to 16 to run a multi-shard statement's tasks in parallel). pgcursor's
+-- multi-shard statements are small reads, chiefly a pop's look at the
+-- group's cursor rows on every shard, and opening and driving more
+-- connections for them cost more than it saved: bench-citus at 8 shards,
+-- 3,510 / 3,154 msgs/s on one / two workers before, 3,874 / 3,794 and
+-- 3,754 / 3,614 after, with less worker CPU. (A new session reads it.)
+ALTER DATABASE pgcursor SET citus.max_adaptive_executor_pool_size = 1;
