@@ -4,24 +4,30 @@
 -- do; push_partition names the partitions a push may be sent to. Not in a
 -- transaction block: Citus delegates a call only outside one. The queues
 -- are deleted at the end.
-SELECT plan(11);
+SELECT plan(9);
 SELECT pgcursor.delete_queue('citus_delegated') IS NOT NULL AS deleted \gset
 SELECT pgcursor.push('{"items": [{"queue": "citus_delegated", "payload": 1, "transactionId": "t1"},
                                  {"queue": "citus_delegated", "payload": 2, "transactionId": "t2"}]}')
        -> 0 ->> 'partitionId' AS p \gset
 SELECT pgcursor.pop('{"queue": "citus_delegated", "consumerGroup": "g", "batch": 2}') ->> 'leaseId' AS l \gset
 
--- The plan: one task, the whole call, on the worker that holds the partition's
--- shard. (EXPLAIN by a psql of its own: a call made inside a function, or in
--- this session's pgTAP transaction, is not delegated.)
+-- A call's plan: how many tasks, and on which node the first runs; and
+-- what that is for a call sent whole to the worker holding a partition.
+-- (EXPLAIN by a psql of its own: a call made inside a function, or in this
+-- session's pgTAP transaction, is not delegated.)
+CREATE FUNCTION pg_temp.tasks(plan jsonb) RETURNS text LANGUAGE sql AS $$
+    SELECT format('%s task(s), on %s', plan #>> '{0,Plan,Distributed Query,Job,Task Count}',
+                  plan #>> '{0,Plan,Distributed Query,Job,Tasks,0,Node}')
+$$;
+CREATE FUNCTION pg_temp.on_worker_of(p uuid) RETURNS text LANGUAGE sql AS $$
+    SELECT format('1 task(s), on host=%s port=%s dbname=pgcursor', s.nodename, s.nodeport)
+      FROM pg_dist_shard_placement s
+     WHERE s.shardid = get_shard_id_for_distribution_column('pgcursor.messages', p)
+$$;
+
 \set plan `psql -X -tA -h :HOST -p :PORT -U :USER -d :DBNAME -c "EXPLAIN (FORMAT JSON) SELECT pgcursor_citus.ack_group(':p', '{}')"`
-SELECT is(:'plan'::jsonb #>> '{0,Plan,Distributed Query,Job,Task Count}', '1',
-          'the delegated ack is one task');
-SELECT is((:'plan'::jsonb #>> '{0,Plan,Distributed Query,Job,Tasks,0,Node}'),
-          (SELECT format('host=%s port=%s dbname=pgcursor', s.nodename, s.nodeport)
-             FROM pg_dist_shard_placement s
-            WHERE s.shardid = get_shard_id_for_distribution_column('pgcursor.messages', :'p'::uuid)),
-          'it runs on the worker holding the partition''s shard');
+SELECT is(pg_temp.tasks(:'plan'), pg_temp.on_worker_of(:'p'),
+          'the delegated ack is one task, on the worker holding the partition''s shard');
 
 SELECT is(pgcursor_citus.ack_group(:'p', jsonb_build_object('consumerGroup', 'g', 'leaseId', :'l',
               'items', '[{"transactionId": "t1"}, {"transactionId": "t2"}]'::jsonb)) -> 1 ->> 'leaseReleased',
@@ -43,13 +49,8 @@ SELECT is(pgcursor_citus.push_partition('citus_delegated_capped', 'Default'), NU
           'nor one to a queue with a maxSize (its room is counted on every shard)');
 
 \set plan `psql -X -tA -h :HOST -p :PORT -U :USER -d :DBNAME -c "EXPLAIN (FORMAT JSON) SELECT pgcursor_citus.push(':p', '{}')"`
-SELECT is(:'plan'::jsonb #>> '{0,Plan,Distributed Query,Job,Task Count}', '1',
-          'the delegated push is one task');
-SELECT is((:'plan'::jsonb #>> '{0,Plan,Distributed Query,Job,Tasks,0,Node}'),
-          (SELECT format('host=%s port=%s dbname=pgcursor', s.nodename, s.nodeport)
-             FROM pg_dist_shard_placement s
-            WHERE s.shardid = get_shard_id_for_distribution_column('pgcursor.messages', :'p'::uuid)),
-          'it runs on the worker holding the partition''s shard');
+SELECT is(pg_temp.tasks(:'plan'), pg_temp.on_worker_of(:'p'),
+          'the delegated push is one task, on the worker holding the partition''s shard');
 
 SELECT pgcursor_citus.push(:'p', '{"items": [{"queue": "citus_delegated", "payload": 3, "transactionId": "t3"},
                                              {"queue": "citus_delegated", "payload": 4, "transactionId": "t1"}]}') AS pushed \gset
