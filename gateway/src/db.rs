@@ -219,6 +219,17 @@ impl Deployment {
     }
 }
 
+/// Sends a long-poll wake-up from the coordinator: `sql` is one of the
+/// wake functions of sql/citus/delegate.sql, `target` its argument.
+pub async fn wake(
+    client: &deadpool_postgres::Client,
+    sql: &str,
+    target: &(dyn tokio_postgres::types::ToSql + Sync),
+) -> Result<(), tokio_postgres::Error> {
+    let statement = client.prepare_cached(sql).await?;
+    client.execute(&statement, &[target]).await.map(drop)
+}
+
 async fn migrate_and_apply(client: &mut Client) -> Result<(), BootstrapError> {
     let report = embedded::migrations::runner()
         .run_async(client)

@@ -337,11 +337,14 @@ async fn ack_on_partition_worker(
         .query_one(&statement, &[&request.partition_id, &Json(&request)])
         .await?
         .try_get(0)?;
-    if request.items.iter().any(|i| i.status != "completed") {
-        let wake = client
-            .prepare_cached("SELECT pgcursor_citus.wake_partition($1)")
-            .await?;
-        client.execute(&wake, &[&request.partition_id]).await?;
+    // The ack is committed: a failed wake-up costs waiting pops their
+    // re-check, and must not report a landed ack as failed.
+    let nacked = request.items.iter().any(|i| i.status != "completed");
+    if nacked {
+        let sql = "SELECT pgcursor_citus.wake_partition($1)";
+        if let Err(e) = crate::db::wake(client, sql, &request.partition_id).await {
+            tracing::warn!("nack on {}: wake-up not sent: {}", request.partition_id, crate::db::error_detail(&e));
+        }
     }
     Ok(answer)
 }

@@ -234,10 +234,12 @@ async fn push_on_partition_worker(
         .query_one(&push, &[&id, &body_text(body)?])
         .await?
         .try_get(0)?;
-    let wake = client
-        .prepare_cached("SELECT pgcursor_citus.wake_queue($1)")
-        .await?;
-    client.execute(&wake, &[&queue]).await?;
+    // The push is committed: a failed wake-up costs waiting pops their
+    // re-check, and must not turn a stored push into an error (a client
+    // would push it again).
+    if let Err(e) = crate::db::wake(&client, "SELECT pgcursor_citus.wake_queue($1)", &queue).await {
+        tracing::warn!("push to {queue}: wake-up not sent: {}", crate::db::error_detail(&e));
+    }
     crate::metrics::count_pushed(&answer.0);
     Ok(Some(answer.0))
 }
