@@ -314,9 +314,6 @@ BEGIN
     END IF;
 END $$;
 
--- push_items: the items as arrays, element i of each being item i (see
--- check_push_arrays) -> one row per item in request order. This is the
--- push; push(jsonb) reads its JSON into these arrays.
 -- The heads found for partitions `ids`, refused unless there is one per
 -- partition: with one missing, offsets would go to the wrong partitions.
 CREATE OR REPLACE FUNCTION pgcursor_internal.all_heads(ids uuid[], heads bigint[])
@@ -341,6 +338,9 @@ BEGIN
            FOR UPDATE OF h));
 END $$;
 
+-- push_items: the items as arrays, element i of each being item i (see
+-- check_push_arrays) -> one row per item in request order. This is the
+-- push; push(jsonb) reads its JSON into these arrays.
 CREATE OR REPLACE FUNCTION pgcursor.push_items(
     queues text[], payloads jsonb[], partitions text[] DEFAULT NULL,
     transaction_ids text[] DEFAULT NULL, trace_ids uuid[] DEFAULT NULL)
