@@ -170,9 +170,9 @@ pub async fn bootstrap(client: &mut Client) -> Result<Deployment, BootstrapError
     let unlocked = client
         .execute("SELECT pg_advisory_unlock($1)", &[&BOOTSTRAP_LOCK])
         .await;
-    result?; // the bootstrap's own error matters more than the unlock's
+    let distributed = result?; // the bootstrap's own error matters more than the unlock's
     unlocked.map_err(db)?;
-    let deployment = Deployment::of(client).await.map_err(db)?;
+    let deployment = Deployment::of(client, distributed).await.map_err(db)?;
     if deployment == Deployment::Delegating {
         info!("calling the delegated functions of sql/citus/delegate.sql for pushes to one partition and acks");
     }
@@ -200,8 +200,10 @@ const DELEGATED: [&str; 5] = [
 ];
 
 impl Deployment {
-    async fn of(client: &Client) -> Result<Deployment, tokio_postgres::Error> {
-        if !is_distributed(client).await? {
+    /// `distributed`: whether Citus distributes pgcursor.messages (the
+    /// bootstrap's answer, apply_functions).
+    async fn of(client: &Client, distributed: bool) -> Result<Deployment, tokio_postgres::Error> {
+        if !distributed {
             return Ok(Deployment::Direct);
         }
         let all: bool = client
@@ -230,7 +232,8 @@ pub async fn wake(
     client.execute(&statement, &[target]).await.map(drop)
 }
 
-async fn migrate_and_apply(client: &mut Client) -> Result<(), BootstrapError> {
+/// Whether Citus distributes pgcursor.messages, as apply_functions found.
+async fn migrate_and_apply(client: &mut Client) -> Result<bool, BootstrapError> {
     let report = embedded::migrations::runner()
         .run_async(client)
         .await
@@ -238,13 +241,15 @@ async fn migrate_and_apply(client: &mut Client) -> Result<(), BootstrapError> {
     for m in report.applied_migrations() {
         info!("applied migration {}", m);
     }
-    apply_functions(client).await?;
+    let distributed = apply_functions(client).await?;
     info!("applied {} SQL function files", SQL_FILES.len());
-    Ok(())
+    Ok(distributed)
 }
 
 /// All function files in one transaction: a broken file changes nothing.
-async fn apply_functions(client: &mut Client) -> Result<(), BootstrapError> {
+/// Answers whether Citus distributes pgcursor.messages (then
+/// sql/citus/functions.sql was applied too).
+async fn apply_functions(client: &mut Client) -> Result<bool, BootstrapError> {
     let db = |e: tokio_postgres::Error| BootstrapError::Database(error_detail(&e));
     let tx = client.transaction().await.map_err(db)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&BOOTSTRAP_LOCK])
@@ -258,7 +263,8 @@ async fn apply_functions(client: &mut Client) -> Result<(), BootstrapError> {
                 detail: error_detail(&e),
             })?;
     }
-    if is_distributed(&tx).await.map_err(db)? {
+    let distributed = is_distributed(&tx).await.map_err(db)?;
+    if distributed {
         tx.batch_execute(CITUS_FUNCTIONS)
             .await
             .map_err(|e| BootstrapError::Function {
@@ -267,7 +273,8 @@ async fn apply_functions(client: &mut Client) -> Result<(), BootstrapError> {
             })?;
         info!("applied sql/citus/functions.sql: pgcursor.messages is distributed by Citus");
     }
-    tx.commit().await.map_err(db)
+    tx.commit().await.map_err(db)?;
+    Ok(distributed)
 }
 
 /// True when Citus distributes pgcursor.messages (scripts/citus.sh
