@@ -248,10 +248,11 @@ END $$;
 
 -- Messages still pending in a partition for its slowest group (all of them
 -- when no group has a cursor there yet). Offsets, so retention gaps count.
-CREATE OR REPLACE FUNCTION pgcursor_internal.partition_depth(p pgcursor.partitions)
+-- Given the partition's id, not its row, as transaction_index_horizon.
+CREATE OR REPLACE FUNCTION pgcursor_internal.partition_depth(pid uuid)
 RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT pgcursor_internal.partition_head(p.id) - coalesce(min(c.cursor), 0)
-    FROM pgcursor_internal.cursor_rows() c WHERE c.partition_id = p.id
+    SELECT pgcursor_internal.partition_head(pid) - coalesce(min(c.cursor), 0)
+    FROM pgcursor_internal.cursor_rows() c WHERE c.partition_id = pid
 $$;
 
 -- The cursor row of (partition, group), locked; created where the group's

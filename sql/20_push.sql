@@ -263,7 +263,7 @@ RETURNS TABLE (queue text, room bigint) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY
-    SELECT q.name, q.max_size - coalesce((SELECT sum(pgcursor_internal.partition_depth(p))
+    SELECT q.name, q.max_size - coalesce((SELECT sum(pgcursor_internal.partition_depth(p.id))
                                             FROM pgcursor.partitions p WHERE p.queue = q.name), 0)::bigint
       FROM (SELECT x.name, x.max_size FROM pgcursor.queues x
              WHERE x.name = ANY (queues) AND x.max_size > 0

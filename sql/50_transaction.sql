@@ -64,15 +64,19 @@ END $$;
 
 -- requiredLeases: every listed lease must be live on at least one cursor row
 -- when the bundle starts (checked before the acks, which may release them).
--- One scan of the cursors per listed lease (lease_id is not indexed, see
--- migrations/V2).
+-- One scan of the cursors for all of them (lease_id is not indexed, see
+-- migrations/V2), given as an array: Citus runs no query correlating the
+-- cursors with a set-returning function.
 CREATE OR REPLACE FUNCTION pgcursor_internal.required_leases_live(req jsonb)
-RETURNS boolean LANGUAGE sql STABLE AS $$
-    SELECT NOT EXISTS (
-        SELECT 1 FROM jsonb_array_elements_text(coalesce(nullif(req -> 'requiredLeases', 'null'), '[]')) AS l(id)
-         WHERE NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
-                            WHERE c.lease_id = l.id::uuid AND pgcursor_internal.lease_is_live(c.lease_expires_at)))
-$$;
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    listed uuid[] := ARRAY(SELECT DISTINCT l.id::uuid
+                             FROM jsonb_array_elements_text(coalesce(nullif(req -> 'requiredLeases', 'null'), '[]')) AS l(id));
+BEGIN
+    RETURN cardinality(listed) = 0
+        OR (SELECT count(DISTINCT c.lease_id) FROM pgcursor.cursors c
+             WHERE c.lease_id = ANY (listed) AND pgcursor_internal.lease_is_live(c.lease_expires_at)) = cardinality(listed);
+END $$;
 
 -- Ack operation i, through ack_group as a one-item group (identical
 -- semantics to POST /api/v1/ack): its item result, index = i.

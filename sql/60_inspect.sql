@@ -71,13 +71,16 @@ DECLARE
 BEGIN
     SELECT * INTO p FROM pgcursor.partitions WHERE id = pid;
     SELECT * INTO q FROM pgcursor.queues x WHERE x.name = p.queue;
-    SELECT x.msg_offset INTO off
-      FROM pgcursor_internal.indexed_message(pid, txid, pgcursor_internal.transaction_index_horizon(
-                      q.transaction_index_from, q.transaction_index_retention_seconds)) x;
-    IF off IS NULL THEN  -- past the horizon: look in the partition itself
-        SELECT min(x.msg_offset) INTO off FROM pgcursor.messages x
-        WHERE x.partition_id = pid AND x.transaction_id = txid;
-    END IF;
+    -- Past the horizon: the lowest offset in the partition itself. One
+    -- statement naming messages, as the ack resolves: Citus then routes it,
+    -- the inlined indexed_message with it, to the partition's shard.
+    SELECT coalesce(
+               (SELECT x.msg_offset
+                  FROM pgcursor_internal.indexed_message(pid, txid, pgcursor_internal.transaction_index_horizon(
+                           q.transaction_index_from, q.transaction_index_retention_seconds)) x),
+               (SELECT min(x.msg_offset) FROM pgcursor.messages x
+                 WHERE x.partition_id = pid AND x.transaction_id = txid))
+      INTO off;
     IF off IS NULL OR p.id IS NULL THEN
         RAISE EXCEPTION 'message not found: % in partition %', txid, pid USING ERRCODE = 'P0002';
     END IF;

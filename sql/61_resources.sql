@@ -206,6 +206,18 @@ RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
                               'completed', completed, 'failed', discarded, 'deadLetter', dead_lettered)
 $$;
 
+-- The createdAt of a partition's first and last stored message (null when
+-- none is stored) and how many dead letters it holds: index probes, for the
+-- queue views. A function of the partition's id, so that on Citus a view's
+-- statement over the partitions (a reference table) names no distributed
+-- table and runs on the coordinator.
+CREATE OR REPLACE FUNCTION pgcursor_internal.stored_span(pid uuid)
+RETURNS TABLE (oldest timestamptz, newest timestamptz, dead bigint) LANGUAGE sql STABLE AS $$
+    SELECT (SELECT m.created_at FROM pgcursor.messages m WHERE m.partition_id = pid ORDER BY m.msg_offset LIMIT 1),
+           (SELECT m.created_at FROM pgcursor.messages m WHERE m.partition_id = pid ORDER BY m.msg_offset DESC LIMIT 1),
+           (SELECT count(*) FROM pgcursor.dead_letters d WHERE d.partition_id = pid)
+$$;
+
 -- queue_detail: one queue with its options, partitions (each with Queen's
 -- stats, oldest/newest message and every group's cursor, lag and whether it
 -- holds a live lease) and totals over them. Unknown -> P0002.
@@ -216,24 +228,21 @@ DECLARE
     parts jsonb;
 BEGIN
     q := pgcursor_internal.known_queue(qname);
-    -- One pass: per partition its stats, two index probes for its oldest and
-    -- newest stored message, and its cursor rows.
+    -- One pass: per partition its stats, its oldest and newest stored
+    -- message, and its cursor rows.
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'id', p.id, 'name', p.name, 'partitionId', p.id, 'partition', p.name, 'head', s.total,
                'depth', s.depth, 'createdAt', pgcursor_internal.rfc3339_utc(p.created_at),
                'stats', pgcursor_internal.stats_json(s.total, s.pending, s.processing, s.completed,
                                                      s.discarded, s.dead_lettered),
-               'oldestMessage', pgcursor_internal.rfc3339_utc(
-                   (SELECT m.created_at FROM pgcursor.messages m WHERE m.partition_id = p.id
-                    ORDER BY m.msg_offset LIMIT 1)),
-               'newestMessage', pgcursor_internal.rfc3339_utc(
-                   (SELECT m.created_at FROM pgcursor.messages m WHERE m.partition_id = p.id
-                    ORDER BY m.msg_offset DESC LIMIT 1)),
+               'oldestMessage', pgcursor_internal.rfc3339_utc(e.oldest),
+               'newestMessage', pgcursor_internal.rfc3339_utc(e.newest),
                'consumerGroups', g.groups)
              ORDER BY p.name), '[]'::jsonb)
     INTO parts
     FROM pgcursor.partitions p
     JOIN pgcursor_internal.partition_stats(qname) s ON s.partition_id = p.id
+    CROSS JOIN LATERAL pgcursor_internal.stored_span(p.id) e
     CROSS JOIN LATERAL (
         SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'consumerGroup', c.consumer_group, 'cursor', c.cursor,

@@ -453,12 +453,7 @@ BEGIN
     INTO parts
     FROM pgcursor.partitions p
     JOIN pgcursor_internal.partition_stats(qname) s ON s.partition_id = p.id
-    CROSS JOIN LATERAL (
-        SELECT (SELECT x.created_at FROM pgcursor.messages x WHERE x.partition_id = p.id
-                ORDER BY x.msg_offset LIMIT 1) AS oldest,
-               (SELECT x.created_at FROM pgcursor.messages x WHERE x.partition_id = p.id
-                ORDER BY x.msg_offset DESC LIMIT 1) AS newest,
-               (SELECT count(*) FROM pgcursor.dead_letters d WHERE d.partition_id = p.id) AS dead) e
+    CROSS JOIN LATERAL pgcursor_internal.stored_span(p.id) e
     CROSS JOIN LATERAL (SELECT max(c.last_ack_at) AS last_ack FROM pgcursor_internal.cursor_rows() c
                         WHERE c.partition_id = p.id) g
     CROSS JOIN LATERAL (SELECT pgcursor_internal.stats_json(  -- from the slowest group; leased included in pending

@@ -89,6 +89,8 @@ RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     grp     text := update_subscription.consumer_group;
     updated integer;
+    pid     uuid;
+    cur     pgcursor.cursors;
     p       pgcursor.partitions;
 BEGIN
     IF since IS NULL THEN
@@ -97,12 +99,18 @@ BEGIN
     UPDATE pgcursor.subscriptions s SET mode = 'timestamp', since = update_subscription.since
      WHERE s.consumer_group = grp;
     GET DIAGNOSTICS updated = ROW_COUNT;
-    FOR p IN SELECT x.* FROM pgcursor.cursors c JOIN pgcursor.partitions x ON x.id = c.partition_id
-              WHERE c.consumer_group = grp AND c.completed_total = 0 AND c.last_ack_at IS NULL
-                AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
-              ORDER BY c.partition_id
-                FOR UPDATE OF c
+    -- Candidates first, then each row locked (lock_cursor) and looked at
+    -- again, in partition order: Citus locks rows only in a statement
+    -- routed to one shard, and a group's rows lie on every shard.
+    FOR pid IN SELECT c.partition_id FROM pgcursor.cursors c
+                WHERE c.consumer_group = grp AND c.completed_total = 0 AND c.last_ack_at IS NULL
+                  AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
+                ORDER BY c.partition_id
     LOOP
+        cur := pgcursor_internal.lock_cursor(pid, grp);
+        CONTINUE WHEN cur.completed_total <> 0 OR cur.last_ack_at IS NOT NULL
+                   OR pgcursor_internal.lease_is_live(cur.lease_expires_at);
+        SELECT * INTO p FROM pgcursor.partitions x WHERE x.id = pid;
         PERFORM pgcursor_internal.move_cursor(p, grp, pgcursor_internal.cursor_before(p, since), NULL);
     END LOOP;
     RETURN jsonb_build_object('success', true, 'consumerGroup', grp,
@@ -188,6 +196,7 @@ RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     grp     text := seek_consumer_group.consumer_group;
     end_    boolean := coalesce(seek_consumer_group.to_end, false);
+    pid     uuid;
     p       pgcursor.partitions;
     updated integer := 0;
 BEGIN
@@ -195,12 +204,14 @@ BEGIN
         RAISE EXCEPTION 'Must specify either ''toEnd'': true or ''timestamp''' USING ERRCODE = '22023';
     END IF;
     PERFORM pgcursor_internal.materialize_cursors(grp);  -- rows on every partition it subscribed to
-    FOR p IN SELECT x.* FROM pgcursor.cursors c JOIN pgcursor.partitions x ON x.id = c.partition_id
-              WHERE c.consumer_group = grp AND x.queue = seek_consumer_group.queue
-                AND (NOT end_ OR pgcursor_internal.partition_head(x.id) > 0)
-              ORDER BY c.partition_id
-                FOR UPDATE OF c
+    -- Each row locked on its own, as in update_subscription.
+    FOR pid IN SELECT c.partition_id FROM pgcursor.cursors c JOIN pgcursor.partitions x ON x.id = c.partition_id
+                WHERE c.consumer_group = grp AND x.queue = seek_consumer_group.queue
+                ORDER BY c.partition_id
     LOOP
+        PERFORM pgcursor_internal.lock_cursor(pid, grp);
+        CONTINUE WHEN end_ AND pgcursor_internal.partition_head(pid) = 0;
+        SELECT * INTO p FROM pgcursor.partitions x WHERE x.id = pid;
         PERFORM pgcursor_internal.move_cursor(p, grp, CASE WHEN end_ THEN pgcursor_internal.partition_head(p.id)
                                                  ELSE pgcursor_internal.cursor_before(p, seek_consumer_group.to_time) END,
                                               now());

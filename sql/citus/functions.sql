@@ -12,6 +12,54 @@
 -- PostgreSQL's own choice of plan.
 ALTER FUNCTION pgcursor.push_items(text[], jsonb[], text[], text[], uuid[]) RESET plan_cache_mode;
 
+-- Every LANGUAGE sql function that reads one of pgcursor's tables becomes
+-- PL/pgSQL with the same statement (but those in sql_kept), the functions
+-- this file writes out by hand below replaced again by theirs. Citus
+-- plans no such SQL function: inlined into a statement that names no
+-- Citus table it fails ("parameterized queries for SQL functions
+-- referencing distributed tables are not supported", even for a
+-- reference table and without parameters), and run on its own its
+-- statement is planned without its arguments' values ("could not create
+-- distributed plan") unless it goes to one shard. A PL/pgSQL function's
+-- statements are planned with the values. A SQL function returns its
+-- statement's first row, as the FOR loop does; #variable_conflict
+-- use_column resolves a name as SQL does (a column before a parameter).
+-- Only a function calling a table directly changes: a SQL function
+-- calling only PL/pgSQL ones is planned by Citus as it is.
+DO $convert$
+DECLARE
+    -- Inlined into the push's and the ack's statements, which Citus routes
+    -- to the partition's worker: as PL/pgSQL it would run a distributed
+    -- query from a shard there.
+    -- The same for the retention cutoffs, inlined into the purge's DELETE.
+    sql_kept constant regproc[] := ARRAY['pgcursor_internal.indexed_message', 'pgcursor_internal.retention_cutoffs',
+                                         'pgcursor_internal.eviction_cutoffs']::regproc[];
+    tables text := (SELECT string_agg(c.relname, '|') FROM pg_class c
+                     WHERE c.relnamespace = 'pgcursor'::regnamespace AND c.relkind IN ('r', 'p', 'v'));
+    f record;
+    body text;
+    def text;
+BEGIN
+    FOR f IN SELECT p.oid, p.proretset, p.prosrc, pg_get_function_result(p.oid) AS result
+               FROM pg_proc p
+              WHERE p.pronamespace IN ('pgcursor'::regnamespace, 'pgcursor_internal'::regnamespace)
+                AND p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'sql')
+                AND p.prosrc ~ ('pgcursor\.(' || tables || ')\M')
+                AND p.oid::regproc <> ALL (sql_kept)
+    LOOP
+        body := rtrim(btrim(f.prosrc, E' \n\t'), ';');
+        body := E'#variable_conflict use_column\n'
+             || CASE WHEN f.proretset
+                     THEN format(E'BEGIN\n    RETURN QUERY %s;\nEND', body)
+                     ELSE format(E'DECLARE\n    first %s;\nBEGIN\n    FOR first IN %s\n    LOOP\n        RETURN first;\n    END LOOP;\n    RETURN NULL;\nEND',
+                                 f.result, body) END;
+        def := pg_get_functiondef(f.oid);
+        def := regexp_replace(def, E'\n LANGUAGE sql\n', E'\n LANGUAGE plpgsql\n');
+        def := left(def, strpos(def, E'AS $function$') - 1) || format('AS %L', body);
+        EXECUTE def;
+    END LOOP;
+END $convert$;
+
 -- lock_heads (sql/20_push.sql): one routed FOR UPDATE per partition, in the
 -- order given (id order). Citus 12.1 takes row locks only in a query routed
 -- to one shard ("could not run distributed query with FOR UPDATE/SHARE
@@ -410,3 +458,190 @@ BEGIN
     RETURN made;
 END $$;
 
+
+-- cursor_before (sql/02_shared.sql) in PL/pgSQL, in two statements. As a
+-- SQL function Citus plans its read of messages without the partition's
+-- id ("could not create distributed plan"), so a seek to a time and a
+-- subscription from a time failed; PL/pgSQL plans it with the value. As
+-- one statement Citus would send partition_head's call to the shard with
+-- the read, and partition_head's own query may not run there.
+CREATE OR REPLACE FUNCTION pgcursor_internal.cursor_before(p pgcursor.partitions, since timestamptz)
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    before bigint;
+BEGIN
+    SELECT min(m.msg_offset) - 1 INTO before FROM pgcursor.messages m
+     WHERE m.partition_id = p.id AND m.created_at >= since;
+    RETURN coalesce(before, pgcursor_internal.partition_head(p.id));
+END $$;
+
+-- cursor_rows (sql/02_shared.sql) in PL/pgSQL: the stored rows, then one
+-- row per (partition, group) a pending subscription has not written yet.
+-- Citus plans neither the SQL function (it reads a distributed table) nor
+-- its second half as one statement (the NOT EXISTS on cursors correlated
+-- with reference tables; start_cursor(p, s) over rows a worker's shards
+-- give). Here the missing pairs come from an uncorrelated NOT IN, and each
+-- start is computed on the coordinator from the pair's own rows, as
+-- materialize_cursors below does.
+CREATE OR REPLACE FUNCTION pgcursor_internal.cursor_rows()
+RETURNS SETOF pgcursor.cursors LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    pair record;
+    part pgcursor.partitions;
+    sub  pgcursor.subscriptions;
+BEGIN
+    RETURN QUERY SELECT * FROM pgcursor.cursors;
+    FOR pair IN
+        SELECT p.id AS pid, s.queue AS q, s.consumer_group AS g
+          FROM pgcursor.subscriptions s JOIN pgcursor.partitions p ON p.queue = s.queue
+         WHERE s.cursor_rows = 'pending'
+           AND (p.id, s.consumer_group) NOT IN (SELECT c.partition_id, c.consumer_group FROM pgcursor.cursors c)
+    LOOP
+        SELECT * INTO part FROM pgcursor.partitions p WHERE p.id = pair.pid;
+        SELECT * INTO sub FROM pgcursor.subscriptions s WHERE s.consumer_group = pair.g AND s.queue = pair.q;
+        RETURN NEXT ROW(part.id, sub.consumer_group, pgcursor_internal.start_cursor(part, sub), NULL, NULL, NULL,
+                        NULL, 0, 0, 0, 0, 0, NULL, sub.created_at, 0)::pgcursor.cursors;
+    END LOOP;
+END $$;
+
+-- Each cursor row (cursor_rows) with its partition's queue, name and head
+-- and the createdAt of the first message past the cursor (null when none
+-- is waiting). Citus-only: the consumer-group views, the lag figures and
+-- the metrics join cursor_rows() with partition_heads and a LATERAL read
+-- of messages, which Citus refuses ("complex joins are only supported when
+-- all distributed tables are co-located and joined on their distribution
+-- columns"). Here the heads and the partitions are read whole, each in one
+-- statement, and joined on the coordinator; a waiting message is one
+-- routed read per cursor row that is behind its head.
+CREATE OR REPLACE FUNCTION pgcursor_internal.cursors_with_heads()
+RETURNS TABLE (c pgcursor.cursors, queue text, partition text, head bigint, oldest_at timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    head_ids uuid[];
+    heads    bigint[];
+    part_ids uuid[];
+    queues   text[];
+    names    text[];
+BEGIN
+    SELECT array_agg(h.partition_id), array_agg(h.head) INTO head_ids, heads FROM pgcursor.partition_heads h;
+    SELECT array_agg(p.id), array_agg(p.queue), array_agg(p.name) INTO part_ids, queues, names FROM pgcursor.partitions p;
+    RETURN QUERY
+    SELECT r, p.queue, p.name, h.head,
+           CASE WHEN h.head > r.cursor THEN pgcursor_internal.first_created_after(r.partition_id, r.cursor) END
+      FROM pgcursor_internal.cursor_rows() r
+      JOIN unnest(part_ids, queues, names) p(id, queue, name) ON p.id = r.partition_id
+      JOIN unnest(head_ids, heads) h(partition_id, head) ON h.partition_id = r.partition_id;
+END $$;
+
+-- The createdAt of partition pid's first stored message past offset
+-- `after` (null when none): one statement routed to the partition's shard.
+CREATE OR REPLACE FUNCTION pgcursor_internal.first_created_after(pid uuid, after bigint)
+RETURNS timestamptz LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    at timestamptz;
+BEGIN
+    SELECT m.created_at INTO at FROM pgcursor.messages m
+     WHERE m.partition_id = pid AND m.msg_offset > after ORDER BY m.msg_offset LIMIT 1;
+    RETURN at;
+END $$;
+
+-- group_cursor_rows (sql/65_consumer_groups.sql) from cursors_with_heads.
+CREATE OR REPLACE FUNCTION pgcursor_internal.group_cursor_rows()
+RETURNS TABLE (consumer_group text, queue text, partition text, partition_id uuid, lease_id uuid,
+               lease_expires_at timestamptz, completed_total bigint, last_ack_at timestamptz,
+               offset_lag bigint, oldest_at timestamptz, age_seconds bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT (x.c).consumer_group, x.queue, x.partition, (x.c).partition_id, (x.c).lease_id,
+           (x.c).lease_expires_at, (x.c).completed_total, (x.c).last_ack_at, x.head - (x.c).cursor,
+           x.oldest_at, greatest(floor(extract(epoch FROM now() - x.oldest_at)), 0)::bigint
+    FROM pgcursor_internal.cursors_with_heads() x
+$$;
+
+-- lag_figures (sql/61_resources.sql) from cursors_with_heads.
+CREATE OR REPLACE FUNCTION pgcursor_internal.lag_figures()
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    WITH x AS (SELECT * FROM pgcursor_internal.cursors_with_heads()),
+    ages AS (
+        SELECT greatest(extract(epoch FROM now() - x.oldest_at), 0)::numeric AS v
+        FROM x WHERE x.oldest_at IS NOT NULL
+    ), behind AS (
+        SELECT sum(x.head - (x.c).cursor)::numeric AS v FROM x GROUP BY x.queue, (x.c).consumer_group
+    )
+    SELECT jsonb_build_object(
+        'time', (SELECT pgcursor_internal.spread(array_agg(v)) FROM ages),
+        'offset', (SELECT pgcursor_internal.spread(array_agg(v)) FROM behind))
+$$;
+
+-- group_figures (sql/66_metrics.sql) from cursors_with_heads.
+CREATE OR REPLACE FUNCTION pgcursor_internal.group_figures()
+RETURNS TABLE (queue text, consumer_group text, partitions bigint, depth bigint, lag_seconds numeric,
+               leased_partitions bigint, expired_leases bigint, lease_expiries bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT x.queue, (x.c).consumer_group, count(*), sum(greatest(x.head - (x.c).cursor, 0))::bigint,
+           round(coalesce(max(extract(epoch FROM now() - x.oldest_at)), 0), 3),
+           count(*) FILTER (WHERE pgcursor_internal.lease_is_live((x.c).lease_expires_at)),
+           count(*) FILTER (WHERE (x.c).lease_id IS NOT NULL
+                              AND NOT pgcursor_internal.lease_is_live((x.c).lease_expires_at)),
+           sum((x.c).lease_expiries)::bigint
+    FROM pgcursor_internal.cursors_with_heads() x
+    GROUP BY x.queue, (x.c).consumer_group
+$$;
+
+-- queue_room (sql/20_push.sql) with each partition's depth added up here,
+-- on the coordinator: in one statement Citus sends the sum over partitions
+-- (a reference table) to a worker, where partition_depth's read of the
+-- cursors is a distributed query run from a shard, which Citus refuses.
+CREATE OR REPLACE FUNCTION pgcursor_internal.queue_room(queues text[])
+RETURNS TABLE (queue text, room bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    q    record;
+    pid  uuid;
+    used bigint;
+BEGIN
+    FOR q IN SELECT x.name, x.max_size FROM pgcursor.queues x
+              WHERE x.name = ANY (queues) AND x.max_size > 0
+              ORDER BY x.name FOR NO KEY UPDATE
+    LOOP
+        used := 0;
+        FOR pid IN SELECT p.id FROM pgcursor.partitions p WHERE p.queue = q.name LOOP
+            used := used + pgcursor_internal.partition_depth(pid);
+        END LOOP;
+        queue := q.name;
+        room := q.max_size - used;
+        RETURN NEXT;
+    END LOOP;
+END $$;
+
+-- partition_stats (sql/61_resources.sql) with the partitions and their heads
+-- read first, each in one statement, and joined with cursor_rows() on the
+-- coordinator: Citus refuses the join of cursor_rows() with partition_heads
+-- ("complex joins are only supported when all distributed tables are
+-- co-located and joined on their distribution columns").
+CREATE OR REPLACE FUNCTION pgcursor_internal.partition_stats(qname text)
+RETURNS TABLE (partition_id uuid, queue text, total bigint, depth bigint, pending bigint, processing bigint,
+               completed bigint, dead_lettered bigint, discarded bigint)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    part_ids uuid[];
+    queues   text[];
+    head_ids uuid[];
+    heads    bigint[];
+BEGIN
+    SELECT array_agg(p.id), array_agg(p.queue) INTO part_ids, queues
+      FROM pgcursor.partitions p WHERE qname IS NULL OR p.queue = qname;
+    SELECT array_agg(h.partition_id), array_agg(h.head) INTO head_ids, heads
+      FROM pgcursor.partition_heads h WHERE h.partition_id = ANY (part_ids);
+    RETURN QUERY
+    SELECT p.id, p.queue, h.head, h.head - coalesce(min(c.cursor), 0),
+           greatest(coalesce(max(h.head - c.cursor - pgcursor_internal.leased_offsets(c)), h.head), 0),
+           coalesce(sum(pgcursor_internal.leased_offsets(c)), 0)::bigint,
+           coalesce(sum(c.completed_total), 0)::bigint + coalesce(max(r.completed), 0),
+           coalesce(sum(c.dead_lettered_total), 0)::bigint + coalesce(max(r.dead_lettered), 0),
+           coalesce(sum(c.discarded_total), 0)::bigint + coalesce(max(r.discarded), 0)
+    FROM unnest(part_ids, queues) p(id, queue)
+    JOIN unnest(head_ids, heads) h(partition_id, head) ON h.partition_id = p.id
+    LEFT JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
+    LEFT JOIN pgcursor.retired_totals r ON r.partition_id = p.id
+    GROUP BY p.id, p.queue, h.head;
+END $$;

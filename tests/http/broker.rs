@@ -162,12 +162,25 @@ pub async fn stored_column<T: tokio_postgres::types::FromSqlOwned>(
         .collect()
 }
 
+/// `column` (a timestamptz) moved back by the seconds in parameter `param`.
+/// Through UTC because Citus refuses a STABLE function of a column in an
+/// UPDATE of a distributed table, and timestamptz - interval is STABLE;
+/// the conversions and timestamp - interval are IMMUTABLE.
+pub fn seconds_before(column: &str, param: &str) -> String {
+    format!(
+        "(({column} AT TIME ZONE 'UTC') - {param}::int * interval '1 second') AT TIME ZONE 'UTC'"
+    )
+}
+
 /// Ages every message of `queue` by `seconds`, moving created_at back.
 pub async fn age_messages(queue: &str, seconds: i32) {
     db().await
         .execute(
-            "UPDATE pgcursor.messages m SET created_at = m.created_at - $2::int * interval '1 second'
-               FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = $1",
+            &format!(
+                "UPDATE pgcursor.messages m SET created_at = {}
+                   FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = $1",
+                seconds_before("m.created_at", "$2")
+            ),
             &[&queue, &seconds],
         )
         .await

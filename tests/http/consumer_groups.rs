@@ -147,13 +147,20 @@ async fn a_seek_back_replays_in_offset_order_and_voids_the_live_lease() {
     assert_eq!(ack_error(&gw, &first, "Default-5").await, Value::Null);
     // Replays must resolve even after the transaction index forgot them
     // (as purge_transaction_index(cutoff) does, for this queue alone).
-    db().await
-        .execute(
-            "UPDATE pgcursor.queues SET transaction_index_from = clock_timestamp() WHERE name = $1",
-            &[&queue],
-        )
+    // The clock is read first: Citus refuses a VOLATILE function in an
+    // UPDATE of its tables (queues is a reference table there).
+    let db = db().await;
+    let now: std::time::SystemTime = db
+        .query_one("SELECT clock_timestamp()", &[])
         .await
-        .unwrap();
+        .unwrap()
+        .get(0);
+    db.execute(
+        "UPDATE pgcursor.queues SET transaction_index_from = $2 WHERE name = $1",
+        &[&queue, &now],
+    )
+    .await
+    .unwrap();
 
     let leased = pop(&gw, &queue, &format!("consumerGroup={group}")).await;
     assert!(messages(&leased).is_empty(), "everything consumed");

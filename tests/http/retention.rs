@@ -12,7 +12,8 @@ use pgcursor_tests::{db, Gateway};
 use serde_json::{json, Value};
 
 use crate::broker::{
-    age_messages, eventually, fresh_queue, get, offsets, post, push_n, stored_column,
+    age_messages, eventually, fresh_queue, get, offsets, post, push_n, seconds_before,
+    stored_column,
 };
 use crate::dlq::{kill, listing};
 
@@ -65,9 +66,12 @@ async fn wait_left(gw: &Gateway, queue: &str, left: &[&str]) {
 async fn age_dead_letter(queue: &str, offset: i64, seconds: i32) {
     db().await
         .execute(
-            "UPDATE pgcursor.dead_letters d SET failed_at = d.failed_at - $3::int * interval '1 second'
-               FROM pgcursor.partitions p
-              WHERE p.id = d.partition_id AND p.queue = $1 AND d.msg_offset = $2",
+            &format!(
+                "UPDATE pgcursor.dead_letters d SET failed_at = {}
+                   FROM pgcursor.partitions p
+                  WHERE p.id = d.partition_id AND p.queue = $1 AND d.msg_offset = $2",
+                seconds_before("d.failed_at", "$3")
+            ),
             &[&queue, &offset, &seconds],
         )
         .await
