@@ -32,7 +32,9 @@ BEGIN
              FILTER (WHERE c.partition_id IS NOT NULL), '[]'::jsonb)
     INTO answer
     FROM pgcursor.partitions p
-    JOIN pgcursor.partition_heads h ON h.partition_id = p.id
+    -- The head through partition_head: on Citus a statement joining
+    -- cursor_rows() with partition_heads is refused.
+    CROSS JOIN LATERAL (SELECT pgcursor_internal.partition_head(p.id) AS head) h
     JOIN pgcursor.queues q ON q.name = p.queue
     LEFT JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
     WHERE p.id = pid

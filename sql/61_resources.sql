@@ -397,15 +397,25 @@ RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     this_minute timestamptz := to_timestamp(floor(extract(epoch FROM now()) / 60) * 60);
     written bigint := 0;
+    one bigint;
     purged bigint;
+    r record;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pgcursor.stats_snapshots s WHERE s.minute = this_minute) THEN
-        INSERT INTO pgcursor.stats_snapshots (minute, queue, taken_at, pushed, completed, dead_lettered, discarded)
-        SELECT this_minute, q.name, now(), sum(t.pushed), sum(t.completed), sum(t.dead_lettered), sum(t.discarded)
-        FROM pgcursor_internal.lifetime_totals() t LEFT JOIN pgcursor.queues q ON q.name = t.queue
-        GROUP BY q.name
-        ON CONFLICT DO NOTHING;
-        GET DIAGNOSTICS written = ROW_COUNT;
+        -- Read, then written row by row: Citus sends an INSERT ... SELECT
+        -- into a reference table to a worker, where lifetime_totals' reads
+        -- of the distributed tables may not run.
+        FOR r IN SELECT q.name, sum(t.pushed) AS pushed, sum(t.completed) AS completed,
+                        sum(t.dead_lettered) AS dead_lettered, sum(t.discarded) AS discarded
+                   FROM pgcursor_internal.lifetime_totals() t LEFT JOIN pgcursor.queues q ON q.name = t.queue
+                  GROUP BY q.name
+        LOOP
+            INSERT INTO pgcursor.stats_snapshots (minute, queue, taken_at, pushed, completed, dead_lettered, discarded)
+            VALUES (this_minute, r.name, now(), r.pushed, r.completed, r.dead_lettered, r.discarded)
+            ON CONFLICT DO NOTHING;
+            GET DIAGNOSTICS one = ROW_COUNT;
+            written := written + one;
+        END LOOP;
     END IF;
     DELETE FROM pgcursor.stats_snapshots s WHERE s.minute < now() - keep;
     GET DIAGNOSTICS purged = ROW_COUNT;

@@ -59,10 +59,30 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
                 WHEN bus_groups > 0 THEN 'bus' ELSE 'none' END
 $$;
 
--- Does the message at `off` have a dead letter (any group)?
-CREATE OR REPLACE FUNCTION pgcursor_internal.is_dead_lettered(pid uuid, off bigint)
-RETURNS boolean LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (SELECT 1 FROM pgcursor.dead_letters d WHERE d.partition_id = pid AND d.msg_offset = off)
+-- A partition's messages for a listing, newest first: created in [since,
+-- upto), offsets in [low, high] (null: unbounded), of status `want` (null:
+-- any; by message_status with done_to and the live lease's range; dead:
+-- the message has a dead letter, of any group), at most n. Its own function of the partition's id, so that on Citus the listing's
+-- statement over the partitions names no distributed table and this one
+-- goes to the partition's shard.
+CREATE OR REPLACE FUNCTION pgcursor_internal.listed_messages(
+    pid uuid, since timestamptz, upto timestamptz, low bigint, high bigint, done_to bigint,
+    lease_from bigint, lease_to bigint, want text, n bigint)
+RETURNS TABLE (msg_offset bigint, transaction_id text, trace_id uuid, message_id uuid, created_at timestamptz,
+               dead boolean, status text)
+LANGUAGE sql STABLE AS $$
+    SELECT m.msg_offset, m.transaction_id, m.trace_id, m.message_id, m.created_at, s.dead IS NOT NULL,
+           pgcursor_internal.message_status(m.msg_offset, s.dead IS NOT NULL, done_to, lease_from, lease_to)
+      FROM pgcursor.messages m
+      -- A join, not an EXISTS sub-select: Citus routes this form to the shard.
+      LEFT JOIN LATERAL (SELECT true AS dead FROM pgcursor.dead_letters d
+                          WHERE d.partition_id = m.partition_id AND d.msg_offset = m.msg_offset LIMIT 1) s ON true
+     WHERE m.partition_id = pid AND m.created_at >= since AND m.created_at < upto
+       AND m.msg_offset BETWEEN coalesce(low, 0) AND coalesce(high, 9223372036854775807)
+       AND (want IS NULL OR pgcursor_internal.message_status(m.msg_offset, s.dead IS NOT NULL, done_to,
+                                                             lease_from, lease_to) = want)
+     ORDER BY m.created_at DESC, m.msg_offset DESC
+     LIMIT n
 $$;
 
 -- The end of a listing window: `to` is inclusive to the end of its minute
@@ -70,6 +90,15 @@ $$;
 CREATE OR REPLACE FUNCTION pgcursor_internal.window_end(upto timestamptz)
 RETURNS timestamptz LANGUAGE sql STABLE AS $$
     SELECT (date_trunc('minute', coalesce(upto, now()) AT TIME ZONE 'UTC') + interval '1 minute') AT TIME ZONE 'UTC'
+$$;
+
+-- Does partition pid hold a message created in [since, upto)? A function
+-- of the id, as listed_messages, so that on Citus listing_mode's statement
+-- names no distributed table.
+CREATE OR REPLACE FUNCTION pgcursor_internal.holds_messages_created(pid uuid, since timestamptz, upto timestamptz)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM pgcursor.messages m
+                    WHERE m.partition_id = pid AND m.created_at >= since AND m.created_at < upto)
 $$;
 
 -- The listing's `mode`: over the partitions of the queue (all queues without
@@ -86,8 +115,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
       FROM pgcursor.partitions p
       JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
      WHERE (qname IS NULL OR p.queue = qname)
-       AND EXISTS (SELECT 1 FROM pgcursor.messages m
-                    WHERE m.partition_id = p.id AND m.created_at >= since AND m.created_at < upto)
+       AND pgcursor_internal.holds_messages_created(p.id, since, upto)
 $$;
 
 -- A request object without its empty-string values: from a query string,
@@ -167,18 +195,10 @@ BEGIN
                          WHERE (qname IS NULL OR p.queue = qname) AND (part IS NULL OR p.name = part)
                            AND (ns IS NULL OR q.namespace = ns) AND (tsk IS NULL OR q.task = tsk)) pc
                  CROSS JOIN LATERAL (
-                       SELECT pc.*, m.msg_offset, m.transaction_id, m.trace_id, m.message_id, m.created_at,
-                              s.dead, pgcursor_internal.message_status(m.msg_offset, s.dead, pc.done_to,
-                                                                       pc.lease_from, pc.lease_to) AS status
-                         FROM pgcursor.messages m
-                        CROSS JOIN LATERAL (SELECT pgcursor_internal.is_dead_lettered(m.partition_id, m.msg_offset)
-                                                   AS dead) s
-                        WHERE m.partition_id = pc.pid AND m.created_at >= since AND m.created_at < upto
-                          AND m.msg_offset BETWEEN coalesce(low, 0) AND coalesce(high, 9223372036854775807)
-                          AND (want IS NULL OR pgcursor_internal.message_status(
-                                                   m.msg_offset, s.dead, pc.done_to, pc.lease_from, pc.lease_to) = want)
-                        ORDER BY m.created_at DESC, m.msg_offset DESC
-                        LIMIT skip::bigint + lim) w
+                       SELECT pc.*, m.*
+                         FROM pgcursor_internal.listed_messages(pc.pid, since, upto, low, high, pc.done_to,
+                                                                pc.lease_from, pc.lease_to, want,
+                                                                skip::bigint + lim) m) w
                  ORDER BY w.created_at DESC, w.pid DESC, w.msg_offset DESC
                  OFFSET skip LIMIT lim) r;
     END IF;
@@ -197,22 +217,25 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor.delete_message(pid uuid, txid text)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
+    q       pgcursor.queues;
     off     bigint;
+    stored  boolean;
     deleted bigint := 0;
     n       bigint;
 BEGIN
-    SELECT x.msg_offset INTO off
-      FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue,
-           LATERAL pgcursor_internal.indexed_message(pid, txid, pgcursor_internal.transaction_index_horizon(
-                   q.transaction_index_from, q.transaction_index_retention_seconds)) x
-     WHERE p.id = pid;
-    IF off IS NOT NULL THEN
-        DELETE FROM pgcursor.messages m WHERE m.partition_id = pid AND m.msg_offset = off;
-    ELSE  -- past the horizon: look in the partition itself
-        DELETE FROM pgcursor.messages m WHERE m.partition_id = pid AND m.transaction_id = txid;
+    SELECT x.* INTO q FROM pgcursor.queues x JOIN pgcursor.partitions p ON p.queue = x.name WHERE p.id = pid;
+    -- One statement naming messages, as message() resolves.
+    SELECT (SELECT x.msg_offset
+              FROM pgcursor_internal.indexed_message(pid, txid, pgcursor_internal.transaction_index_horizon(
+                       q.transaction_index_from, q.transaction_index_retention_seconds)) x),
+           EXISTS (SELECT 1 FROM pgcursor.messages m WHERE m.partition_id = pid AND m.transaction_id = txid)
+      INTO off, stored;
+    IF off IS NOT NULL OR stored THEN
+        -- Past the horizon (off null): every message of the partition with it.
+        DELETE FROM pgcursor.messages m
+         WHERE m.partition_id = pid AND (m.msg_offset = off OR off IS NULL AND m.transaction_id = txid);
+        GET DIAGNOSTICS deleted = ROW_COUNT;
     END IF;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    deleted := deleted + n;
     -- What the index remembers of it goes too, with what that delete left there.
     DELETE FROM pgcursor.transaction_index t WHERE t.partition_id = pid AND t.transaction_id = txid;
     GET DIAGNOSTICS n = ROW_COUNT;

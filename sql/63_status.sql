@@ -481,8 +481,8 @@ END $$;
 -- partition and offset, descending), [{id, transactionId, partitionId,
 -- queuePath, queue, partition, status, createdAt}], status by
 -- the queue-mode rule only. req: limit (50, at most 1000), offset (0).
--- Unknown queue: []. Each partition gives at most offset + limit rows
--- through its primary key.
+-- Unknown queue: []. Each partition gives at most offset + limit rows,
+-- newest first (listed_messages).
 CREATE OR REPLACE FUNCTION pgcursor.status_queue_messages(qname text, req jsonb DEFAULT '{}')
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -497,17 +497,16 @@ BEGIN
                    'queuePath', qname || '/' || r.partition, 'queue', qname, 'partition', r.partition,
                    'offset', r.msg_offset,
                    'status', pgcursor_internal.message_status(
-                                 r.msg_offset, pgcursor_internal.is_dead_lettered(r.pid, r.msg_offset),
-                                 CASE WHEN r.has_queue_mode THEN r.queue_cursor END, r.lease_from, r.lease_to),
+                                 r.msg_offset, r.dead, CASE WHEN r.has_queue_mode THEN r.queue_cursor END,
+                                 r.lease_from, r.lease_to),
                    'createdAt', pgcursor_internal.rfc3339_utc(r.created_at))
                  ORDER BY r.created_at DESC, r.pid DESC, r.msg_offset DESC), '[]'::jsonb)
         FROM (SELECT w.*, f.* FROM (
                   SELECT p.id AS pid, p.name AS partition, m.msg_offset, m.transaction_id, m.message_id,
-                         m.created_at
+                         m.created_at, m.dead
                   FROM pgcursor.partitions p
-                  CROSS JOIN LATERAL (SELECT x.msg_offset, x.transaction_id, x.message_id, x.created_at
-                                      FROM pgcursor.messages x WHERE x.partition_id = p.id
-                                      ORDER BY x.msg_offset DESC LIMIT skip::bigint + lim) m
+                  CROSS JOIN LATERAL pgcursor_internal.listed_messages(
+                      p.id, '-infinity', 'infinity', NULL, NULL, NULL, NULL, NULL, NULL, skip::bigint + lim) m
                   WHERE p.queue = qname
                   ORDER BY m.created_at DESC, p.id DESC, m.msg_offset DESC
                   OFFSET skip LIMIT lim) w

@@ -123,6 +123,26 @@ RETURNS TABLE (id uuid, before timestamptz) LANGUAGE sql STABLE AS $$
      WHERE q.retention_seconds > 0 AND (NOT of_messages OR q.retention_enabled IS NOT false)
 $$;
 
+-- Deletes partition pid's messages with an offset in (above, upto] created
+-- before `before`, and their trace events (traces go with their message);
+-- returns how many messages went. One partition per call: each delete is a
+-- range scan of one partition's rows, and on Citus a statement routed to
+-- the partition's shard. Every purge and the eviction delete through it.
+CREATE OR REPLACE FUNCTION pgcursor_internal.delete_partition_messages(
+    pid uuid, above bigint, upto bigint, before timestamptz)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    gone bigint;
+BEGIN
+    DELETE FROM pgcursor.trace_events e USING pgcursor.messages m
+     WHERE e.partition_id = pid AND m.partition_id = pid AND e.transaction_id = m.transaction_id
+       AND m.msg_offset > above AND m.msg_offset <= upto AND m.created_at < before;
+    DELETE FROM pgcursor.messages m
+     WHERE m.partition_id = pid AND m.msg_offset > above AND m.msg_offset <= upto AND m.created_at < before;
+    GET DIAGNOSTICS gone = ROW_COUNT;
+    RETURN gone;
+END $$;
+
 -- purge_messages: in queues with retentionSeconds > 0 (and retentionEnabled
 -- not false), deletes messages older than that (or, given a cutoff, created
 -- before it), pending or not, then moves cursors off what went. The
@@ -133,17 +153,8 @@ RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     purged bigint;
 BEGIN
-    -- Per partition, so each delete is a range scan of (partition_id, created_at).
-    WITH gone AS (
-        DELETE FROM pgcursor.messages m
-         USING pgcursor_internal.retention_cutoffs(cutoff, true) r
-         WHERE m.partition_id = r.id AND m.created_at < r.before
-        RETURNING m.partition_id, m.transaction_id
-    ), traces AS (
-        DELETE FROM pgcursor.trace_events e USING gone g  -- traces go with their message
-         WHERE e.partition_id = g.partition_id AND e.transaction_id = g.transaction_id
-    )
-    SELECT count(*) INTO purged FROM gone;
+    SELECT coalesce(sum(pgcursor_internal.delete_partition_messages(r.id, 0, 9223372036854775807, r.before)), 0)
+      INTO purged FROM pgcursor_internal.retention_cutoffs(cutoff, true) r;
     PERFORM pgcursor_internal.move_cursors_past_deleted(
         ARRAY(SELECT r.id FROM pgcursor_internal.retention_cutoffs(cutoff, true) r));
     RETURN purged;
@@ -175,17 +186,9 @@ RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     evicted bigint;
 BEGIN
-    -- Per partition, so each delete is a range scan of one partition's rows.
-    WITH gone AS (
-        DELETE FROM pgcursor.messages m
-         USING pgcursor_internal.eviction_cutoffs(cutoff) r
-         WHERE m.partition_id = r.id AND m.msg_offset > r.consumed_to AND m.created_at < r.before
-        RETURNING m.partition_id, m.transaction_id
-    ), traces AS (
-        DELETE FROM pgcursor.trace_events e USING gone g  -- traces go with their message
-         WHERE e.partition_id = g.partition_id AND e.transaction_id = g.transaction_id
-    )
-    SELECT count(*) INTO evicted FROM gone;
+    SELECT coalesce(sum(pgcursor_internal.delete_partition_messages(r.id, r.consumed_to, 9223372036854775807,
+                                                                    r.before)), 0)
+      INTO evicted FROM pgcursor_internal.eviction_cutoffs(cutoff) r;
     PERFORM pgcursor_internal.move_cursors_past_deleted(
         ARRAY(SELECT p.id FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
                WHERE q.max_wait_time_seconds > 0));
@@ -201,22 +204,15 @@ RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     purged bigint;
 BEGIN
-    WITH gone AS (
-        DELETE FROM pgcursor.messages m
-         USING (SELECT p.id, min(c.cursor) AS completed_to,
-                       coalesce(cutoff, now() - q.completed_retention_seconds * interval '1 second') AS before
-                  FROM pgcursor.partitions p
-                  JOIN pgcursor.queues q ON q.name = p.queue
-                  JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
-                 WHERE q.completed_retention_seconds > 0 AND q.retention_enabled IS NOT false
-                 GROUP BY p.id, q.completed_retention_seconds) r
-         WHERE m.partition_id = r.id AND m.msg_offset <= r.completed_to AND m.created_at < r.before
-        RETURNING m.partition_id, m.transaction_id
-    ), traces AS (
-        DELETE FROM pgcursor.trace_events e USING gone g  -- traces go with their message
-         WHERE e.partition_id = g.partition_id AND e.transaction_id = g.transaction_id
-    )
-    SELECT count(*) INTO purged FROM gone;
+    SELECT coalesce(sum(pgcursor_internal.delete_partition_messages(r.id, 0, r.completed_to, r.before)), 0)
+      INTO purged
+      FROM (SELECT p.id, min(c.cursor) AS completed_to,
+                   coalesce(cutoff, now() - q.completed_retention_seconds * interval '1 second') AS before
+              FROM pgcursor.partitions p
+              JOIN pgcursor.queues q ON q.name = p.queue
+              JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
+             WHERE q.completed_retention_seconds > 0 AND q.retention_enabled IS NOT false
+             GROUP BY p.id, q.completed_retention_seconds) r;
     RETURN purged;
 END $$;
 
@@ -227,12 +223,16 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor.purge_dead_letters(cutoff timestamptz DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
-    purged bigint;
+    r      record;
+    one    bigint;
+    purged bigint := 0;
 BEGIN
-    DELETE FROM pgcursor.dead_letters d
-     USING pgcursor_internal.retention_cutoffs(cutoff, false) r
-     WHERE d.partition_id = r.id AND d.failed_at < r.before;
-    GET DIAGNOSTICS purged = ROW_COUNT;
+    -- Per partition, as delete_partition_messages.
+    FOR r IN SELECT * FROM pgcursor_internal.retention_cutoffs(cutoff, false) LOOP
+        DELETE FROM pgcursor.dead_letters d WHERE d.partition_id = r.id AND d.failed_at < r.before;
+        GET DIAGNOSTICS one = ROW_COUNT;
+        purged := purged + one;
+    END LOOP;
     RETURN purged;
 END $$;
 
@@ -246,20 +246,26 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor.purge_transaction_index(cutoff timestamptz DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
-    purged bigint;
+    r      record;
+    one    bigint;
+    purged bigint := 0;
 BEGIN
     IF cutoff IS NOT NULL THEN
         UPDATE pgcursor.queues q SET transaction_index_from = cutoff
          WHERE q.transaction_index_from IS NULL OR q.transaction_index_from < cutoff;
         DELETE FROM pgcursor.transaction_index WHERE created_at < cutoff;
-    ELSE
-        -- Per partition, so each delete is a range scan of (partition_id, created_at).
-        DELETE FROM pgcursor.transaction_index t
-        USING (SELECT p.id, now() - q.transaction_index_retention_seconds * interval '1 second' AS before
-               FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
-               WHERE q.transaction_index_retention_seconds > 0) r
-        WHERE t.partition_id = r.id AND t.created_at < r.before;
+        GET DIAGNOSTICS purged = ROW_COUNT;
+        RETURN purged;
     END IF;
-    GET DIAGNOSTICS purged = ROW_COUNT;
+    -- Per partition, so each delete is a range scan of (partition_id, created_at)
+    -- (and on Citus a statement routed to the partition's shard).
+    FOR r IN SELECT p.id, now() - q.transaction_index_retention_seconds * interval '1 second' AS before
+               FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
+              WHERE q.transaction_index_retention_seconds > 0
+    LOOP
+        DELETE FROM pgcursor.transaction_index t WHERE t.partition_id = r.id AND t.created_at < r.before;
+        GET DIAGNOSTICS one = ROW_COUNT;
+        purged := purged + one;
+    END LOOP;
     RETURN purged;
 END $$;

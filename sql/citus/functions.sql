@@ -31,9 +31,7 @@ DECLARE
     -- Inlined into the push's and the ack's statements, which Citus routes
     -- to the partition's worker: as PL/pgSQL it would run a distributed
     -- query from a shard there.
-    -- The same for the retention cutoffs, inlined into the purge's DELETE.
-    sql_kept constant regproc[] := ARRAY['pgcursor_internal.indexed_message', 'pgcursor_internal.retention_cutoffs',
-                                         'pgcursor_internal.eviction_cutoffs']::regproc[];
+    sql_kept constant regproc[] := ARRAY['pgcursor_internal.indexed_message']::regproc[];
     tables text := (SELECT string_agg(c.relname, '|') FROM pg_class c
                      WHERE c.relnamespace = 'pgcursor'::regnamespace AND c.relkind IN ('r', 'p', 'v'));
     f record;
@@ -644,4 +642,35 @@ BEGIN
     LEFT JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
     LEFT JOIN pgcursor.retired_totals r ON r.partition_id = p.id
     GROUP BY p.id, p.queue, h.head;
+END $$;
+
+-- move_cursors_past_deleted (sql/80_retention.sql): the rows to move are
+-- read first, then each is moved by an UPDATE routed to its shard, with
+-- retained_cursor computed here on the coordinator. Citus refuses the one
+-- UPDATE (retained_cursor is a STABLE function of a column, and its read
+-- of messages cannot run inside a statement sent to a shard).
+CREATE OR REPLACE FUNCTION pgcursor_internal.move_cursors_past_deleted(parts uuid[])
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    behind record;
+    target bigint;
+    one    bigint;
+    moved  bigint := 0;
+BEGIN
+    FOR behind IN SELECT c.partition_id, c.consumer_group, c.cursor
+                    FROM pgcursor.cursors c
+                    JOIN pgcursor.partition_heads h ON h.partition_id = c.partition_id
+                   WHERE c.partition_id = ANY (parts) AND c.cursor < h.head
+                     AND NOT EXISTS (SELECT 1 FROM pgcursor.messages m
+                                      WHERE m.partition_id = c.partition_id AND m.msg_offset = c.cursor + 1)
+                   ORDER BY c.partition_id, c.consumer_group
+    LOOP
+        target := pgcursor_internal.retained_cursor(behind.partition_id, behind.cursor);
+        UPDATE pgcursor.cursors c SET cursor = target, retry_count = 0
+         WHERE c.partition_id = behind.partition_id AND c.consumer_group = behind.consumer_group
+           AND target > c.cursor;  -- re-checked on the locked row: never moves a cursor back
+        GET DIAGNOSTICS one = ROW_COUNT;
+        moved := moved + one;
+    END LOOP;
+    RETURN moved;
 END $$;
