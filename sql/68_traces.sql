@@ -36,6 +36,7 @@ DECLARE
     txid  text;
     pid   uuid;
     names text[];
+    one   text;
     event pgcursor.trace_events;
 BEGIN
     IF jsonb_typeof(req) IS DISTINCT FROM 'object' THEN
@@ -62,8 +63,13 @@ BEGIN
             coalesce(pgcursor_internal.optional_text(req, 'eventType'), 'info'), req -> 'data',
             pgcursor_internal.optional_text(req, 'workerId'), clock_timestamp())
     RETURNING * INTO event;
-    INSERT INTO pgcursor.trace_names (partition_id, trace_id, name, created_at)
-    SELECT pid, event.id, n, event.created_at FROM unnest(names) n;
+    -- One INSERT ... VALUES per name: Citus runs an INSERT ... SELECT through
+    -- the coordinator and answers a name too long for the index as an
+    -- internal error (XX000) instead of PostgreSQL's 54000, the client's 400.
+    FOREACH one IN ARRAY names LOOP
+        INSERT INTO pgcursor.trace_names (partition_id, trace_id, name, created_at)
+        VALUES (pid, event.id, one, event.created_at);
+    END LOOP;
     RETURN jsonb_build_object('success', true, 'traceId', event.id);
 END $$;
 
