@@ -111,6 +111,16 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
                 ELSE 0 END
 $$;
 
+-- Each partition of a queue (of every queue when qname is null) with its
+-- head. Its own function so that Citus can read the two tables apart
+-- (sql/citus/functions.sql): it refuses their join with cursor_rows().
+CREATE OR REPLACE FUNCTION pgcursor_internal.partitions_with_heads(qname text)
+RETURNS TABLE (id uuid, queue text, name text, head bigint) LANGUAGE sql STABLE AS $$
+    SELECT p.id, p.queue, p.name, h.head
+      FROM pgcursor.partitions p JOIN pgcursor.partition_heads h ON h.partition_id = p.id
+     WHERE qname IS NULL OR p.queue = qname
+$$;
+
 -- Per partition of a queue (of every queue when qname is null):
 --   total       messages ever pushed (its head)
 --   depth       unconsumed by the slowest group (head - lowest cursor; as partition_depth)
@@ -122,18 +132,16 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.partition_stats(qname text)
 RETURNS TABLE (partition_id uuid, queue text, total bigint, depth bigint, pending bigint, processing bigint,
                completed bigint, dead_lettered bigint, discarded bigint)
 LANGUAGE sql STABLE AS $$
-    SELECT p.id, p.queue, h.head, h.head - coalesce(min(c.cursor), 0),
-           greatest(coalesce(max(h.head - c.cursor - pgcursor_internal.leased_offsets(c)), h.head), 0),
+    SELECT p.id, p.queue, p.head, p.head - coalesce(min(c.cursor), 0),
+           greatest(coalesce(max(p.head - c.cursor - pgcursor_internal.leased_offsets(c)), p.head), 0),
            coalesce(sum(pgcursor_internal.leased_offsets(c)), 0)::bigint,
            coalesce(sum(c.completed_total), 0)::bigint + coalesce(max(r.completed), 0),
            coalesce(sum(c.dead_lettered_total), 0)::bigint + coalesce(max(r.dead_lettered), 0),
            coalesce(sum(c.discarded_total), 0)::bigint + coalesce(max(r.discarded), 0)
-    FROM pgcursor.partitions p
-    JOIN pgcursor.partition_heads h ON h.partition_id = p.id
+    FROM pgcursor_internal.partitions_with_heads(qname) p
     LEFT JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
     LEFT JOIN pgcursor.retired_totals r ON r.partition_id = p.id
-    WHERE qname IS NULL OR p.queue = qname
-    GROUP BY p.id, h.head
+    GROUP BY p.id, p.queue, p.head
 $$;
 
 -- Per queue: partitions, and total / depth / pending / processing summed over them.
@@ -155,9 +163,22 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
           WHERE p.queue = qname) d
 $$;
 
+-- queue_groups of every queue that has one, in one pass over the cursor
+-- rows (the queue list; on Citus a pass per queue is a distributed query per
+-- queue).
+CREATE OR REPLACE FUNCTION pgcursor_internal.groups_by_queue()
+RETURNS TABLE (queue text, groups jsonb) LANGUAGE sql STABLE AS $$
+    SELECT d.queue, jsonb_agg(d.g ORDER BY d.g)
+    FROM (SELECT DISTINCT p.queue, c.consumer_group AS g
+          FROM pgcursor.partitions p JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id) d
+    GROUP BY d.queue
+$$;
+
 -- One entry of the queue list: pgcursor's keys, Queen's beside them.
+-- groups: the queue's consumer groups (queue_groups), null for none.
 CREATE OR REPLACE FUNCTION pgcursor_internal.queue_entry(q pgcursor.queues, partitions bigint, total bigint,
-                                                         depth bigint, pending bigint, processing bigint)
+                                                         depth bigint, pending bigint, processing bigint,
+                                                         groups jsonb)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
         'id', q.name, 'name', q.name, 'queue', q.name, 'namespace', q.namespace, 'task', q.task,
@@ -165,7 +186,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
         'depth', coalesce(depth, 0),
         'messages', jsonb_build_object('total', coalesce(total, 0), 'pending', coalesce(pending, 0),
                                        'processing', coalesce(processing, 0)),
-        'consumerGroups', pgcursor_internal.queue_groups(q.name),
+        'consumerGroups', coalesce(groups, '[]'::jsonb),
         'options', pgcursor_internal.queue_options(q),
         'priority', q.priority, 'leaseTime', q.lease_time, 'retryLimit', q.retry_limit,
         'maxSize', q.max_size, 'encryptionEnabled', q.encryption_enabled,
@@ -188,13 +209,15 @@ DECLARE
     skip   integer := pgcursor_internal.non_negative_int_arg(req, 'offset', 0);
 BEGIN
     RETURN jsonb_build_object('queues', (
-        SELECT coalesce(jsonb_agg(pgcursor_internal.queue_entry(q, s.partitions, s.total, s.depth, s.pending, s.processing)
+        SELECT coalesce(jsonb_agg(pgcursor_internal.queue_entry(q, s.partitions, s.total, s.depth, s.pending,
+                                                                s.processing, g.groups)
                                   ORDER BY q.created_at DESC, q.name), '[]'::jsonb)
         FROM (SELECT * FROM pgcursor.queues x
               WHERE (search IS NULL OR strpos(lower(x.name), lower(search)) > 0)
                 AND (ns IS NULL OR x.namespace = ns) AND (tk IS NULL OR x.task = tk)
               ORDER BY x.created_at DESC, x.name LIMIT lim OFFSET skip) q
-        LEFT JOIN pgcursor_internal.queue_stats() s ON s.queue = q.name));
+        LEFT JOIN pgcursor_internal.queue_stats() s ON s.queue = q.name
+        LEFT JOIN pgcursor_internal.groups_by_queue() g ON g.queue = q.name));
 END $$;
 
 -- Queen's stats object from total / pending / processing / completed /

@@ -502,33 +502,29 @@ BEGIN
     END LOOP;
 END $$;
 
--- Each cursor row (cursor_rows) with its partition's queue, name and head
--- and the createdAt of the first message past the cursor (null when none
--- is waiting). Citus-only: the consumer-group views, the lag figures and
--- the metrics join cursor_rows() with partition_heads and a LATERAL read
--- of messages, which Citus refuses ("complex joins are only supported when
--- all distributed tables are co-located and joined on their distribution
--- columns"). Here the heads and the partitions are read whole, each in one
--- statement, and joined on the coordinator; a waiting message is one
--- routed read per cursor row that is behind its head.
-CREATE OR REPLACE FUNCTION pgcursor_internal.cursors_with_heads()
-RETURNS TABLE (c pgcursor.cursors, queue text, partition text, head bigint, oldest_at timestamptz)
-LANGUAGE plpgsql STABLE AS $$
+-- partitions_with_heads (sql/61_resources.sql): the partitions and their
+-- heads read apart, one statement each, and joined here. Citus refuses a
+-- statement joining cursor_rows() with partition_heads ("complex joins are
+-- only supported when all distributed tables are co-located and joined on
+-- their distribution columns"), which the views' statements over this
+-- function's rows would be once it was inlined.
+CREATE OR REPLACE FUNCTION pgcursor_internal.partitions_with_heads(qname text)
+RETURNS TABLE (id uuid, queue text, name text, head bigint) LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    head_ids uuid[];
-    heads    bigint[];
     part_ids uuid[];
     queues   text[];
     names    text[];
+    head_ids uuid[];
+    heads    bigint[];
 BEGIN
-    SELECT array_agg(h.partition_id), array_agg(h.head) INTO head_ids, heads FROM pgcursor.partition_heads h;
-    SELECT array_agg(p.id), array_agg(p.queue), array_agg(p.name) INTO part_ids, queues, names FROM pgcursor.partitions p;
+    SELECT array_agg(p.id), array_agg(p.queue), array_agg(p.name) INTO part_ids, queues, names
+      FROM pgcursor.partitions p WHERE qname IS NULL OR p.queue = qname;
+    SELECT array_agg(h.partition_id), array_agg(h.head) INTO head_ids, heads
+      FROM pgcursor.partition_heads h WHERE h.partition_id = ANY (part_ids);
     RETURN QUERY
-    SELECT r, p.queue, p.name, h.head,
-           CASE WHEN h.head > r.cursor THEN pgcursor_internal.first_created_after(r.partition_id, r.cursor) END
-      FROM pgcursor_internal.cursor_rows() r
-      JOIN unnest(part_ids, queues, names) p(id, queue, name) ON p.id = r.partition_id
-      JOIN unnest(head_ids, heads) h(partition_id, head) ON h.partition_id = r.partition_id;
+    SELECT p.id, p.queue, p.name, h.head
+      FROM unnest(part_ids, queues, names) p(id, queue, name)
+      JOIN unnest(head_ids, heads) h(partition_id, head) ON h.partition_id = p.id;
 END $$;
 
 -- The createdAt of partition pid's first stored message past offset
@@ -542,6 +538,21 @@ BEGIN
      WHERE m.partition_id = pid AND m.msg_offset > after ORDER BY m.msg_offset LIMIT 1;
     RETURN at;
 END $$;
+
+-- Each cursor row (cursor_rows) with its partition's queue, name and head
+-- and the createdAt of the first message past the cursor (null when none
+-- is waiting): the consumer-group views, the lag figures and the metrics
+-- below read it, where sql/ joins cursor_rows() with partition_heads and a
+-- LATERAL read of messages, which Citus refuses. A waiting message is one
+-- routed read per cursor row that is behind its head.
+CREATE OR REPLACE FUNCTION pgcursor_internal.cursors_with_heads()
+RETURNS TABLE (c pgcursor.cursors, queue text, partition text, head bigint, oldest_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT r, p.queue, p.name, p.head,
+           CASE WHEN p.head > r.cursor THEN pgcursor_internal.first_created_after(r.partition_id, r.cursor) END
+      FROM pgcursor_internal.cursor_rows() r
+      JOIN pgcursor_internal.partitions_with_heads(NULL) p ON p.id = r.partition_id
+$$;
 
 -- group_cursor_rows (sql/65_consumer_groups.sql) from cursors_with_heads.
 CREATE OR REPLACE FUNCTION pgcursor_internal.group_cursor_rows()
@@ -608,40 +619,6 @@ BEGIN
         room := q.max_size - used;
         RETURN NEXT;
     END LOOP;
-END $$;
-
--- partition_stats (sql/61_resources.sql) with the partitions and their heads
--- read first, each in one statement, and joined with cursor_rows() on the
--- coordinator: Citus refuses the join of cursor_rows() with partition_heads
--- ("complex joins are only supported when all distributed tables are
--- co-located and joined on their distribution columns").
-CREATE OR REPLACE FUNCTION pgcursor_internal.partition_stats(qname text)
-RETURNS TABLE (partition_id uuid, queue text, total bigint, depth bigint, pending bigint, processing bigint,
-               completed bigint, dead_lettered bigint, discarded bigint)
-LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
-DECLARE
-    part_ids uuid[];
-    queues   text[];
-    head_ids uuid[];
-    heads    bigint[];
-BEGIN
-    SELECT array_agg(p.id), array_agg(p.queue) INTO part_ids, queues
-      FROM pgcursor.partitions p WHERE qname IS NULL OR p.queue = qname;
-    SELECT array_agg(h.partition_id), array_agg(h.head) INTO head_ids, heads
-      FROM pgcursor.partition_heads h WHERE h.partition_id = ANY (part_ids);
-    RETURN QUERY
-    SELECT p.id, p.queue, h.head, h.head - coalesce(min(c.cursor), 0),
-           greatest(coalesce(max(h.head - c.cursor - pgcursor_internal.leased_offsets(c)), h.head), 0),
-           coalesce(sum(pgcursor_internal.leased_offsets(c)), 0)::bigint,
-           coalesce(sum(c.completed_total), 0)::bigint + coalesce(max(r.completed), 0),
-           coalesce(sum(c.dead_lettered_total), 0)::bigint + coalesce(max(r.dead_lettered), 0),
-           coalesce(sum(c.discarded_total), 0)::bigint + coalesce(max(r.discarded), 0)
-    FROM unnest(part_ids, queues) p(id, queue)
-    JOIN unnest(head_ids, heads) h(partition_id, head) ON h.partition_id = p.id
-    LEFT JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
-    LEFT JOIN pgcursor.retired_totals r ON r.partition_id = p.id
-    GROUP BY p.id, p.queue, h.head;
 END $$;
 
 -- move_cursors_past_deleted (sql/80_retention.sql): the rows to move are
