@@ -1,6 +1,11 @@
--- pgcursor's functions on Citus 12.1: each function here replaces the one
--- of the same name in sql/ that Citus refuses to run, and differs from it
--- only where its comment says. The gateway's bootstrap applies this file
+-- pgcursor's functions on Citus 12.1: the SQL functions reading tables
+-- made PL/pgSQL (the block below), then each function here replaces the
+-- one of the same name in sql/ that Citus refuses to run, and differs from
+-- it only where its comment says. Its own helpers (first_created_after,
+-- cursors_with_heads) live in pgcursor_citus: sql/99_sweep.sql drops every
+-- function of pgcursor_internal that sql/ did not write, so there they
+-- would be dropped and made again, with new oids, by every bootstrap, and
+-- a concurrent call failed ("cache lookup failed for function"). The gateway's bootstrap applies this file
 -- after sql/*.sql whenever pgcursor.messages is a distributed table
 -- (gateway/src/db.rs), so a gateway started against a Citus coordinator
 -- runs these versions; on plain PostgreSQL it is never applied. Written
@@ -13,9 +18,9 @@
 ALTER FUNCTION pgcursor.push_items(text[], jsonb[], text[], text[], uuid[]) RESET plan_cache_mode;
 
 -- Every LANGUAGE sql function that reads one of pgcursor's tables becomes
--- PL/pgSQL with the same statement (but those in sql_kept), the functions
--- this file writes out by hand below replaced again by theirs. Citus
--- plans no such SQL function: inlined into a statement that names no
+-- PL/pgSQL with the same statement (but those in sql_kept); the versions
+-- this file writes out below then replace some of them. Citus plans no
+-- such SQL function: inlined into a statement that names no
 -- Citus table it fails ("parameterized queries for SQL functions
 -- referencing distributed tables are not supported", even for a
 -- reference table and without parameters), and run on its own its
@@ -527,9 +532,11 @@ BEGIN
       JOIN unnest(head_ids, heads) h(partition_id, head) ON h.partition_id = p.id;
 END $$;
 
+CREATE SCHEMA IF NOT EXISTS pgcursor_citus;  -- also made by delegate.sql
+
 -- The createdAt of partition pid's first stored message past offset
 -- `after` (null when none): one statement routed to the partition's shard.
-CREATE OR REPLACE FUNCTION pgcursor_internal.first_created_after(pid uuid, after bigint)
+CREATE OR REPLACE FUNCTION pgcursor_citus.first_created_after(pid uuid, after bigint)
 RETURNS timestamptz LANGUAGE plpgsql STABLE AS $$
 DECLARE
     at timestamptz;
@@ -545,11 +552,11 @@ END $$;
 -- below read it, where sql/ joins cursor_rows() with partition_heads and a
 -- LATERAL read of messages, which Citus refuses. A waiting message is one
 -- routed read per cursor row that is behind its head.
-CREATE OR REPLACE FUNCTION pgcursor_internal.cursors_with_heads()
+CREATE OR REPLACE FUNCTION pgcursor_citus.cursors_with_heads()
 RETURNS TABLE (c pgcursor.cursors, queue text, partition text, head bigint, oldest_at timestamptz)
 LANGUAGE sql STABLE AS $$
     SELECT r, p.queue, p.name, p.head,
-           CASE WHEN p.head > r.cursor THEN pgcursor_internal.first_created_after(r.partition_id, r.cursor) END
+           CASE WHEN p.head > r.cursor THEN pgcursor_citus.first_created_after(r.partition_id, r.cursor) END
       FROM pgcursor_internal.cursor_rows() r
       JOIN pgcursor_internal.partitions_with_heads(NULL) p ON p.id = r.partition_id
 $$;
@@ -563,13 +570,13 @@ LANGUAGE sql STABLE AS $$
     SELECT (x.c).consumer_group, x.queue, x.partition, (x.c).partition_id, (x.c).lease_id,
            (x.c).lease_expires_at, (x.c).completed_total, (x.c).last_ack_at, x.head - (x.c).cursor,
            x.oldest_at, greatest(floor(extract(epoch FROM now() - x.oldest_at)), 0)::bigint
-    FROM pgcursor_internal.cursors_with_heads() x
+    FROM pgcursor_citus.cursors_with_heads() x
 $$;
 
 -- lag_figures (sql/61_resources.sql) from cursors_with_heads.
 CREATE OR REPLACE FUNCTION pgcursor_internal.lag_figures()
 RETURNS jsonb LANGUAGE sql STABLE AS $$
-    WITH x AS (SELECT * FROM pgcursor_internal.cursors_with_heads()),
+    WITH x AS (SELECT * FROM pgcursor_citus.cursors_with_heads()),
     ages AS (
         SELECT greatest(extract(epoch FROM now() - x.oldest_at), 0)::numeric AS v
         FROM x WHERE x.oldest_at IS NOT NULL
@@ -592,7 +599,7 @@ LANGUAGE sql STABLE AS $$
            count(*) FILTER (WHERE (x.c).lease_id IS NOT NULL
                               AND NOT pgcursor_internal.lease_is_live((x.c).lease_expires_at)),
            sum((x.c).lease_expiries)::bigint
-    FROM pgcursor_internal.cursors_with_heads() x
+    FROM pgcursor_citus.cursors_with_heads() x
     GROUP BY x.queue, (x.c).consumer_group
 $$;
 
