@@ -5,10 +5,11 @@
 -- cursors_with_heads) live in pgcursor_citus: sql/99_sweep.sql drops every
 -- function of pgcursor_internal that sql/ did not write, so there they
 -- would be dropped and made again, with new oids, by every bootstrap, and
--- a concurrent call failed ("cache lookup failed for function"). The gateway's bootstrap applies this file
--- after sql/*.sql whenever pgcursor.messages is a distributed table
--- (gateway/src/db.rs), so a gateway started against a Citus coordinator
--- runs these versions; on plain PostgreSQL it is never applied. Written
+-- a concurrent call failed ("cache lookup failed for function"). The
+-- gateway's bootstrap applies this file after sql/*.sql whenever
+-- pgcursor.messages is a distributed table (gateway/src/db.rs), so a
+-- gateway started against a Citus coordinator runs these versions; on
+-- plain PostgreSQL it is never applied. Written
 -- against sql/ as it was before pop_batch: pop and push_write here do not
 -- have that session's speed-ups.
 
@@ -460,7 +461,6 @@ BEGIN
      WHERE s.consumer_group = k.consumer_group AND s.queue = k.queue;
     RETURN made;
 END $$;
-
 
 -- cursor_before (sql/02_shared.sql) in PL/pgSQL, in two statements. As a
 -- SQL function Citus plans its read of messages without the partition's
