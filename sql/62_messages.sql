@@ -93,8 +93,9 @@ RETURNS timestamptz LANGUAGE sql STABLE AS $$
 $$;
 
 -- Does partition pid hold a message created in [since, upto)? A function
--- of the id, as listed_messages, so that on Citus listing_mode's statement
--- names no distributed table.
+-- of the id, as listed_messages, so that on Citus the statements over the
+-- partitions that ask it (listing_mode, the purges) name no distributed
+-- table.
 CREATE OR REPLACE FUNCTION pgcursor_internal.holds_messages_created(pid uuid, since timestamptz, upto timestamptz)
 RETURNS boolean LANGUAGE sql STABLE AS $$
     SELECT EXISTS (SELECT 1 FROM pgcursor.messages m

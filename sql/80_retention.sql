@@ -154,7 +154,8 @@ DECLARE
     purged bigint;
 BEGIN
     SELECT coalesce(sum(pgcursor_internal.delete_partition_messages(r.id, 0, 9223372036854775807, r.before)), 0)
-      INTO purged FROM pgcursor_internal.retention_cutoffs(cutoff, true) r;
+      INTO purged FROM pgcursor_internal.retention_cutoffs(cutoff, true) r
+     WHERE pgcursor_internal.holds_messages_created(r.id, '-infinity', r.before);  -- one probe where nothing is due
     PERFORM pgcursor_internal.move_cursors_past_deleted(
         ARRAY(SELECT r.id FROM pgcursor_internal.retention_cutoffs(cutoff, true) r));
     RETURN purged;
@@ -188,7 +189,8 @@ DECLARE
 BEGIN
     SELECT coalesce(sum(pgcursor_internal.delete_partition_messages(r.id, r.consumed_to, 9223372036854775807,
                                                                     r.before)), 0)
-      INTO evicted FROM pgcursor_internal.eviction_cutoffs(cutoff) r;
+      INTO evicted FROM pgcursor_internal.eviction_cutoffs(cutoff) r
+     WHERE pgcursor_internal.holds_messages_created(r.id, '-infinity', r.before);
     PERFORM pgcursor_internal.move_cursors_past_deleted(
         ARRAY(SELECT p.id FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
                WHERE q.max_wait_time_seconds > 0));
@@ -212,7 +214,8 @@ BEGIN
               JOIN pgcursor.queues q ON q.name = p.queue
               JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
              WHERE q.completed_retention_seconds > 0 AND q.retention_enabled IS NOT false
-             GROUP BY p.id, q.completed_retention_seconds) r;
+             GROUP BY p.id, q.completed_retention_seconds) r
+     WHERE pgcursor_internal.holds_messages_created(r.id, '-infinity', r.before);
     RETURN purged;
 END $$;
 
