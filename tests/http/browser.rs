@@ -244,16 +244,27 @@ impl Browser {
         }
     }
 
-    /// Moves the mouse pointer onto the element's centre (no click).
+    /// Moves the mouse pointer onto the element's centre (no click),
+    /// finding it again if a refresh redrew it meanwhile, as `click`.
     pub async fn hover(&self, selector: &str) {
         self.wait_visible(selector).await;
-        let id = self.find(selector).await.expect("the element");
-        let mv = json!({"type": "pointerMove", "duration": 0, "origin": { ELEMENT: id }, "x": 0, "y": 0});
-        let actions = json!({"actions": [{"type": "pointer", "id": "mouse",
-                                          "parameters": {"pointerType": "mouse"}, "actions": [mv]}]});
-        self.command("POST", "/actions", Some(actions))
-            .await
-            .unwrap_or_else(|e| panic!("hover {selector}: {e}"));
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let hovered = match self.find(selector).await {
+                Ok(id) => {
+                    let mv = json!({"type": "pointerMove", "duration": 0, "origin": { ELEMENT: id }, "x": 0, "y": 0});
+                    let actions = json!({"actions": [{"type": "pointer", "id": "mouse",
+                                                      "parameters": {"pointerType": "mouse"}, "actions": [mv]}]});
+                    self.command("POST", "/actions", Some(actions)).await
+                }
+                Err(e) => Err(e),
+            };
+            match hovered {
+                Ok(_) => return,
+                Err(e) if Instant::now() > deadline => panic!("hover {selector}: {e}"),
+                Err(_) => tokio::time::sleep(POLL).await,
+            }
+        }
     }
 
     /// Types into the element (a real key sequence).
