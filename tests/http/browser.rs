@@ -225,46 +225,49 @@ impl Browser {
         }
     }
 
-    /// Clicks the element (CSS or XPath), finding it again if a refresh redrew it meanwhile.
-    pub async fn click(&self, css: &str) {
+    /// POSTs the request `request(id)` gives (path, body) for the element
+    /// (CSS or XPath), finding it again if a refresh redrew it meanwhile;
+    /// panics naming `what` once PATIENCE is spent.
+    async fn post_to_element(
+        &self,
+        selector: &str,
+        what: &str,
+        request: impl Fn(&str) -> (String, Option<Value>),
+    ) {
         let deadline = Instant::now() + PATIENCE;
         loop {
-            let clicked = match self.find(css).await {
+            let done = match self.find(selector).await {
                 Ok(id) => {
-                    self.command("POST", &format!("/element/{id}/click"), None)
-                        .await
+                    let (path, body) = request(&id);
+                    self.command("POST", &path, body).await
                 }
                 Err(e) => Err(e),
             };
-            match clicked {
+            match done {
                 Ok(_) => return,
-                Err(e) if Instant::now() > deadline => panic!("click {css}: {e}"),
+                Err(e) if Instant::now() > deadline => panic!("{what} {selector}: {e}"),
                 Err(_) => tokio::time::sleep(POLL).await,
             }
         }
     }
 
+    /// Clicks the element (CSS or XPath), finding it again if a refresh redrew it meanwhile.
+    pub async fn click(&self, css: &str) {
+        self.post_to_element(css, "click", |id| (format!("/element/{id}/click"), None))
+            .await;
+    }
+
     /// Moves the mouse pointer onto the element's centre (no click),
-    /// finding it again if a refresh redrew it meanwhile, as `click`.
+    /// finding it again if a refresh redrew it meanwhile.
     pub async fn hover(&self, selector: &str) {
         self.wait_visible(selector).await;
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let hovered = match self.find(selector).await {
-                Ok(id) => {
-                    let mv = json!({"type": "pointerMove", "duration": 0, "origin": { ELEMENT: id }, "x": 0, "y": 0});
-                    let actions = json!({"actions": [{"type": "pointer", "id": "mouse",
-                                                      "parameters": {"pointerType": "mouse"}, "actions": [mv]}]});
-                    self.command("POST", "/actions", Some(actions)).await
-                }
-                Err(e) => Err(e),
-            };
-            match hovered {
-                Ok(_) => return,
-                Err(e) if Instant::now() > deadline => panic!("hover {selector}: {e}"),
-                Err(_) => tokio::time::sleep(POLL).await,
-            }
-        }
+        self.post_to_element(selector, "hover", |id| {
+            let mv = json!({"type": "pointerMove", "duration": 0, "origin": { ELEMENT: id }, "x": 0, "y": 0});
+            let actions = json!({"actions": [{"type": "pointer", "id": "mouse",
+                                              "parameters": {"pointerType": "mouse"}, "actions": [mv]}]});
+            ("/actions".to_string(), Some(actions))
+        })
+        .await;
     }
 
     /// Types into the element (a real key sequence).
@@ -286,22 +289,14 @@ impl Browser {
         self.wait_visible(selector).await;
         let script = "arguments[0].value = arguments[1]; \
                       arguments[0].dispatchEvent(new Event('input', {bubbles: true}));";
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let set = match self.find(selector).await {
-                Ok(id) => {
-                    let args = json!([{ ELEMENT: id }, value]);
-                    let body = json!({"script": script, "args": args});
-                    self.command("POST", "/execute/sync", Some(body)).await
-                }
-                Err(e) => Err(e),
-            };
-            match set {
-                Ok(_) => return,
-                Err(e) if Instant::now() > deadline => panic!("set {selector}: {e}"),
-                Err(_) => tokio::time::sleep(POLL).await,
-            }
-        }
+        self.post_to_element(selector, "set", |id| {
+            let args = json!([{ ELEMENT: id }, value]);
+            (
+                "/execute/sync".to_string(),
+                Some(json!({"script": script, "args": args})),
+            )
+        })
+        .await;
     }
 
     /// Runs `script` (a function body; `return` gives its value) in the page.
