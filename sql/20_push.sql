@@ -408,7 +408,7 @@ BEGIN
                'partition', r.partition, 'queue', r.queue, 'offset', r.msg_offset,
                'message_id', r.message_id, 'status', r.status, 'error', r.error) ORDER BY r.index), '[]'::jsonb)
       INTO result
-      FROM (SELECT array_agg(x.item ->> 'queue') AS queues,  -- in item order (as pop_batch's arrays)
+      FROM (SELECT array_agg(x.item ->> 'queue') AS queues,  -- in item order, every array from one scan
                    array_agg(x.item -> 'payload') AS payloads,
                    array_agg(x.item ->> 'partition') AS partitions,
                    array_agg(x.item ->> 'transactionId') AS transaction_ids,

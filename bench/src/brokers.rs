@@ -250,21 +250,27 @@ impl Broker {
                 if let Some(group) = group {
                     request["consumerGroup"] = json!(group);
                 }
-                // pop_batch, as the gateway pops; the payloads are read as pgmq's are
+                // pop_messages, as the gateway pops; the payloads are read as pgmq's are
                 let client = pool.get().await?;
                 let statement = client
                     .prepare_cached(
-                        "SELECT partition_id::text, partition, lease_id::text, transaction_ids, payloads \
-                         FROM pgcursor.pop_batch($1::jsonb)",
+                        "SELECT partition_id::text, partition, lease_id::text, transaction_id, payload \
+                         FROM pgcursor.pop_messages($1::jsonb)",
                     )
                     .await?;
-                let row = client.query_one(&statement, &[&request]).await?;
-                let transaction_ids: Vec<String> = row.get(3);
-                let _payloads: Vec<Option<Value>> = row.get(4);
+                let rows = client.query(&statement, &[&request]).await?;
+                let transaction_ids: Vec<String> = rows
+                    .iter()
+                    .filter_map(|r| {
+                        let _payload: Option<Value> = r.get(4);
+                        r.get(3)
+                    })
+                    .collect();
+                let first = rows.first().ok_or("pop_messages answered no row")?;
                 Ok((!transaction_ids.is_empty()).then(|| Delivery::Pgcursor {
-                    partition_id: row.get(0),
-                    partition: row.get(1),
-                    lease_id: row.get(2),
+                    partition_id: first.get(0),
+                    partition: first.get(1),
+                    lease_id: first.get(2),
                     transaction_ids,
                 }))
             }

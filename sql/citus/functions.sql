@@ -9,9 +9,7 @@
 -- gateway's bootstrap applies this file after sql/*.sql whenever
 -- pgcursor.messages is a distributed table (gateway/src/db.rs), so a
 -- gateway started against a Citus coordinator runs these versions; on
--- plain PostgreSQL it is never applied. Written
--- against sql/ as it was before pop_batch: pop and push_write here do not
--- have that session's speed-ups.
+-- plain PostgreSQL it is never applied.
 
 -- Citus plans a statement on distributed tables only with its parameters'
 -- values ("could not create distributed plan"): there the push keeps
@@ -373,39 +371,6 @@ BEGIN
         RETURN NEXT;
         left_ := left_ - take;
         EXIT WHEN n >= nparts OR left_ <= 0;
-    END LOOP;
-END $$;
-
--- claimed_messages (sql/30_pop.sql), which pop and pop_batch read: the
--- messages are read by one query per claim instead of one LATERAL join over
--- the claims (jsonb_to_recordset). Citus 12.1 refuses that join ("cannot
--- push down this subquery: Offset clause is currently unsupported when a
--- lateral subquery references a column from complex subqueries, CTEs or
--- local tables"), and without the OFFSET 0 it would plan the same join
--- badly, as the original's comment says. Each query is routed to its
--- partition's shard. k keeps (claim order, offset) order: a claim's
--- offsets are numbered from where the previous claim's range ended.
-CREATE OR REPLACE FUNCTION pgcursor_internal.claimed_messages(claims jsonb)
-RETURNS TABLE (k bigint, queue text, partition text, partition_id uuid, retry_count integer,
-               message_id uuid, transaction_id text, msg_offset bigint, payload jsonb,
-               created_at timestamptz, trace_id uuid)
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    claim record;
-    base bigint := 0;
-BEGIN
-    FOR claim IN SELECT * FROM jsonb_to_recordset(claims) AS x(rank bigint, partition_id uuid, queue text,
-                                                           partition text, batch_start bigint,
-                                                           batch_end bigint, retry_count integer)
-              ORDER BY x.rank
-    LOOP
-        RETURN QUERY
-        SELECT base + m.msg_offset - claim.batch_start, claim.queue, claim.partition, claim.partition_id,
-               claim.retry_count, m.message_id, m.transaction_id, m.msg_offset, m.payload, m.created_at,
-               m.trace_id
-        FROM pgcursor.messages m
-        WHERE m.partition_id = claim.partition_id AND m.msg_offset BETWEEN claim.batch_start AND claim.batch_end;
-        base := base + claim.batch_end - claim.batch_start + 1;
     END LOOP;
 END $$;
 

@@ -79,7 +79,7 @@ async fn pop_answers_exactly_the_wire_fields() {
     assert_rfc3339_utc_is_stored_time(&created_at, &queue).await;
 }
 
-/// The gateway writes the pop answer itself from `pgcursor.pop_batch`; psql's
+/// The gateway writes the pop answer itself from `pgcursor.pop_messages`; psql's
 /// `pgcursor.pop` writes it in SQL. Two groups at the same place get the
 /// same answer from each, but for their name and lease: over several
 /// partitions and queues (a namespace pop), with payloads of every JSON

@@ -1,7 +1,7 @@
 -- pgcursor.pop: leasing, capping, live-lease skip, re-lease after expiry,
 -- multi-partition pops, groups, subscription modes, autoAck, concurrency.
 BEGIN;
-SELECT plan(75);
+SELECT plan(78);
 
 \ir lib/queue_helpers.sql
 
@@ -173,35 +173,50 @@ SELECT is(pgcursor.pop('{"queue":"t20tz"}') -> 'messages' -> 0 ->> 'createdAt',
           'createdAt in UTC under TimeZone Asia/Kolkata');
 RESET TimeZone;
 
--- pop_batch: the same pop as one row of arrays. Twin groups on one queue:
--- the arrays say what pop's messages say, in pop's order.
+-- pop_messages: the same pop as rows, one per message. Twin groups on one
+-- queue: the rows say what pop's messages say, in pop's order.
 SELECT pg_temp.fill('t20b', 'x', 3), pg_temp.fill('t20b', 'y', 2);
 CREATE TEMP TABLE b ON COMMIT DROP AS
-SELECT * FROM pgcursor.pop_batch('{"queue":"t20b","partitions":2,"batch":10,"consumerGroup":"rows"}');
+SELECT * FROM pgcursor.pop_messages('{"queue":"t20b","partitions":2,"batch":10,"consumerGroup":"rows"}') WITH ORDINALITY;
 CREATE TEMP TABLE j ON COMMIT DROP AS
 SELECT pgcursor.pop('{"queue":"t20b","partitions":2,"batch":10,"consumerGroup":"json"}') AS j;
 CREATE TEMP VIEW jm AS SELECT m, n FROM j, jsonb_array_elements(j -> 'messages') WITH ORDINALITY a(m, n);
-SELECT is((SELECT partitions_claimed FROM b), 2, 'pop_batch: two partitions claimed');
-SELECT is((SELECT ARRAY[paused::text, consumer_group, queue, partition] FROM b),
-          (SELECT ARRAY['false', 'rows', j ->> 'queue', j ->> 'partition'] FROM j), '... the header, as pop''s');
-SELECT is((SELECT transaction_ids FROM b), (SELECT array_agg(m ->> 'transactionId' ORDER BY n) FROM jm),
+SELECT is((SELECT array_agg(DISTINCT partitions_claimed) FROM b), '{2}', 'pop_messages: two partitions claimed, said on every row');
+SELECT is((SELECT ARRAY[paused::text, consumer_group, queue, partition] FROM b WHERE ordinality = 1),
+          (SELECT ARRAY['false', 'rows', j ->> 'queue', j ->> 'partition'] FROM j), '... the first row''s partition is pop''s header');
+SELECT is((SELECT array_agg(transaction_id ORDER BY ordinality) FROM b), (SELECT array_agg(m ->> 'transactionId' ORDER BY n) FROM jm),
           '... the messages in pop''s order');
-SELECT is((SELECT payloads FROM b), (SELECT array_agg(m -> 'payload' ORDER BY n) FROM jm), '... their payloads');
-SELECT is((SELECT created_ats FROM b),
-          (SELECT array_agg((extract(epoch FROM (m ->> 'createdAt')::timestamptz) * 1000000)::bigint ORDER BY n) FROM jm),
-          '... their createdAt, in microseconds since 1970');
-SELECT is((SELECT lease_id FROM b),
-          (SELECT lease_id FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
-            WHERE p.queue = 't20b' AND p.name = 'x' AND c.consumer_group = 'rows'), '... and the lease it took');
-SELECT is((SELECT ARRAY[partitions_claimed::text, paused::text, cardinality(offsets)::text]
-             FROM pgcursor.pop_batch('{"queue":"t20b","consumerGroup":"rows"}')),
-          '{0,false,0}', 'pop_batch with nothing available: 0 claimed, no messages');
+SELECT is((SELECT array_agg(partition ORDER BY ordinality) FROM b), (SELECT array_agg(m ->> 'partition' ORDER BY n) FROM jm),
+          '... each row with its own partition');
+SELECT is((SELECT array_agg(payload ORDER BY ordinality) FROM b), (SELECT array_agg(m -> 'payload' ORDER BY n) FROM jm), '... their payloads');
+SELECT is((SELECT array_agg(pgcursor_internal.rfc3339_utc(created_at) ORDER BY ordinality) FROM b),
+          (SELECT array_agg(m ->> 'createdAt' ORDER BY n) FROM jm), '... their createdAt');
+SELECT is((SELECT array_agg(DISTINCT lease_id) FROM b),
+          (SELECT array_agg(DISTINCT lease_id) FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
+            WHERE p.queue = 't20b' AND c.consumer_group = 'rows'), '... and the one lease it took');
+SELECT is((SELECT array_agg(ARRAY[partitions_claimed::text, paused::text, coalesce(msg_offset::text, 'none')])
+             FROM pgcursor.pop_messages('{"queue":"t20b","consumerGroup":"rows"}')),
+          '{{0,false,none}}', 'pop_messages with nothing available: one row, 0 claimed, no message');
 SELECT pgcursor.set_maintenance('pop', true);
-SELECT is((SELECT ARRAY[partitions_claimed::text, paused::text] FROM pgcursor.pop_batch('{"queue":"t20b","consumerGroup":"late"}')),
-          '{0,true}', 'pop_batch while pops are paused: paused');
+SELECT is((SELECT array_agg(ARRAY[partitions_claimed::text, paused::text, coalesce(msg_offset::text, 'none')])
+             FROM pgcursor.pop_messages('{"queue":"t20b","consumerGroup":"late"}')),
+          '{{0,true,none}}', 'pop_messages while pops are paused: one row, paused');
 SELECT pgcursor.set_maintenance('pop', false);
-SELECT throws_ok($$SELECT pgcursor.pop_batch('{"queue":"t20b","batch":0}')$$, '22023', 'batch must be a positive integer',
-                 'pop_batch checks its request as pop does');
+SELECT throws_ok($$SELECT pgcursor.pop_messages('{"queue":"t20b","batch":0}')$$, '22023', 'batch must be a positive integer',
+                 'pop_messages checks its request as pop does');
+-- A claimed range whose messages retention deleted: the claim still shows
+-- (one row, no message), as pop's header with no messages. (Offset 1 is
+-- consumed first: a group's first pop starts past what was deleted.)
+SELECT pg_temp.fill('t20d', 'x', 2), pg_temp.fill('t20d2', 'x', 2);
+SELECT pgcursor.pop('{"queue":"t20d","batch":1,"autoAck":true}'), pgcursor.pop('{"queue":"t20d2","batch":1,"autoAck":true}');
+DELETE FROM pgcursor.messages m USING pgcursor.partitions p
+ WHERE p.id = m.partition_id AND p.queue IN ('t20d', 't20d2') AND m.msg_offset = 2;
+SELECT is((SELECT array_agg(ARRAY[partitions_claimed::text, partition, coalesce(msg_offset::text, 'none')])
+             FROM pgcursor.pop_messages('{"queue":"t20d"}')),
+          '{{1,x,none}}', 'pop_messages of a range retention deleted: the claim''s row, without a message');
+SELECT is(pgcursor.pop('{"queue":"t20d2"}') - 'leaseId' - 'partitionId',
+          '{"success": true, "queue": "t20d2", "partition": "x", "consumerGroup": "__QUEUE_MODE__",
+            "partitionsClaimed": 1, "messages": []}'::jsonb, '... and pop answers the claim with no messages');
 
 -- 8 concurrent pops of one group never share a partition (committed through
 -- dblink: 4 partitions x 10 messages; each pop holds its locks for 0.3 s)

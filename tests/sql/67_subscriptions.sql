@@ -201,14 +201,15 @@ SELECT is((SELECT string_agg(p.name || '@' || c.cursor, ' ' ORDER BY p.name) || 
 -- for a group whose rows a delete removed (subscription kept, 'none').
 \ir lib/dblink.sql
 SELECT pg_temp.open_sessions('t67push', 't67pop');
--- Pops group grp on queue q with pop_fn (pop, or pop_batch) while a push
+-- Pops group grp on queue q with pop_fn (pop, or pop_messages) while a push
 -- creating partition "late" of q is open, then once more after; answers
 -- how many messages of "late" the two delivered.
 CREATE FUNCTION pg_temp.pops_racing_a_new_partition(q text, grp text, pop_fn text DEFAULT 'pop')
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     pop text := format(CASE pop_fn WHEN 'pop' THEN 'SELECT pgcursor.pop(%L)'
-                                   ELSE 'SELECT to_jsonb(b) FROM pgcursor.pop_batch(%L) b' END,
+                                   ELSE 'SELECT jsonb_build_object(''partitions'', coalesce(jsonb_agg(b.partition)
+                                             FILTER (WHERE b.msg_offset IS NOT NULL), ''[]'')) FROM pgcursor.pop_messages(%L) b' END,
                        jsonb_build_object('queue', q, 'consumerGroup', grp));
     first_pop jsonb;
     second_pop jsonb;
@@ -240,11 +241,11 @@ SELECT is(pg_temp.pops_racing_a_new_partition('t67race', 'racer'), 1,
           'a first pop racing the push that creates a partition: the message is delivered, not lost');
 SELECT is(pg_temp.pops_racing_a_new_partition('t67gone', 'racer'), 1,
           '... and the first pop after the group''s rows were deleted');
--- pop_batch reads the claimed messages after the claim, in a statement of
--- its own: its claim waited for the push, so a read with the snapshot the
--- call started with would find the claimed message missing.
-SELECT is(pg_temp.pops_racing_a_new_partition('t67rows', 'racer', 'pop_batch'), 1,
-          '... and through pop_batch, which delivers the message it claimed');
+-- pop_messages reads the claimed messages after the claim, in a statement
+-- of its own: its claim waited for the push, so a read with the snapshot
+-- the call started with would find the claimed message missing.
+SELECT is(pg_temp.pops_racing_a_new_partition('t67rows', 'racer', 'pop_messages'), 1,
+          '... and through pop_messages, which delivers the message it claimed');
 SELECT FROM dblink('t67push', $q$SELECT pgcursor.delete_queue('t67race'), pgcursor.delete_queue('t67gone'),
                                      pgcursor.delete_queue('t67rows')$q$)
     AS t(a jsonb, b jsonb, c jsonb);

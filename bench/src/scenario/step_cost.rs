@@ -3,7 +3,7 @@
 //! read before and after it in one target list; commits are not included,
 //! and every system commits once per step).
 //!
-//! - pgcursor: `push_items` → `pop_batch` → `ack_group` of the batch's last
+//! - pgcursor: `push_items` → `pop_messages` → `ack_group` of the batch's last
 //!   message (what the gateway calls);
 //! - pgmq: `send_batch` → `read` → `archive`, and → `delete`;
 //! - the floor: the work no pgcursor push/pop/ack can avoid, done with plain
@@ -117,11 +117,15 @@ pub async fn run(
         "(SELECT count(*) FROM pgcursor.push_items($1::text[], $2::jsonb[], $3::text[]))",
     )
     .await?;
-    // pop_batch, as the gateway pops: the partition, the lease and the last transactionId
+    // pop_messages, as the gateway pops (every row is read): the partition,
+    // the lease and the last transactionId
     let pop = Timed::new(
         client,
-        "(SELECT ARRAY[b.partition_id::text, b.lease_id::text, b.transaction_ids[cardinality(b.transaction_ids)]] \
-         FROM pgcursor.pop_batch($1::jsonb) b)",
+        "(SELECT ARRAY[(array_agg(b.partition_id::text))[1], (array_agg(b.lease_id::text))[1], \
+                (array_agg(b.transaction_id ORDER BY b.k DESC))[1]] \
+         FROM pgcursor.pop_messages($1::jsonb) WITH ORDINALITY b(paused, lease_id, consumer_group, \
+              partitions_claimed, queue, partition, partition_id, retry_count, message_id, transaction_id, \
+              msg_offset, payload, created_at, trace_id, k))",
     )
     .await?;
     let ack = Timed::new(client, "pgcursor.ack_group($1::jsonb)").await?;
@@ -212,7 +216,7 @@ pub async fn run(
     let systems = [
         (
             "pgcursor (SQL)",
-            ["push_items", "pop_batch", "ack_group (last message)"],
+            ["push_items", "pop_messages", "ack_group (last message)"],
         ),
         ("pgmq read→archive", ["send_batch", "read", "archive"]),
         ("pgmq read→delete", ["send_batch", "read", "delete"]),

@@ -1,5 +1,5 @@
 //! GET /api/v1/pop/queue/{queue}, /api/v1/pop/queue/{queue}/partition/{partition}
-//! and /api/v1/pop?namespace=&task= (read-write) through `pgcursor.pop_batch`,
+//! and /api/v1/pop?namespace=&task= (read-write) through `pgcursor.pop_messages`,
 //! which validates its arguments and does all the leasing; the answer, the
 //! one `pgcursor.pop` gives, is written here (pop_answer.rs).
 //!
@@ -22,7 +22,7 @@ use crate::auth::Level;
 use crate::error::ApiError;
 use crate::minutes::{record, Target};
 use crate::routes::call::RawJson;
-use crate::routes::pop_answer::{Delivered, PopBatch, POP_BATCH_SQL};
+use crate::routes::pop_answer::{Delivered, PopBatch, POP_MESSAGES_SQL};
 
 /// The longest a pop may wait; a larger `timeout` is capped to it (the queen
 /// client's HTTP timeout is its pop timeout + 5 s, so capping is safe).
@@ -174,9 +174,9 @@ struct Look {
 }
 
 async fn look(client: &Client, pop: &PopRequest) -> Result<Look, ApiError> {
-    let statement = client.prepare_cached(POP_BATCH_SQL).await?;
-    let row = client.query_one(&statement, &[&pop.arguments]).await?;
-    let batch = PopBatch::from_row(&row)?;
+    let statement = client.prepare_cached(POP_MESSAGES_SQL).await?;
+    let rows = client.query(&statement, &[&pop.arguments]).await?;
+    let batch = PopBatch::from_rows(&rows)?;
     Ok(Look {
         settled: batch.paused || batch.partitions_claimed > 0,
         messages: batch.message_count() as u64,

@@ -1,9 +1,10 @@
-//! The HTTP pop's answer, written here from `pgcursor.pop_batch`'s row of
-//! arrays: PostgreSQL, which every gateway shares, builds no JSON for a pop.
-//! The answer is the one `pgcursor.pop` gives psql (tests/http/pop.rs
-//! compares the two).
+//! The HTTP pop's answer, written here from `pgcursor.pop_messages`' rows
+//! (one per message): PostgreSQL, which every gateway shares, builds no
+//! JSON for a pop. The answer is the one `pgcursor.pop` gives psql
+//! (tests/http/pop.rs compares the two).
 
 use std::fmt::{self, Write};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -12,96 +13,108 @@ use crate::error::ApiError;
 use crate::routes::call::{RawJson, RawJsonRef};
 
 /// The statement the gateway pops with.
-pub const POP_BATCH_SQL: &str = "SELECT paused, lease_id, consumer_group, partitions_claimed, \
-     queue, partition, partition_id, queues, partitions, partition_ids, ids, transaction_ids, \
-     offsets, payloads, created_ats, trace_ids, retry_counts FROM pgcursor.pop_batch($1::jsonb)";
+pub const POP_MESSAGES_SQL: &str = "SELECT paused, lease_id, consumer_group, partitions_claimed, \
+     queue, partition, partition_id, retry_count, message_id, transaction_id, msg_offset, payload, \
+     created_at, trace_id FROM pgcursor.pop_messages($1::jsonb)";
 
 /// Per queue an answer delivered from: (queue, messages, and the sum and
 /// maximum of their age at pop in ms).
 pub type Delivered = (String, i64, i64, i64);
 
-/// One pop, as pop_batch answers it: one element per message in every array.
-/// Text is borrowed from the row, not copied per message.
+/// One pop, as pop_messages answers it. Text is borrowed from the rows, not
+/// copied per message.
 pub struct PopBatch<'a> {
     pub paused: bool,
     lease_id: Option<Uuid>,
     consumer_group: Option<&'a str>,
     pub partitions_claimed: i32,
-    queue: Option<&'a str>,
-    partition: Option<&'a str>,
-    partition_id: Option<Uuid>,
-    queues: Vec<&'a str>,
-    partitions: Vec<&'a str>,
-    partition_ids: Vec<Uuid>,
-    ids: Vec<Option<Uuid>>,
-    transaction_ids: Vec<&'a str>,
-    offsets: Vec<i64>,
-    payloads: Vec<Option<RawJsonRef<'a>>>,
-    /// Microseconds since 1970, UTC.
-    created_ats: Vec<i64>,
-    trace_ids: Vec<Option<Uuid>>,
-    retry_counts: Vec<i32>,
+    /// The first claimed partition: (queue, partition, partition id).
+    first: (Option<&'a str>, Option<&'a str>, Option<Uuid>),
+    messages: Vec<Popped<'a>>,
 }
 
-impl<'a> PopBatch<'a> {
-    pub fn from_row(row: &'a Row) -> Result<PopBatch<'a>, ApiError> {
-        let batch = PopBatch {
-            paused: row.try_get(0)?,
-            lease_id: row.try_get(1)?,
-            consumer_group: row.try_get(2)?,
-            partitions_claimed: row.try_get(3)?,
+/// One delivered message and the partition it came from.
+struct Popped<'a> {
+    queue: &'a str,
+    partition: &'a str,
+    partition_id: Uuid,
+    retry_count: i32,
+    id: Option<Uuid>,
+    transaction_id: &'a str,
+    offset: i64,
+    payload: Option<RawJsonRef<'a>>,
+    /// Microseconds since 1970, UTC.
+    created_at: i64,
+    trace_id: Option<Uuid>,
+}
+
+impl<'a> Popped<'a> {
+    /// The message of a row, or None for a row without one (nothing
+    /// claimed, paused, or a claim whose messages retention deleted).
+    fn from_row(row: &'a Row) -> Result<Option<Popped<'a>>, ApiError> {
+        let Some(offset) = row.try_get::<_, Option<i64>>(10)? else {
+            return Ok(None);
+        };
+        Ok(Some(Popped {
             queue: row.try_get(4)?,
             partition: row.try_get(5)?,
             partition_id: row.try_get(6)?,
-            queues: row.try_get(7)?,
-            partitions: row.try_get(8)?,
-            partition_ids: row.try_get(9)?,
-            ids: row.try_get(10)?,
-            transaction_ids: row.try_get(11)?,
-            offsets: row.try_get(12)?,
-            payloads: row.try_get(13)?,
-            created_ats: row.try_get(14)?,
-            trace_ids: row.try_get(15)?,
-            retry_counts: row.try_get(16)?,
-        };
-        let n = batch.offsets.len();
-        let lengths = [
-            batch.queues.len(),
-            batch.partitions.len(),
-            batch.partition_ids.len(),
-            batch.ids.len(),
-            batch.transaction_ids.len(),
-            batch.payloads.len(),
-            batch.created_ats.len(),
-            batch.trace_ids.len(),
-            batch.retry_counts.len(),
-        ];
-        if lengths.iter().any(|&len| len != n) {
-            return Err(ApiError::Internal(format!(
-                "pop_batch answered arrays of different lengths: {n} offsets, {lengths:?}"
-            )));
+            retry_count: row.try_get(7)?,
+            id: row.try_get(8)?,
+            transaction_id: row.try_get(9)?,
+            offset,
+            payload: row.try_get(11)?,
+            created_at: micros_since_1970(row.try_get(12)?),
+            trace_id: row.try_get(13)?,
+        }))
+    }
+}
+
+fn micros_since_1970(t: SystemTime) -> i64 {
+    let micros = |d: std::time::Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(after) => micros(after),
+        Err(before) => -micros(before.duration()),
+    }
+}
+
+impl<'a> PopBatch<'a> {
+    pub fn from_rows(rows: &'a [Row]) -> Result<PopBatch<'a>, ApiError> {
+        let head = rows
+            .first()
+            .ok_or_else(|| ApiError::Internal("pop_messages answered no row".into()))?;
+        let mut messages = Vec::with_capacity(rows.len());
+        for row in rows {
+            messages.extend(Popped::from_row(row)?);
         }
-        Ok(batch)
+        Ok(PopBatch {
+            paused: head.try_get(0)?,
+            lease_id: head.try_get(1)?,
+            consumer_group: head.try_get(2)?,
+            partitions_claimed: head.try_get(3)?,
+            first: (head.try_get(4)?, head.try_get(5)?, head.try_get(6)?),
+            messages,
+        })
     }
 
     /// Messages in the answer.
     pub fn message_count(&self) -> usize {
-        self.offsets.len()
+        self.messages.len()
     }
 
     /// Per queue delivered from, in order of first appearance: the messages
     /// and the sum and maximum of their age at `now_us`, in ms.
     pub fn delivered(&self, now_us: i64) -> Vec<Delivered> {
         let mut per_queue: Vec<Delivered> = Vec::new();
-        for (queue, created) in self.queues.iter().zip(&self.created_ats) {
-            let age = (now_us.saturating_sub(*created) / 1000).max(0);
-            match per_queue.iter_mut().find(|d| d.0 == *queue) {
+        for m in &self.messages {
+            let age = (now_us.saturating_sub(m.created_at) / 1000).max(0);
+            match per_queue.iter_mut().find(|d| d.0 == m.queue) {
                 Some(d) => {
                     d.1 += 1;
                     d.2 += age;
                     d.3 = d.3.max(age);
                 }
-                None => per_queue.push((queue.to_string(), 1, age, age)),
+                None => per_queue.push((m.queue.to_string(), 1, age, age)),
             }
         }
         per_queue
@@ -122,30 +135,30 @@ impl<'a> PopBatch<'a> {
         let _ = write!(
             out,
             r#"{{"success":true,"queue":{},"partition":{},"partitionId":{},"leaseId":{lease},"consumerGroup":{group},"partitionsClaimed":{},"messages":["#,
-            JsonText(self.queue),
-            JsonText(self.partition),
-            JsonUuid(self.partition_id.as_ref()),
+            JsonText(self.first.0),
+            JsonText(self.first.1),
+            JsonUuid(self.first.2.as_ref()),
             self.partitions_claimed
         );
         // Written straight into `out`: a String per field and message was
         // most of the gateway's allocations on a pop.
-        for i in 0..self.message_count() {
+        for (i, m) in self.messages.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            let payload = self.payloads[i].map_or("null", |p| p.0);
+            let payload = m.payload.map_or("null", |p| p.0);
             let _ = write!(
                 out,
                 r#"{{"id":{},"transactionId":{},"partitionId":"{}","partition":{},"queue":{},"offset":{},"leaseId":{lease},"consumerGroup":{group},"data":{payload},"payload":{payload},"createdAt":"{}","traceId":{},"retryCount":{}}}"#,
-                JsonUuid(self.ids[i].as_ref()),
-                JsonText(Some(self.transaction_ids[i])),
-                self.partition_ids[i],
-                JsonText(Some(self.partitions[i])),
-                JsonText(Some(self.queues[i])),
-                self.offsets[i],
-                Rfc3339Micros(self.created_ats[i]),
-                JsonUuid(self.trace_ids[i].as_ref()),
-                self.retry_counts[i],
+                JsonUuid(m.id.as_ref()),
+                JsonText(Some(m.transaction_id)),
+                m.partition_id,
+                JsonText(Some(m.partition)),
+                JsonText(Some(m.queue)),
+                m.offset,
+                Rfc3339Micros(m.created_at),
+                JsonUuid(m.trace_id.as_ref()),
+                m.retry_count,
             );
         }
         out.push_str("]}");
@@ -272,26 +285,39 @@ mod tests {
     }
 
     fn batch<'a>(queues: &[&'a str], created_ats: &[i64]) -> PopBatch<'a> {
-        let n = queues.len();
+        let messages = queues
+            .iter()
+            .zip(created_ats)
+            .zip(["t1", "t2", "t3", "t4", "t5", "t6"])
+            .enumerate()
+            .map(|(i, ((queue, created_at), transaction_id))| Popped {
+                queue,
+                partition: "p",
+                partition_id: Uuid::nil(),
+                retry_count: 0,
+                id: None,
+                transaction_id,
+                offset: i as i64 + 1,
+                payload: None,
+                created_at: *created_at,
+                trace_id: None,
+            })
+            .collect();
         PopBatch {
             paused: false,
             lease_id: None,
             consumer_group: Some("g"),
             partitions_claimed: 1,
-            queue: Some(queues[0]),
-            partition: Some("p"),
-            partition_id: Some(Uuid::nil()),
-            queues: queues.to_vec(),
-            partitions: vec!["p"; n],
-            partition_ids: vec![Uuid::nil(); n],
-            ids: vec![None; n],
-            transaction_ids: ["t1", "t2", "t3", "t4", "t5", "t6"][..n].to_vec(),
-            offsets: (1..=n as i64).collect(),
-            payloads: vec![None; n],
-            created_ats: created_ats.to_vec(),
-            trace_ids: vec![None; n],
-            retry_counts: vec![0; n],
+            first: (Some(queues[0]), Some("p"), Some(Uuid::nil())),
+            messages,
         }
+    }
+
+    #[test]
+    fn times_before_and_after_1970_are_microseconds_from_it() {
+        let second = std::time::Duration::from_secs(1);
+        assert_eq!(micros_since_1970(UNIX_EPOCH + second), 1_000_000);
+        assert_eq!(micros_since_1970(UNIX_EPOCH - second), -1_000_000);
     }
 
     #[test]
