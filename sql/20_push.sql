@@ -5,6 +5,9 @@
 --                                   {"queue":"orders","partition":"eu","payload":"x","transactionId":"t-2"}]}');
 
 -- The message for a bad field of push item i; field 'item' is the item itself.
+-- A transactionId is at most 1024 bytes: it is an index key, and a key
+-- past about 2,700 bytes makes the INSERT fail with an error naming no
+-- field (on Citus, an internal error).
 CREATE OR REPLACE FUNCTION pgcursor_internal.push_field_error(i bigint, field text)
 RETURNS text LANGUAGE sql STABLE AS $$  -- STABLE like format(), so it inlines
     SELECT format('items[%s]', i) || CASE field
@@ -13,6 +16,7 @@ RETURNS text LANGUAGE sql STABLE AS $$  -- STABLE like format(), so it inlines
         WHEN 'partition' THEN '.partition must be a non-empty string'
         WHEN 'payload' THEN '.payload is required'
         WHEN 'transactionId' THEN '.transactionId must be a non-empty string'
+        WHEN 'transactionIdLength' THEN '.transactionId must be at most 1024 bytes'
         WHEN 'traceId' THEN '.traceId must be a UUID string'
     END
 $$;
@@ -29,6 +33,7 @@ RETURNS text LANGUAGE sql STABLE AS $$
         WHEN NOT item ? 'payload' THEN 'payload'
         WHEN coalesce(jsonb_typeof(item -> 'transactionId'), 'null') NOT IN ('null', 'string')
              OR item ->> 'transactionId' = '' THEN 'transactionId'
+        WHEN octet_length(item ->> 'transactionId') > 1024 THEN 'transactionIdLength'
         WHEN NOT pgcursor_internal.is_uuid_value(item -> 'traceId', true) THEN 'traceId'
     END)
 $$;
@@ -74,9 +79,10 @@ BEGIN
                    WHEN u.q IS NULL THEN 'queue'
                    WHEN u.p = '' THEN 'partition'
                    WHEN u.pl IS NULL THEN 'payload'
-                   WHEN u.t = '' THEN 'transactionId' END) INTO err
+                   WHEN u.t = '' THEN 'transactionId'
+                   WHEN octet_length(u.t) > 1024 THEN 'transactionIdLength' END) INTO err
           FROM unnest(queues, partitions, payloads, transaction_ids) WITH ORDINALITY u(q, p, pl, t, i)
-         WHERE u.q IS NULL OR u.p = '' OR u.pl IS NULL OR u.t = ''
+         WHERE u.q IS NULL OR u.p = '' OR u.pl IS NULL OR u.t = '' OR octet_length(u.t) > 1024
          ORDER BY u.i LIMIT 1;
     END IF;
     IF err IS NOT NULL THEN

@@ -459,6 +459,10 @@ async fn push_validation_names_index_and_field_and_writes_nothing() {
             "items[1].transactionId must be a non-empty string",
         ),
         (
+            json!({"items": [ok, {"queue": queue, "payload": 1, "transactionId": "t".repeat(1025)}]}),
+            "items[1].transactionId must be at most 1024 bytes",
+        ),
+        (
             json!({"items": [ok, {"queue": queue, "payload": 1,
                    "traceId": "{0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90}"}]}),
             "items[1].traceId must be a UUID string",

@@ -1,6 +1,6 @@
 -- pgcursor.push: auto-create, dense offsets, duplicates, validation, concurrency.
 BEGIN;
-SELECT plan(44);
+SELECT plan(46);
 
 CREATE TEMP TABLE r ON COMMIT DROP AS
 SELECT pgcursor.push('{"items":[{"queue":"t10","payload":{"n":1}},
@@ -94,6 +94,10 @@ SELECT throws_ok($$SELECT pgcursor.push('{"items":[{"queue":"t10"}]}')$$,
                  '22023', 'items[0].payload is required', 'missing payload');
 SELECT throws_ok($$SELECT pgcursor.push('{"items":[{"queue":"t10","payload":1,"transactionId":5}]}')$$,
                  '22023', 'items[0].transactionId must be a non-empty string', 'non-string transactionId');
+SELECT throws_ok(format($$SELECT pgcursor.push('{"items":[{"queue":"t10","payload":1,"transactionId":"%s"}]}')$$, repeat('é', 513)),
+                 '22023', 'items[0].transactionId must be at most 1024 bytes', 'a transactionId over 1024 bytes');
+SELECT lives_ok(format($$SELECT pgcursor.push('{"items":[{"queue":"t10x","payload":1,"transactionId":"%s"}]}')$$, repeat('é', 512)),
+                'a transactionId of 1024 bytes is pushed');
 SELECT throws_ok($$SELECT pgcursor.push('{"items":[{"queue":"t10","payload":1,"traceId":"nope"}]}')$$,
                  '22023', 'items[0].traceId must be a UUID string', 'invalid traceId');
 SELECT throws_ok($$SELECT pgcursor.push('{"items":[{"queue":"t10","payload":1,"partition":7}]}')$$,

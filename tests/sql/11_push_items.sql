@@ -1,6 +1,6 @@
 -- pgcursor.push_items: the push with its items as arrays and its answer as rows.
 BEGIN;
-SELECT plan(23);
+SELECT plan(24);
 
 CREATE TEMP TABLE r ON COMMIT DROP AS
 SELECT * FROM pgcursor.push_items(ARRAY['t11', 't11', 't11', 't11'],
@@ -64,6 +64,8 @@ SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b'], ARRAY['1']::
                  '22023', 'items[0].partition must be a non-empty string', 'an empty partition');
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b'], ARRAY['1']::jsonb[], transaction_ids => ARRAY[''])$$,
                  '22023', 'items[0].transactionId must be a non-empty string', 'an empty transactionId');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b'], ARRAY['1']::jsonb[], transaction_ids => ARRAY[repeat('x', 1025)])$$,
+                 '22023', 'items[0].transactionId must be at most 1024 bytes', 'a transactionId over 1024 bytes');
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRAY['1']::jsonb[])$$,
                  '22023', 'payloads has 1 elements; queues has 2', 'arrays of different lengths');
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(NULL, ARRAY['1']::jsonb[])$$,
