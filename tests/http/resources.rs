@@ -3,11 +3,13 @@
 //! DELETE /api/v1/resources/queues/{queue}.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use pgcursor_tests::{client, db, Gateway};
 use serde_json::{json, Value};
+use uuid::Uuid;
 
-use crate::broker::{ack_all, fresh_queue, get, keys, pop, post, push_n, send};
+use crate::broker::{ack_all, eventually, fresh_queue, get, keys, pop, post, push_n, send};
 
 const OPTION_KEYS: [&str; 14] = [
     "leaseTime",
@@ -179,6 +181,66 @@ async fn delete_removes_the_queue_with_its_messages_and_is_idempotent() {
         (status, body),
         (200, json!({"deleted": false, "queue": queue}))
     );
+}
+
+/// A call PostgreSQL cancels as a deadlock's victim is made again: the
+/// test's transaction and a queue delete lock the queue's two partitions in
+/// opposite orders. The delete waited first, so its deadlock check runs
+/// first and cancels it; the gateway deletes again, once the test's
+/// transaction has ended. (Citus cancels calls in distributed deadlocks too.)
+#[tokio::test]
+async fn a_call_cancelled_as_a_deadlocks_victim_is_made_again() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("deadlock");
+    push_n(&gw, &queue, "a", 1).await;
+    push_n(&gw, &queue, "b", 1).await;
+    let mut holder = db().await;
+    let ids: Vec<Uuid> = holder
+        .query(
+            "SELECT id FROM pgcursor.partitions WHERE queue = $1 ORDER BY id",
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let lock = "SELECT FROM pgcursor.partitions WHERE id = $1 FOR UPDATE";
+    let tx = holder.transaction().await.unwrap();
+    tx.execute(lock, &[&ids[1]]).await.unwrap();
+    let path = format!("/api/v1/resources/queues/{queue}");
+    let delete = tokio::spawn(send(client().delete(gw.url(&path))));
+    eventually(
+        "the delete waits for the second partition",
+        Duration::from_secs(10),
+        || async {
+            let waiting: i64 = db()
+                .await
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                      WHERE query LIKE 'SELECT pgcursor.delete_queue(%' AND wait_event_type = 'Lock'",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            waiting > 0
+        },
+    )
+    .await;
+    tx.execute(lock, &[&ids[0]]).await.unwrap();
+    tx.commit().await.unwrap();
+    let (status, body) = delete.await.unwrap();
+    assert_eq!(
+        (status, body),
+        (200, json!({"deleted": true, "queue": queue}))
+    );
+    assert!(
+        gw.stderr().contains("cancelled as a deadlock's victim"),
+        "the delete was cancelled once: {}",
+        gw.stderr()
+    );
+    assert_eq!(crate::broker::stored_messages(&queue).await, 0);
 }
 
 /// A number of a JSON answer, for sums.

@@ -146,8 +146,16 @@ impl<'a> FromSql<'a> for RawJsonRef<'a> {
     }
 }
 
+/// How many more times a call is made after the database cancelled it to
+/// break a deadlock. PostgreSQL's own schema takes its locks in one order,
+/// but a Citus coordinator also cancels a call caught in a distributed
+/// deadlock across nodes (docs/operations.md).
+const DEADLOCK_RETRIES: u32 = 3;
+
 /// Runs `sql` (one SQL function call returning one value) on a pooled
-/// connection. No connection: 503; SQLSTATE 22023: 400; P0002: 404.
+/// connection. No connection: 503; SQLSTATE 22023: 400; P0002: 404. A call
+/// cancelled as a deadlock's victim is made again (a short pause first):
+/// it ran in a transaction of its own, which the cancellation rolled back.
 pub async fn call_json(
     pool: &Pool,
     sql: &str,
@@ -155,8 +163,21 @@ pub async fn call_json(
 ) -> Result<RawJson, ApiError> {
     let client = pool.get().await?;
     let statement = client.prepare_cached(sql).await?;
-    let row = client.query_one(&statement, params).await?;
-    Ok(row.try_get(0)?)
+    let mut retries = 0;
+    loop {
+        match client.query_one(&statement, params).await {
+            Err(e) if is_deadlock(&e) && retries < DEADLOCK_RETRIES => {
+                retries += 1;
+                tracing::warn!("{sql}: cancelled as a deadlock's victim, trying again ({retries})");
+                tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(retries))).await;
+            }
+            answer => return Ok(answer?.try_get(0)?),
+        }
+    }
+}
+
+fn is_deadlock(e: &tokio_postgres::Error) -> bool {
+    e.code() == Some(&tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED)
 }
 
 /// How many times a push is tried again after the database named more
