@@ -117,15 +117,12 @@ pub async fn run(
         "(SELECT count(*) FROM pgcursor.push_items($1::text[], $2::jsonb[], $3::text[]))",
     )
     .await?;
-    // pop_messages, as the gateway pops (every row is read): the partition,
-    // the lease and the last transactionId
+    // pop_messages, as the gateway pops (every row is read): the last
+    // message's partition, lease and transactionId
     let pop = Timed::new(
         client,
-        "(SELECT ARRAY[(array_agg(b.partition_id::text))[1], (array_agg(b.lease_id::text))[1], \
-                (array_agg(b.transaction_id ORDER BY b.k DESC))[1]] \
-         FROM pgcursor.pop_messages($1::jsonb) WITH ORDINALITY b(paused, lease_id, consumer_group, \
-              partitions_claimed, queue, partition, partition_id, retry_count, message_id, transaction_id, \
-              msg_offset, payload, created_at, trace_id, k))",
+        "(SELECT ARRAY[b.partition_id::text, b.lease_id::text, b.transaction_id] \
+         FROM pgcursor.pop_messages($1::jsonb) WITH ORDINALITY b ORDER BY b.ordinality DESC LIMIT 1)",
     )
     .await?;
     let ack = Timed::new(client, "pgcursor.ack_group($1::jsonb)").await?;
