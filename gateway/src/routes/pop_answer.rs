@@ -1,7 +1,7 @@
 //! The HTTP pop's answer, written here from `pgcursor.pop_messages`' rows
 //! (one per message): PostgreSQL, which every gateway shares, builds no
 //! JSON for a pop. The answer is the one `pgcursor.pop` gives psql
-//! (tests/http/pop.rs compares the two).
+//! (tests/http/produce_consume.rs compares the two).
 
 use std::fmt::{self, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
