@@ -1,6 +1,6 @@
 -- pgcursor.push_items: the push with its items as arrays and its answer as rows.
 BEGIN;
-SELECT plan(24);
+SELECT plan(26);
 
 CREATE TEMP TABLE r ON COMMIT DROP AS
 SELECT * FROM pgcursor.push_items(ARRAY['t11', 't11', 't11', 't11'],
@@ -66,6 +66,12 @@ SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b'], ARRAY['1']::
                  '22023', 'items[0].transactionId must be a non-empty string', 'an empty transactionId');
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b'], ARRAY['1']::jsonb[], transaction_ids => ARRAY[repeat('x', 1025)])$$,
                  '22023', 'items[0].transactionId must be at most 1024 bytes', 'a transactionId over 1024 bytes');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b', NULL], ARRAY['1', '2', '3']::jsonb[],
+                                                   ARRAY['a', '', 'c'], ARRAY['x', 'y', repeat('z', 1025)])$$,
+                 '22023', 'items[1].partition must be a non-empty string', 'the first bad item is named, whatever its fault');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRAY['1', NULL]::jsonb[],
+                                                   ARRAY['a', ''], ARRAY['x', ''])$$,
+                 '22023', 'items[1].partition must be a non-empty string', '... and its first bad field, in the order queue, partition, payload, transactionId');
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRAY['1']::jsonb[])$$,
                  '22023', 'payloads has 1 elements; queues has 2', 'arrays of different lengths');
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(NULL, ARRAY['1']::jsonb[])$$,
