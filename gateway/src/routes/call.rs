@@ -154,8 +154,7 @@ const DEADLOCK_RETRIES: u32 = 3;
 
 /// Runs `sql` (one SQL function call returning one value) on a pooled
 /// connection. No connection: 503; SQLSTATE 22023: 400; P0002: 404. A call
-/// cancelled as a deadlock's victim is made again (a short pause first):
-/// it ran in a transaction of its own, which the cancellation rolled back.
+/// cancelled as a deadlock's victim is made again (`again_after_deadlock`).
 pub async fn call_json(
     pool: &Pool,
     sql: &str,
@@ -163,15 +162,32 @@ pub async fn call_json(
 ) -> Result<RawJson, ApiError> {
     let client = pool.get().await?;
     let statement = client.prepare_cached(sql).await?;
+    let row = again_after_deadlock(sql, || client.query_one(&statement, params)).await?;
+    Ok(row.try_get(0)?)
+}
+
+/// Makes `call` (one statement in a transaction of its own) again, after a
+/// short pause, when the database cancelled it as a deadlock's victim: the
+/// cancellation rolled its transaction back whole, so nothing of it stays.
+pub async fn again_after_deadlock<T, F, Fut>(
+    what: &str,
+    mut call: F,
+) -> Result<T, tokio_postgres::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+{
     let mut retries = 0;
     loop {
-        match client.query_one(&statement, params).await {
+        match call().await {
             Err(e) if is_deadlock(&e) && retries < DEADLOCK_RETRIES => {
                 retries += 1;
-                tracing::warn!("{sql}: cancelled as a deadlock's victim, trying again ({retries})");
+                tracing::warn!(
+                    "{what}: cancelled as a deadlock's victim, trying again ({retries})"
+                );
                 tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(retries))).await;
             }
-            answer => return Ok(answer?.try_get(0)?),
+            answer => return answer,
         }
     }
 }

@@ -27,7 +27,7 @@ use crate::encryption::Items;
 use crate::error::ApiError;
 use crate::minutes::{item_queues, record_each, Target};
 use crate::db::Deployment;
-use crate::routes::call::{body_text, call_sealing, object_body, RawJson};
+use crate::routes::call::{again_after_deadlock, body_text, call_sealing, object_body, RawJson};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/push", web::post().to(push));
@@ -182,12 +182,8 @@ async fn push_items(state: &AppState, items: &[PushItem<'_>], body: &[u8]) -> Re
     let trace_ids = column(items, |i| i.trace_id);
     let client = state.pool.get().await?;
     let statement = client.prepare_cached(PUSH_ITEMS_SQL).await?;
-    let rows = client
-        .query(
-            &statement,
-            &[&queues, &payloads, &partitions, &transaction_ids, &trace_ids],
-        )
-        .await?;
+    let params: [&(dyn ToSql + Sync); 5] = [&queues, &payloads, &partitions, &transaction_ids, &trace_ids];
+    let rows = again_after_deadlock(PUSH_ITEMS_SQL, || client.query(&statement, &params)).await?;
     drop(client);
     let mut answer = Vec::with_capacity(rows.len());
     for row in &rows {
