@@ -73,7 +73,7 @@ DECLARE
     pid   uuid;
     head  bigint;
 BEGIN
-    FOREACH pid IN ARRAY ids LOOP
+    FOREACH pid IN ARRAY coalesce(ids, '{}') LOOP  -- a push of no items has no partitions
         SELECT h.head INTO head FROM pgcursor.partition_heads h WHERE h.partition_id = pid FOR UPDATE;
         IF FOUND THEN
             heads := heads || head;

@@ -1,6 +1,6 @@
 -- pgcursor.push_items: the push with its items as arrays and its answer as rows.
 BEGIN;
-SELECT plan(26);
+SELECT plan(27);
 
 CREATE TEMP TABLE r ON COMMIT DROP AS
 SELECT * FROM pgcursor.push_items(ARRAY['t11', 't11', 't11', 't11'],
@@ -76,6 +76,8 @@ SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRA
                  '22023', 'payloads has 1 elements; queues has 2', 'arrays of different lengths');
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(NULL, ARRAY['1']::jsonb[])$$,
                  '22023', 'queues is required', 'no queues');
+SELECT is((SELECT count(*) FROM pgcursor.push_items('{}'::text[], '{}'::jsonb[])), 0::bigint,
+          'no items: no rows, no error');
 SELECT is((SELECT count(*)::int FROM pgcursor.queues WHERE name = 't11b'), 0, 'refused calls created nothing');
 
 -- Every partition has a head row (pushes create both): one without is
