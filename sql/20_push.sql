@@ -4,10 +4,15 @@
 --   SELECT pgcursor.push('{"items":[{"queue":"orders","payload":{"id":1}},
 --                                   {"queue":"orders","partition":"eu","payload":"x","transactionId":"t-2"}]}');
 
+-- Is a given transactionId too long? At most 1024 bytes: it is an index
+-- key, and a key past about 2,700 bytes makes the INSERT fail with an error
+-- naming no field (on Citus, an internal error). (SQL, so it inlines.)
+CREATE OR REPLACE FUNCTION pgcursor_internal.transaction_id_too_long(transaction_id text)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+    SELECT octet_length(transaction_id) > 1024
+$$;
+
 -- The message for a bad field of push item i; field 'item' is the item itself.
--- A transactionId is at most 1024 bytes: it is an index key, and a key
--- past about 2,700 bytes makes the INSERT fail with an error naming no
--- field (on Citus, an internal error).
 CREATE OR REPLACE FUNCTION pgcursor_internal.push_field_error(i bigint, field text)
 RETURNS text LANGUAGE sql STABLE AS $$  -- STABLE like format(), so it inlines
     SELECT format('items[%s]', i) || CASE field
@@ -33,7 +38,7 @@ RETURNS text LANGUAGE sql STABLE AS $$
         WHEN NOT item ? 'payload' THEN 'payload'
         WHEN coalesce(jsonb_typeof(item -> 'transactionId'), 'null') NOT IN ('null', 'string')
              OR item ->> 'transactionId' = '' THEN 'transactionId'
-        WHEN octet_length(item ->> 'transactionId') > 1024 THEN 'transactionIdLength'
+        WHEN pgcursor_internal.transaction_id_too_long(item ->> 'transactionId') THEN 'transactionIdLength'
         WHEN NOT pgcursor_internal.is_uuid_value(item -> 'traceId', true) THEN 'traceId'
     END)
 $$;
@@ -81,7 +86,7 @@ BEGIN
         bad := least(array_position(queues, NULL), array_position(partitions, ''),
                      array_position(payloads, NULL), array_position(transaction_ids, ''),
                      (SELECT min(t.i) FROM unnest(transaction_ids) WITH ORDINALITY t(id, i)
-                       WHERE octet_length(t.id) > 1024));
+                       WHERE pgcursor_internal.transaction_id_too_long(t.id)));
         IF bad IS NOT NULL THEN
             err := pgcursor_internal.push_field_error(bad - 1, CASE
                        WHEN queues[bad] IS NULL THEN 'queue'
