@@ -319,9 +319,13 @@ DECLARE
 BEGIN
     c := pgcursor_internal.pop_claims(req);
     claimed := coalesce(jsonb_array_length(c.claims), 0);
+    -- What a row without a message says (RETURN NEXT: these, and nulls).
+    paused := c.paused;
+    lease_id := c.lease;
+    consumer_group := c.grp;
+    partitions_claimed := claimed;
     IF claimed = 0 THEN
-        RETURN QUERY SELECT c.paused, c.lease, c.grp, 0, NULL::text, NULL::text, NULL::uuid, NULL::integer,
-                            NULL::uuid, NULL::text, NULL::bigint, NULL::jsonb, NULL::timestamptz, NULL::uuid;
+        RETURN NEXT;
         RETURN;
     END IF;
     FOR claim IN SELECT * FROM jsonb_to_recordset(c.claims) AS x(rank bigint, partition_id uuid, queue text,
@@ -335,9 +339,11 @@ BEGIN
          WHERE m.partition_id = claim.partition_id AND m.msg_offset BETWEEN claim.batch_start AND claim.batch_end
          ORDER BY m.msg_offset;
         IF NOT FOUND THEN
-            RETURN QUERY SELECT false, c.lease, c.grp, claimed, claim.queue, claim.partition, claim.partition_id,
-                                claim.retry_count, NULL::uuid, NULL::text, NULL::bigint, NULL::jsonb,
-                                NULL::timestamptz, NULL::uuid;
+            queue := claim.queue;
+            partition := claim.partition;
+            partition_id := claim.partition_id;
+            retry_count := claim.retry_count;
+            RETURN NEXT;
         END IF;
     END LOOP;
 END $$;
