@@ -22,7 +22,7 @@ use crate::auth::Level;
 use crate::error::ApiError;
 use crate::minutes::{record, Target};
 use crate::routes::call::RawJson;
-use crate::routes::pop_answer::{Delivered, PopBatch, POP_MESSAGES_SQL};
+use crate::routes::pop_answer::{micros_since_1970, Delivered, PopBatch, POP_MESSAGES_SQL};
 
 /// The longest a pop may wait; a larger `timeout` is capped to it (the queen
 /// client's HTTP timeout is its pop timeout + 5 s, so capping is safe).
@@ -186,9 +186,7 @@ async fn look(client: &Client, pop: &PopRequest) -> Result<Look, ApiError> {
 }
 
 fn now_us() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    micros_since_1970(std::time::SystemTime::now())
 }
 
 /// Counts the request into the per-minute figures: for the queue of its

@@ -70,7 +70,8 @@ impl<'a> Popped<'a> {
     }
 }
 
-fn micros_since_1970(t: SystemTime) -> i64 {
+/// Microseconds since 1970 (negative before it).
+pub fn micros_since_1970(t: SystemTime) -> i64 {
     let micros = |d: std::time::Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
     match t.duration_since(UNIX_EPOCH) {
         Ok(after) => micros(after),
