@@ -448,25 +448,35 @@ END $$;
 -- Citus plans neither the SQL function (it reads a distributed table) nor
 -- its second half as one statement (the NOT EXISTS on cursors correlated
 -- with reference tables; start_cursor(p, s) over rows a worker's shards
--- give). Here the missing pairs come from an uncorrelated NOT IN, and each
--- start is computed on the coordinator from the pair's own rows, as
--- materialize_cursors below does.
+-- give). So the pairs and the rows are read by statements of their own,
+-- each with its own snapshot: the pending pairs first, the stored rows
+-- second. A materialize_cursors (housekeeping's) committing between the two
+-- reads then shows its pair once, as the stored row; read the other way
+-- round the pair would be in neither. Each start is computed on the
+-- coordinator from the pair's own rows, as materialize_cursors below does.
 CREATE OR REPLACE FUNCTION pgcursor_internal.cursor_rows()
 RETURNS SETOF pgcursor.cursors LANGUAGE plpgsql STABLE AS $$
 DECLARE
+    pending_ids    uuid[];
+    pending_groups text[];
+    stored         pgcursor.cursors[];
     pair record;
     part pgcursor.partitions;
     sub  pgcursor.subscriptions;
 BEGIN
-    RETURN QUERY SELECT * FROM pgcursor.cursors;
+    SELECT array_agg(p.id), array_agg(s.consumer_group) INTO pending_ids, pending_groups
+      FROM pgcursor.subscriptions s JOIN pgcursor.partitions p ON p.queue = s.queue
+     WHERE s.cursor_rows = 'pending';
+    SELECT array_agg(c) INTO stored FROM pgcursor.cursors c;
+    RETURN QUERY SELECT * FROM unnest(stored);
     FOR pair IN
-        SELECT p.id AS pid, s.queue AS q, s.consumer_group AS g
-          FROM pgcursor.subscriptions s JOIN pgcursor.partitions p ON p.queue = s.queue
-         WHERE s.cursor_rows = 'pending'
-           AND (p.id, s.consumer_group) NOT IN (SELECT c.partition_id, c.consumer_group FROM pgcursor.cursors c)
+        SELECT k.pid, k.g FROM unnest(pending_ids, pending_groups) k(pid, g)
+         WHERE (k.pid, k.g) NOT IN (SELECT c.partition_id, c.consumer_group FROM unnest(stored) c)
     LOOP
         SELECT * INTO part FROM pgcursor.partitions p WHERE p.id = pair.pid;
-        SELECT * INTO sub FROM pgcursor.subscriptions s WHERE s.consumer_group = pair.g AND s.queue = pair.q;
+        CONTINUE WHEN NOT FOUND;  -- deleted since
+        SELECT * INTO sub FROM pgcursor.subscriptions s WHERE s.consumer_group = pair.g AND s.queue = part.queue;
+        CONTINUE WHEN NOT FOUND;
         RETURN NEXT ROW(part.id, sub.consumer_group, pgcursor_internal.start_cursor(part, sub), NULL, NULL, NULL,
                         NULL, 0, 0, 0, 0, 0, NULL, sub.created_at, 0)::pgcursor.cursors;
     END LOOP;
