@@ -173,28 +173,35 @@ pub async fn bootstrap(client: &mut Client) -> Result<Deployment, BootstrapError
     let distributed = result?; // the bootstrap's own error matters more than the unlock's
     unlocked.map_err(db)?;
     let deployment = Deployment::of(client, distributed).await.map_err(db)?;
-    if deployment == Deployment::Delegating {
-        info!("calling the delegated functions of sql/citus/delegate.sql for pushes to one partition and acks");
+    if let Deployment::Delegating { lock_timeout } = &deployment {
+        info!(
+            "calling the delegated functions of sql/citus/delegate.sql for pushes to one partition and acks \
+             (lock_timeout on the workers: {})",
+            lock_timeout.as_deref().unwrap_or("theirs")
+        );
     }
     Ok(deployment)
 }
 
 /// How the gateway calls pushes and acks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Deployment {
     /// Through pgcursor's functions, as a psql user would.
     Direct,
     /// On a Citus coordinator with sql/citus/delegate.sql applied: a push
     /// whose items go to one partition, and every ack group, through the
-    /// functions Citus runs whole on the partition's worker.
-    Delegating,
+    /// functions Citus runs whole on the partition's worker. Such a call
+    /// runs in a worker's session, without the settings of the gateway's
+    /// own: each is given `lock_timeout`, the gateway's sessions' setting
+    /// (DATABASE_URL's options; None when it is 0), to set there.
+    Delegating { lock_timeout: Option<String> },
 }
 
 /// The functions of sql/citus/delegate.sql the gateway calls.
 const DELEGATED: [&str; 5] = [
-    "pgcursor_citus.push(uuid,jsonb)",
+    "pgcursor_citus.push(uuid,jsonb,text)",
     "pgcursor_citus.push_partition(text,text)",
-    "pgcursor_citus.ack_group(uuid,jsonb)",
+    "pgcursor_citus.ack_group(uuid,jsonb,text)",
     "pgcursor_citus.wake_queue(text)",
     "pgcursor_citus.wake_partition(uuid)",
 ];
@@ -213,11 +220,19 @@ impl Deployment {
             )
             .await?
             .get(0);
-        Ok(if all {
-            Deployment::Delegating
-        } else {
-            Deployment::Direct
-        })
+        if !all {
+            return Ok(Deployment::Direct);
+        }
+        // reset_val: the session's value as it connected, before the
+        // bootstrap's own SET lock_timeout = 0.
+        let lock_timeout: Option<String> = client
+            .query_one(
+                "SELECT nullif(reset_val, '0') FROM pg_settings WHERE name = 'lock_timeout'",
+                &[],
+            )
+            .await?
+            .get(0);
+        Ok(Deployment::Delegating { lock_timeout })
     }
 }
 

@@ -21,25 +21,47 @@ SET client_min_messages = warning;
 
 CREATE SCHEMA IF NOT EXISTS pgcursor_citus;
 
+-- A delegated call runs in a worker's session, which has none of the
+-- calling session's settings (Citus carries SET LOCAL into a transaction
+-- block's remote work, but these calls are delegated only outside one).
+-- The gateway passes its sessions' lock_timeout (DATABASE_URL's options),
+-- so a call waiting on the worker for a row lock gives up when the
+-- gateway's own would. NULL: the worker's setting stands.
+CREATE OR REPLACE FUNCTION pgcursor_citus.use_lock_timeout(lock_timeout text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF lock_timeout IS NOT NULL THEN
+        PERFORM set_config('lock_timeout', lock_timeout, true);
+    END IF;
+END $$;
+
+-- The calls before lock_timeout was an argument.
+DROP FUNCTION IF EXISTS pgcursor_citus.ack_group(uuid, jsonb);
+DROP FUNCTION IF EXISTS pgcursor_citus.push(uuid, jsonb);
+
 -- pgcursor.ack_group with the partition taken out of the request.
-CREATE OR REPLACE FUNCTION pgcursor_citus.ack_group(partition_id uuid, request jsonb)
+CREATE OR REPLACE FUNCTION pgcursor_citus.ack_group(partition_id uuid, request jsonb,
+                                                    lock_timeout text DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM pgcursor_citus.use_lock_timeout(lock_timeout);
     RETURN pgcursor.ack_group(request || jsonb_build_object('partitionId', partition_id));
 END $$;
 
-SELECT create_distributed_function('pgcursor_citus.ack_group(uuid, jsonb)', 'partition_id',
+SELECT create_distributed_function('pgcursor_citus.ack_group(uuid, jsonb, text)', 'partition_id',
                                    colocate_with => 'pgcursor.messages');
 
 -- pgcursor.push for a request whose items all go to one partition, which
 -- exists: push_partition's answer.
-CREATE OR REPLACE FUNCTION pgcursor_citus.push(on_partition uuid, request jsonb)
+CREATE OR REPLACE FUNCTION pgcursor_citus.push(on_partition uuid, request jsonb,
+                                               lock_timeout text DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM pgcursor_citus.use_lock_timeout(lock_timeout);
     RETURN pgcursor.push(request);
 END $$;
 
-SELECT create_distributed_function('pgcursor_citus.push(uuid, jsonb)', 'on_partition',
+SELECT create_distributed_function('pgcursor_citus.push(uuid, jsonb, text)', 'on_partition',
                                    colocate_with => 'pgcursor.messages');
 
 -- The partition a push of items to (queue, partition) can be delegated to,

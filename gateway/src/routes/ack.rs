@@ -306,8 +306,8 @@ async fn call_ack_group(
         .get()
         .await
         .map_err(|e| GroupFailure::NoConnection(e.to_string()))?;
-    if state.deployment == Deployment::Delegating {
-        return ack_on_partition_worker(&client, request)
+    if let Deployment::Delegating { lock_timeout } = &state.deployment {
+        return ack_on_partition_worker(&client, request, lock_timeout.as_deref())
             .await
             .map_err(failed);
     }
@@ -323,18 +323,20 @@ async fn call_ack_group(
 }
 
 /// On Citus: the group's ack_group, run whole on the worker holding the
-/// partition (`pgcursor_citus.ack_group`). A nack's long-poll wake-up was
+/// partition (`pgcursor_citus.ack_group`, under `lock_timeout` there,
+/// Deployment::Delegating). A nack's long-poll wake-up was
 /// sent on that worker, where no gateway listens: after a group holding a
 /// nack, it is sent again here, on the coordinator.
 async fn ack_on_partition_worker(
     client: &deadpool_postgres::Client,
     request: GroupRequest<'_>,
+    lock_timeout: Option<&str>,
 ) -> Result<RawJson, tokio_postgres::Error> {
     let statement = client
-        .prepare_cached("SELECT pgcursor_citus.ack_group($1::uuid, $2::jsonb)")
+        .prepare_cached("SELECT pgcursor_citus.ack_group($1::uuid, $2::jsonb, $3::text)")
         .await?;
     let answer: RawJson = client
-        .query_one(&statement, &[&request.partition_id, &Json(&request)])
+        .query_one(&statement, &[&request.partition_id, &Json(&request), &lock_timeout])
         .await?
         .try_get(0)?;
     // The ack is committed: a failed wake-up costs waiting pops their

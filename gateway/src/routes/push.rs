@@ -166,8 +166,8 @@ struct Pushed<'a> {
 /// all absent goes as NULL) and writes the answer; on Citus, a push to one
 /// partition goes to its worker instead (`body` is the request as sent).
 async fn push_items(state: &AppState, items: &[PushItem<'_>], body: &[u8]) -> Result<String, ApiError> {
-    if state.deployment == Deployment::Delegating {
-        if let Some(answer) = push_on_partition_worker(state, items, body).await? {
+    if let Deployment::Delegating { lock_timeout } = &state.deployment {
+        if let Some(answer) = push_on_partition_worker(state, items, body, lock_timeout.as_deref()).await? {
             return Ok(answer);
         }
     }
@@ -212,6 +212,7 @@ async fn push_on_partition_worker(
     state: &AppState,
     items: &[PushItem<'_>],
     body: &[u8],
+    lock_timeout: Option<&str>,
 ) -> Result<Option<String>, ApiError> {
     let Some((queue, partition)) = only_partition(items) else {
         return Ok(None);
@@ -224,10 +225,10 @@ async fn push_on_partition_worker(
         return Ok(None);
     };
     let push = client
-        .prepare_cached("SELECT pgcursor_citus.push($1::uuid, $2::text::jsonb)")
+        .prepare_cached("SELECT pgcursor_citus.push($1::uuid, $2::text::jsonb, $3::text)")
         .await?;
     let answer: RawJson = client
-        .query_one(&push, &[&id, &body_text(body)?])
+        .query_one(&push, &[&id, &body_text(body)?, &lock_timeout])
         .await?
         .try_get(0)?;
     // The push is committed: a failed wake-up costs waiting pops their

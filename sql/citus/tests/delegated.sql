@@ -4,7 +4,7 @@
 -- do; push_partition names the partitions a push may be sent to. Not in a
 -- transaction block: Citus delegates a call only outside one. The queues
 -- are deleted at the end.
-SELECT plan(9);
+SELECT plan(11);
 SELECT pgcursor.delete_queue('citus_delegated') IS NOT NULL AS deleted \gset
 SELECT pgcursor.push('{"items": [{"queue": "citus_delegated", "payload": 1, "transactionId": "t1"},
                                  {"queue": "citus_delegated", "payload": 2, "transactionId": "t2"}]}')
@@ -25,7 +25,7 @@ CREATE FUNCTION pg_temp.on_worker_of(p uuid) RETURNS text LANGUAGE sql AS $$
      WHERE s.shardid = get_shard_id_for_distribution_column('pgcursor.messages', p)
 $$;
 
-\set plan `psql -X -tA -h :HOST -p :PORT -U :USER -d :DBNAME -c "EXPLAIN (FORMAT JSON) SELECT pgcursor_citus.ack_group(':p', '{}')"`
+\set plan `psql -X -tA -h :HOST -p :PORT -U :USER -d :DBNAME -c "EXPLAIN (FORMAT JSON) SELECT pgcursor_citus.ack_group(':p', '{}', '300')"`
 SELECT is(pg_temp.tasks(:'plan'), pg_temp.on_worker_of(:'p'),
           'the delegated ack is one task, on the worker holding the partition''s shard');
 
@@ -48,7 +48,7 @@ SELECT pgcursor.configure('{"queue": "citus_delegated_capped", "options": {"maxS
 SELECT is(pgcursor_citus.push_partition('citus_delegated_capped', 'Default'), NULL,
           'nor one to a queue with a maxSize (its room is counted on every shard)');
 
-\set plan `psql -X -tA -h :HOST -p :PORT -U :USER -d :DBNAME -c "EXPLAIN (FORMAT JSON) SELECT pgcursor_citus.push(':p', '{}')"`
+\set plan `psql -X -tA -h :HOST -p :PORT -U :USER -d :DBNAME -c "EXPLAIN (FORMAT JSON) SELECT pgcursor_citus.push(':p', '{}', '300')"`
 SELECT is(pg_temp.tasks(:'plan'), pg_temp.on_worker_of(:'p'),
           'the delegated push is one task, on the worker holding the partition''s shard');
 
@@ -58,6 +58,17 @@ SELECT is(jsonb_path_query_array(:'pushed'::jsonb, '$[*].status'), '["queued", "
           'a new transactionId is queued, a known one is a duplicate');
 SELECT is(jsonb_path_query_array(:'pushed'::jsonb, '$[*].offset'), '[3, 1]',
           'the new message takes the next offset; the duplicate names the first');
+
+-- The lock_timeout given is set in the worker's session: one it cannot
+-- take is refused there, before anything is written. (Called by a psql of
+-- its own, as the EXPLAINs: inside throws_ok the call would not be
+-- delegated.)
+\set refused `psql -X -tA -h :HOST -p :PORT -U :USER -d :DBNAME -c "SELECT pgcursor_citus.ack_group(':p', '{}', 'soon')" 2>&1`
+SELECT matches(:'refused'::text, 'invalid value for parameter "lock_timeout": "soon".*while executing command on',
+               'the delegated ack sets the lock_timeout it is given, on the worker');
+\set refused `psql -X -tA -h :HOST -p :PORT -U :USER -d :DBNAME -c "SELECT pgcursor_citus.push(':p', '{\"items\": [{\"queue\": \"citus_delegated\", \"payload\": 5}]}', 'soon')" 2>&1`
+SELECT matches(:'refused'::text, 'invalid value for parameter "lock_timeout": "soon".*while executing command on',
+               'and so does the delegated push');
 
 SELECT pgcursor.delete_queue('citus_delegated') IS NOT NULL AS deleted \gset
 SELECT pgcursor.delete_queue('citus_delegated_capped') IS NOT NULL AS deleted \gset
