@@ -311,7 +311,17 @@ DECLARE
     left_ bigint := batch;
     n     bigint := 0;
     at    timestamptz := now();
+    part_ids uuid[];
 BEGIN
+    -- The partitions first, from the reference table (a read on the
+    -- coordinator): the candidates' query names them, so Citus sends it to
+    -- the shards holding them only, and a pop of a queue without partitions
+    -- sends nothing (a query on every shard cost an idle queue's pop 10 ms).
+    part_ids := ARRAY(SELECT p.id FROM pgcursor.partitions p
+                       WHERE p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname));
+    IF cardinality(part_ids) = 0 THEN
+        RETURN;
+    END IF;
     FOR cand IN
         SELECT s.pid, s.ready, s.qname, s.pname, s.lease_time
         FROM (SELECT c.partition_id AS pid, c.cursor, p.queue AS qname, p.name AS pname, q.lease_time,
@@ -325,7 +335,7 @@ BEGIN
                 JOIN pgcursor.partition_heads h ON h.partition_id = c.partition_id
                 JOIN pgcursor.partitions p ON p.id = c.partition_id
                 JOIN pgcursor.queues q ON q.name = p.queue
-               WHERE c.consumer_group = grp AND p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname)
+               WHERE c.partition_id = ANY (part_ids) AND c.consumer_group = grp
                  AND c.cursor < h.head
                  AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
                  AND (q.window_buffer = 0 OR NOT EXISTS (
