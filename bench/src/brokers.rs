@@ -13,7 +13,8 @@
 //! to one queue per group.
 
 use deadpool_postgres::Pool;
-use serde::Serialize;
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::Result;
@@ -205,7 +206,16 @@ impl Broker {
                     .json(&request)
                     .send()
                     .await?;
-                expect_len(&response.json().await?, payloads.len(), "push")
+                let items: Vec<IgnoredAny> = read_json(response, "push").await?;
+                match items.len() == payloads.len() {
+                    true => Ok(()),
+                    false => {
+                        Err(
+                            format!("push: {} answers for {} items", items.len(), payloads.len())
+                                .into(),
+                        )
+                    }
+                }
             }
             Broker::Pgmq { pool, queue, .. } => {
                 let client = pool.get().await?;
@@ -279,7 +289,7 @@ impl Broker {
                     .get(format!("{base}/api/v1/pop/queue/{queue}?batch={batch}"))
                     .send()
                     .await?;
-                Ok(pgcursor_delivery(response.json().await?))
+                Ok(read_json::<PopAnswer>(response, "pop").await?.delivery())
             }
             Broker::Pgmq { pool, queue, .. } => {
                 let client = pool.get().await?;
@@ -351,7 +361,11 @@ impl Broker {
                     .json(&json!({ "acknowledgments": items }))
                     .send()
                     .await?;
-                expect_acked(&response.json().await?)
+                let outcomes: Vec<AckOutcome> = read_json(response, "ack").await?;
+                match outcomes.iter().all(|o| o.success) {
+                    true => Ok(()),
+                    false => Err("ack: an item did not succeed".into()),
+                }
             }
             (
                 Broker::Pgmq {
@@ -404,25 +418,61 @@ pub fn partition_number(name: &str) -> Result<usize> {
         .ok_or_else(|| format!("not a bench partition name: {name:?}").into())
 }
 
-/// A pop answer; all messages of a one-partition pop share partition and lease.
-fn pgcursor_delivery(answer: Value) -> Option<Delivery> {
-    let messages = answer["messages"].as_array().filter(|m| !m.is_empty())?;
-    Some(Delivery::Pgcursor {
-        partition_id: answer["partitionId"].as_str()?.to_string(),
-        partition: answer["partition"].as_str()?.to_string(),
-        lease_id: answer["leaseId"].as_str()?.to_string(),
-        transaction_ids: messages
-            .iter()
-            .filter_map(|m| Some(m["transactionId"].as_str()?.to_string()))
-            .collect(),
+/// An HTTP answer read into `T`, as a client with types for it reads it
+/// (the fields it names; the rest skipped by the parser); one that does not
+/// fit is the run's error, shown.
+async fn read_json<T: DeserializeOwned>(response: reqwest::Response, what: &str) -> Result<T> {
+    let body = response.bytes().await?;
+    serde_json::from_slice(&body).map_err(|e| {
+        let shown = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+        format!("{what}: unexpected answer ({e}): {shown}").into()
     })
 }
 
-fn expect_len(answer: &Value, n: usize, what: &str) -> Result<()> {
-    match answer.as_array().map(Vec::len) {
-        Some(len) if len == n => Ok(()),
-        _ => Err(format!("{what}: unexpected answer {}", crate::load::short(answer)).into()),
+/// A pop's answer, as far as a consumer reads it: what its ack names, and
+/// each message's `data` decoded, once, as the SQL pop decodes each payload
+/// once (`payload`, the same bytes again, is skipped, not decoded). All
+/// messages of a one-partition pop share partition and lease.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PopAnswer {
+    partition_id: Option<String>,
+    partition: Option<String>,
+    lease_id: Option<String>,
+    #[serde(default)]
+    messages: Vec<PoppedMessage>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PoppedMessage {
+    transaction_id: String,
+    #[allow(dead_code)] // decoded as a consumer would, never read
+    data: Value,
+}
+
+impl PopAnswer {
+    fn delivery(self) -> Option<Delivery> {
+        if self.messages.is_empty() {
+            return None;
+        }
+        Some(Delivery::Pgcursor {
+            partition_id: self.partition_id?,
+            partition: self.partition?,
+            lease_id: self.lease_id?,
+            transaction_ids: self
+                .messages
+                .into_iter()
+                .map(|m| m.transaction_id)
+                .collect(),
+        })
     }
+}
+
+/// One item of an ack answer.
+#[derive(Deserialize)]
+struct AckOutcome {
+    success: bool,
 }
 
 fn expect_acked(answer: &Value) -> Result<()> {
