@@ -361,11 +361,8 @@ impl Broker {
                     .json(&json!({ "acknowledgments": items }))
                     .send()
                     .await?;
-                let outcomes: Vec<AckOutcome> = read_json(response, "ack").await?;
-                match outcomes.iter().all(|o| o.success) {
-                    true => Ok(()),
-                    false => Err("ack: an item did not succeed".into()),
-                }
+                // (an ack answer is one small item: read whole, as the SQL one is)
+                expect_acked(&read_json(response, "ack").await?)
             }
             (
                 Broker::Pgmq {
@@ -467,12 +464,6 @@ impl PopAnswer {
                 .collect(),
         })
     }
-}
-
-/// One item of an ack answer.
-#[derive(Deserialize)]
-struct AckOutcome {
-    success: bool,
 }
 
 fn expect_acked(answer: &Value) -> Result<()> {
