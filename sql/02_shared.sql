@@ -74,15 +74,21 @@ $$;
 -- the entry retention left when it deleted such a message (message_id
 -- null: the message is gone). No row: the partition does not remember it.
 -- (SQL and STABLE, so it inlines; LIMIT 1 skips the second probe when the
--- first finds the message.)
+-- first finds the message.) The horizon is tested with IS TRUE, which no
+-- index can serve, so that both probes go by transactionId: in a cached
+-- generic plan, with statistics from when partitions were small, the
+-- (partition_id, created_at) indexes looked as cheap, and a probe then read
+-- every message of the partition since the horizon (an ack 0.07 -> 1.2 ms).
 CREATE OR REPLACE FUNCTION pgcursor_internal.indexed_message(pid uuid, txid text, horizon timestamptz)
 RETURNS TABLE (msg_offset bigint, message_id uuid) LANGUAGE sql STABLE AS $$
-    (SELECT m.msg_offset, m.message_id FROM pgcursor.messages m
-      WHERE m.partition_id = pid AND m.transaction_id = txid AND m.created_at >= horizon
+    (SELECT m.msg_offset, m.message_id
+       FROM (SELECT m.msg_offset, m.message_id FROM pgcursor.messages m
+              WHERE m.partition_id = pid AND m.transaction_id = txid AND (m.created_at >= horizon) IS TRUE
+             OFFSET 0) m
       ORDER BY m.msg_offset DESC LIMIT 1)
     UNION ALL
     (SELECT x.msg_offset, NULL::uuid FROM pgcursor.transaction_index x
-      WHERE x.partition_id = pid AND x.transaction_id = txid AND x.created_at >= horizon)
+      WHERE x.partition_id = pid AND x.transaction_id = txid AND (x.created_at >= horizon) IS TRUE)
     LIMIT 1
 $$;
 
