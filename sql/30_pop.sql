@@ -134,37 +134,47 @@ RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     sub   pgcursor.subscriptions;
     p     pgcursor.partitions;
+    chunk pgcursor.partitions[];
+    after uuid;
     head  bigint;
     start bigint;
     made  integer;
     left_ integer := n;
     looked_at_all boolean := false;
 BEGIN
+    <<queues>>
     FOR sub IN SELECT s.* FROM unnest(pending) WITH ORDINALITY x(queue, ord)
                  JOIN pgcursor.subscriptions s ON s.consumer_group = grp AND s.queue = x.queue
                 ORDER BY x.ord
     LOOP
-        -- The head is read per partition, in the loop: a join in this
-        -- query made the planner read every partition of the queue before
-        -- the first (5,000 partitions: 7 -> 18 ms a first pop).
-        FOR p IN SELECT x.* FROM pgcursor.partitions x
-                  WHERE x.queue = sub.queue AND (pname IS NULL OR x.name = pname)
-                  ORDER BY x.id
+        -- The partitions 64 at a time, each read after the last one's id
+        -- (the (queue, id) index, in order): as one query over all of them
+        -- the cached generic plan scanned and sorted every partition of
+        -- every queue first (1 ms at 5,000). The head is read per
+        -- partition, in the loop: a join made the planner read every
+        -- partition of the queue before the first (5,000: 7 -> 18 ms).
+        after := '00000000-0000-0000-0000-000000000000';
         LOOP
-            head := pgcursor_internal.partition_head(p.id);
-            CONTINUE WHEN head = 0 OR EXISTS (SELECT 1 FROM pgcursor.cursors c
-                                               WHERE c.partition_id = p.id AND c.consumer_group = grp);
-            start := pgcursor_internal.start_cursor(p, sub);
-            CONTINUE WHEN start >= head
-                       OR NOT pg_try_advisory_xact_lock(hashtextextended(p.id::text || grp, 0));
-            INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
-            VALUES (p.id, grp, start)
-            ON CONFLICT DO NOTHING;
-            GET DIAGNOSTICS made = ROW_COUNT;
-            left_ := left_ - made;
-            EXIT WHEN left_ <= 0;
+            chunk := ARRAY(SELECT x FROM pgcursor.partitions x
+                            WHERE x.queue = sub.queue AND x.id > after AND (pname IS NULL OR x.name = pname)
+                            ORDER BY x.id LIMIT 64);
+            EXIT WHEN cardinality(chunk) = 0;
+            after := chunk[cardinality(chunk)].id;
+            FOREACH p IN ARRAY chunk LOOP
+                head := pgcursor_internal.partition_head(p.id);
+                CONTINUE WHEN head = 0 OR EXISTS (SELECT 1 FROM pgcursor.cursors c
+                                                   WHERE c.partition_id = p.id AND c.consumer_group = grp);
+                start := pgcursor_internal.start_cursor(p, sub);
+                CONTINUE WHEN start >= head
+                           OR NOT pg_try_advisory_xact_lock(hashtextextended(p.id::text || grp, 0));
+                INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
+                VALUES (p.id, grp, start)
+                ON CONFLICT DO NOTHING;
+                GET DIAGNOSTICS made = ROW_COUNT;
+                left_ := left_ - made;
+                EXIT queues WHEN left_ <= 0;
+            END LOOP;
         END LOOP;
-        EXIT WHEN left_ <= 0;
         looked_at_all := true;
     END LOOP;
     -- Every partition of a queue looked at: write the group's remaining rows

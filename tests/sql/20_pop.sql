@@ -1,7 +1,7 @@
 -- pgcursor.pop: leasing, capping, live-lease skip, re-lease after expiry,
 -- multi-partition pops, groups, subscription modes, autoAck, concurrency.
 BEGIN;
-SELECT plan(78);
+SELECT plan(81);
 
 \ir lib/queue_helpers.sql
 
@@ -217,6 +217,20 @@ SELECT is((SELECT array_agg(ARRAY[partitions_claimed::text, partition, coalesce(
 SELECT is(pgcursor.pop('{"queue":"t20d2"}') - 'leaseId' - 'partitionId',
           '{"success": true, "queue": "t20d2", "partition": "x", "consumerGroup": "__QUEUE_MODE__",
             "partitionsClaimed": 1, "messages": []}'::jsonb, '... and pop answers the claim with no messages');
+
+-- A new group's cursor rows are written while its pops look through the
+-- partitions in id order, 64 at a time: a claimable partition past the
+-- first 64 is found. 100 partitions; the first pop claims 99 (lowest ids
+-- first), the second one finds the last.
+SELECT FROM pgcursor.push(jsonb_build_object('items', (
+    SELECT jsonb_agg(jsonb_build_object('queue', 't20w', 'partition', 'w' || k, 'payload', k)) FROM generate_series(1, 100) k)));
+SELECT is((pgcursor.pop('{"queue":"t20w","consumerGroup":"wide","batch":99,"partitions":99}') ->> 'partitionsClaimed')::int,
+          99, 'a new group on 100 partitions: its first pop claims 99');
+SELECT is(pgcursor_internal.add_claimable_cursors(ARRAY['t20w'], NULL, 'wide', 1), 1,
+          'the partitions looked through, 64 at a time: the 100th is found (not left to the fallback that writes every row)');
+SELECT is((pgcursor.pop('{"queue":"t20w","consumerGroup":"wide","batch":10}') ->> 'partitionId')::uuid,
+          (SELECT id FROM pgcursor.partitions WHERE queue = 't20w' ORDER BY id DESC LIMIT 1),
+          '... and the second pop claims it');
 
 -- 8 concurrent pops of one group never share a partition (committed through
 -- dblink: 4 partitions x 10 messages; each pop holds its locks for 0.3 s)
