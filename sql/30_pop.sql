@@ -200,11 +200,15 @@ END $$;
 -- different sizes skew the statistics (a queue of 5,000 partitions with
 -- groups on each) it judged the generic plan dearer and planned anew on
 -- every pop: 0.6 -> 1.8 ms a pop. A generic plan must be right whatever
--- the statistics say, so its shape is fixed: it reads the group's cursor
--- rows through the group's index (enable_seqscan: a generic estimate of
--- thousands of rows a group chose a scan of every group's rows, 2 ms, where
--- a new group has a few: they are written lazily) and looks up each one's
--- partition, head and queue by key (LIMIT 1 keeps each lookup a probe).
+-- the statistics say, so which cursor rows it reads is decided here, not
+-- by it: those on the queues' partitions when they are at most 64; else
+-- the group's rows when it has at most 64 (a group new to a queue of
+-- thousands of partitions has a few: they are written lazily); else those
+-- on every partition of the queues (never all the group's rows: queue
+-- mode is one group on every queue). Each row is read by key, its
+-- partition, head and queue looked up by key (LIMIT 1 keeps a lookup a
+-- probe), and no table is scanned whole (enable_seqscan: a generic
+-- estimate of thousands of rows a group chose that, 2 ms).
 CREATE OR REPLACE FUNCTION pgcursor_internal.claim_batches(
     queues text[], pname text, grp text, batch integer, nparts integer, lease uuid)
 RETURNS TABLE (rank bigint, partition_id uuid, queue text, partition text,
@@ -212,7 +216,18 @@ RETURNS TABLE (rank bigint, partition_id uuid, queue text, partition text,
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 AS $$  -- plpgsql, not sql, only so the plan is cached (planning cost 3x the run)
 #variable_conflict use_column
+DECLARE
+    part_ids uuid[];
 BEGIN
+    part_ids := ARRAY(SELECT p.id FROM pgcursor.partitions p
+                       WHERE p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname) LIMIT 65);
+    IF cardinality(part_ids) > 64 THEN
+        part_ids := ARRAY(SELECT c.partition_id FROM pgcursor.cursors c WHERE c.consumer_group = grp LIMIT 65);
+    END IF;
+    IF cardinality(part_ids) > 64 THEN
+        part_ids := ARRAY(SELECT p.id FROM pgcursor.partitions p
+                           WHERE p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname));
+    END IF;
     RETURN QUERY
     WITH locked AS (
         SELECT c.partition_id, c.cursor, c.retry_count, r.ready AS head, p.queue, p.name, q.lease_time,
@@ -234,7 +249,8 @@ BEGIN
                                   WHERE m.partition_id = c.partition_id AND m.msg_offset > c.cursor
                                     AND m.created_at > now() - q.delayed_processing * interval '1 second'),
                                 h.head) END AS ready) r
-        WHERE c.consumer_group = grp AND p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname)
+        WHERE c.partition_id = ANY (part_ids) AND c.consumer_group = grp
+          AND p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname)
           AND c.cursor < h.head AND c.cursor < r.ready
           AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
           -- windowBuffer: served only once quiet that long (its newest message that old)
