@@ -118,6 +118,16 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
         'encryptionEnabled', q.encryption_enabled)
 $$;
 
+-- The ids of the partitions a pop of `queues` may claim (`pname`: that one
+-- only), at most `most` of them (NULL: all). claim_batches reads cursor
+-- rows by these ids.
+CREATE OR REPLACE FUNCTION pgcursor_internal.pop_partition_ids(queues text[], pname text, most integer DEFAULT NULL)
+RETURNS uuid[] LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN ARRAY(SELECT p.id FROM pgcursor.partitions p
+                  WHERE p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname) LIMIT most);
+END $$;
+
 -- A partition's head: the highest offset pushed there (0: none yet).
 -- PL/pgSQL, not SQL: Citus cannot plan a SQL function with parameters that
 -- reads a distributed table.

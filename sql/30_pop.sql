@@ -219,14 +219,12 @@ AS $$  -- plpgsql, not sql, only so the plan is cached (planning cost 3x the run
 DECLARE
     part_ids uuid[];
 BEGIN
-    part_ids := ARRAY(SELECT p.id FROM pgcursor.partitions p
-                       WHERE p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname) LIMIT 65);
+    part_ids := pgcursor_internal.pop_partition_ids(queues, pname, 65);
     IF cardinality(part_ids) > 64 THEN
         part_ids := ARRAY(SELECT c.partition_id FROM pgcursor.cursors c WHERE c.consumer_group = grp LIMIT 65);
     END IF;
     IF cardinality(part_ids) > 64 THEN
-        part_ids := ARRAY(SELECT p.id FROM pgcursor.partitions p
-                           WHERE p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname));
+        part_ids := pgcursor_internal.pop_partition_ids(queues, pname);
     END IF;
     RETURN QUERY
     WITH locked AS (

@@ -317,8 +317,7 @@ BEGIN
     -- coordinator): the candidates' query names them, so Citus sends it to
     -- the shards holding them only, and a pop of a queue without partitions
     -- sends nothing (a query on every shard cost an idle queue's pop 10 ms).
-    part_ids := ARRAY(SELECT p.id FROM pgcursor.partitions p
-                       WHERE p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname));
+    part_ids := pgcursor_internal.pop_partition_ids(queues, pname);
     IF cardinality(part_ids) = 0 THEN
         RETURN;
     END IF;
