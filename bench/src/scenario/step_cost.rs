@@ -50,26 +50,35 @@ const FLOOR_SCHEMA: &str = "
     CREATE TABLE bench_floor.messages (LIKE pgcursor.messages INCLUDING ALL);
     CREATE TABLE bench_floor.cursor (pos bigint NOT NULL, lease uuid);
     INSERT INTO bench_floor.cursor VALUES (0, NULL);
+    -- PL/pgSQL, as pgcursor's own functions, so each statement is planned
+    -- once per session (a SQL function is planned on every call), and the
+    -- run's head drawn once, as push_write draws it.
     CREATE FUNCTION bench_floor.write(p uuid, first bigint, payload jsonb, n integer)
-    RETURNS integer LANGUAGE sql AS $$
+    RETURNS integer LANGUAGE plpgsql AS $$
+    DECLARE
+        run uuid := pgcursor_internal.uuidv7();
+        run_head text := pgcursor_internal.uuidv7_head(run);
+        run_rand bigint := pgcursor_internal.uuidv7_rand_b(run);
+    BEGIN
         INSERT INTO bench_floor.messages (partition_id, msg_offset, transaction_id, payload, message_id)
         SELECT p, first + i, id::text, payload, id
-        FROM (SELECT i, pgcursor_internal.uuidv7_step(pgcursor_internal.uuidv7_head(r),
-                                                         pgcursor_internal.uuidv7_rand_b(r), i) AS id
-                FROM pgcursor_internal.uuidv7() r, generate_series(0, n - 1) i) ids;
-        SELECT n;
-    $$;
+        FROM (SELECT i, pgcursor_internal.uuidv7_step(run_head, run_rand, i) AS id
+                FROM generate_series(0, n - 1) i) ids;
+        RETURN n;
+    END $$;
     CREATE FUNCTION bench_floor.read(p uuid, first bigint, last bigint)
-    RETURNS bigint LANGUAGE sql AS $$
+    RETURNS bigint LANGUAGE plpgsql AS $$
+    BEGIN
         UPDATE bench_floor.cursor SET lease = gen_random_uuid();
-        SELECT count(payload) FROM bench_floor.messages
-        WHERE partition_id = p AND msg_offset BETWEEN first AND last
-    $$;
+        RETURN (SELECT count(payload) FROM bench_floor.messages
+                 WHERE partition_id = p AND msg_offset BETWEEN first AND last);
+    END $$;
     CREATE FUNCTION bench_floor.advance(pos bigint)
-    RETURNS bigint LANGUAGE sql AS $$
+    RETURNS bigint LANGUAGE plpgsql AS $$
+    BEGIN
         UPDATE bench_floor.cursor SET pos = advance.pos, lease = NULL;
-        SELECT pos;
-    $$;
+        RETURN pos;
+    END $$;
 ";
 
 /// A call wrapped so the server reports its own time.
