@@ -163,6 +163,18 @@ BEGIN
     END IF;
 END $$;
 
+-- The createdAt of a push's messages in each partition it writes (ids,
+-- locked by the caller): now, or the partition's newest message's when that
+-- is later (a clock stepped back, a transaction older than the last push).
+-- createdAt then never decreases with the offset, which lookups by time
+-- rely on (first_offset_at).
+CREATE OR REPLACE FUNCTION pgcursor_internal.push_stamps(ids uuid[])
+RETURNS TABLE (pid uuid, at timestamptz) LANGUAGE sql STABLE AS $$
+    SELECT u.id, greatest(now(), (SELECT m.created_at FROM pgcursor.messages m
+                                   WHERE m.partition_id = u.id ORDER BY m.msg_offset DESC LIMIT 1))
+      FROM unnest(ids) u(id)
+$$;
+
 -- Writes the items into the partitions the caller has locked: item i is
 -- element i of the item arrays; partition j is (pair_queues[j],
 -- pair_names[j]) with id ids[j] and head heads[j] as read under that lock.
@@ -207,8 +219,10 @@ BEGIN
             FROM (SELECT pid, max(off) AS last FROM placed GROUP BY pid) f
             WHERE h.partition_id = f.pid
         ), msgs AS (
-            INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id)
-            SELECT pid, off, mid::text, payloads[index + 1], trace_ids[index + 1], mid FROM placed
+            INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id,
+                                           created_at)
+            SELECT p.pid, p.off, p.mid::text, payloads[p.index + 1], trace_ids[p.index + 1], p.mid, s.at
+              FROM placed p JOIN pgcursor_internal.push_stamps(ids) s ON s.pid = p.pid
         )
         SELECT p.index, p.queue, p.partition, p.pid, p.mid::text, p.off, p.mid, 'queued', NULL
         FROM placed p
@@ -259,8 +273,11 @@ BEGIN
         FROM (SELECT pid, max(k) AS n FROM ranked GROUP BY pid HAVING max(k) > 0) f
         WHERE h.partition_id = f.pid
     ), msgs AS (  -- one row per message: it is its own transaction index entry
-        INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id)
-        SELECT pid, off, txid, payloads[index + 1], trace_ids[index + 1], message_id FROM placed WHERE fresh
+        INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id,
+                                       created_at)
+        SELECT p.pid, p.off, p.txid, payloads[p.index + 1], trace_ids[p.index + 1], p.message_id, s.at
+          FROM placed p JOIN pgcursor_internal.push_stamps(ids) s ON s.pid = p.pid
+         WHERE p.fresh
     )
     SELECT p.index, p.queue, p.partition, p.pid, p.txid,
            CASE WHEN p.refused THEN NULL ELSE p.off END,

@@ -238,14 +238,17 @@ BEGIN
         CROSS JOIN LATERAL (SELECT x.* FROM pgcursor.queues x WHERE x.name = p.queue LIMIT 1) q
         -- ready: the last offset a pop may hand out now. delayedProcessing holds
         -- back every message younger than the delay and all after it (order is
-        -- kept): just below the first one still too young, found by a range
-        -- scan of the (partition_id, created_at) index over the young ones.
-        -- (Written out here, not as helpers: a SQL function with a sub-select
-        -- is not inlined, and calling one per partition cost 15 µs each.)
+        -- kept): just below the first one still too young, or the head. As
+        -- createdAt never decreases with the offset (push_stamps), that is
+        -- the first message past the last one old enough, found by reading
+        -- the young ones from the newest down (the primary key, backwards).
         CROSS JOIN LATERAL (SELECT CASE WHEN q.delayed_processing = 0 THEN h.head ELSE coalesce(
-                                (SELECT min(m.msg_offset) - 1 FROM pgcursor.messages m
-                                  WHERE m.partition_id = c.partition_id AND m.msg_offset > c.cursor
-                                    AND m.created_at > now() - q.delayed_processing * interval '1 second'),
+                                (SELECT min(y.msg_offset) - 1 FROM pgcursor.messages y
+                                  WHERE y.partition_id = c.partition_id AND y.msg_offset > coalesce(
+                                      (SELECT max(o.msg_offset) FROM pgcursor.messages o
+                                        WHERE o.partition_id = c.partition_id AND o.msg_offset > c.cursor
+                                          AND o.created_at <= now() - q.delayed_processing * interval '1 second'),
+                                      c.cursor)),
                                 h.head) END AS ready) r
         WHERE c.partition_id = ANY (part_ids) AND c.consumer_group = grp
           AND p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname)

@@ -62,28 +62,37 @@ $$;
 -- A partition's messages for a listing, newest first: created in [since,
 -- upto), offsets in [low, high] (null: unbounded), of status `want` (null:
 -- any; by message_status with done_to and the live lease's range; dead:
--- the message has a dead letter, of any group), at most n. Its own function of the partition's id, so that on Citus the listing's
--- statement over the partitions names no distributed table and this one
--- goes to the partition's shard.
+-- the message has a dead letter, of any group), at most n. The window is
+-- an offset range (createdAt never decreases with the offset:
+-- first_offset_at), read newest first along the primary key. Its own
+-- function of the partition's id, so that on Citus the listing's statement
+-- over the partitions names no distributed table and this one goes to the
+-- partition's shard.
 CREATE OR REPLACE FUNCTION pgcursor_internal.listed_messages(
     pid uuid, since timestamptz, upto timestamptz, low bigint, high bigint, done_to bigint,
     lease_from bigint, lease_to bigint, want text, n bigint)
 RETURNS TABLE (msg_offset bigint, transaction_id text, trace_id uuid, message_id uuid, created_at timestamptz,
                dead boolean, status text)
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    last_offset bigint := 9223372036854775807;
+    first bigint := greatest(coalesce(pgcursor_internal.first_offset_at(pid, since), last_offset), low);
+    past  bigint := least(coalesce(pgcursor_internal.first_offset_at(pid, upto) - 1, last_offset), high);
+BEGIN
+    RETURN QUERY
     SELECT m.msg_offset, m.transaction_id, m.trace_id, m.message_id, m.created_at, s.dead IS NOT NULL,
            pgcursor_internal.message_status(m.msg_offset, s.dead IS NOT NULL, done_to, lease_from, lease_to)
       FROM pgcursor.messages m
       -- A join, not an EXISTS sub-select: Citus routes this form to the shard.
       LEFT JOIN LATERAL (SELECT true AS dead FROM pgcursor.dead_letters d
                           WHERE d.partition_id = m.partition_id AND d.msg_offset = m.msg_offset LIMIT 1) s ON true
-     WHERE m.partition_id = pid AND m.created_at >= since AND m.created_at < upto
-       AND m.msg_offset BETWEEN coalesce(low, 0) AND coalesce(high, 9223372036854775807)
+     WHERE m.partition_id = pid AND m.msg_offset BETWEEN first AND past
        AND (want IS NULL OR pgcursor_internal.message_status(m.msg_offset, s.dead IS NOT NULL, done_to,
                                                              lease_from, lease_to) = want)
-     ORDER BY m.created_at DESC, m.msg_offset DESC
-     LIMIT n
-$$;
+     ORDER BY m.msg_offset DESC
+     LIMIT n;
+END $$;
 
 -- The end of a listing window: `to` is inclusive to the end of its minute
 -- (Queen truncates it to the minute and adds one, exclusive); default now.
@@ -97,10 +106,14 @@ $$;
 -- partitions that ask it (listing_mode, the purges) name no distributed
 -- table.
 CREATE OR REPLACE FUNCTION pgcursor_internal.holds_messages_created(pid uuid, since timestamptz, upto timestamptz)
-RETURNS boolean LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (SELECT 1 FROM pgcursor.messages m
-                    WHERE m.partition_id = pid AND m.created_at >= since AND m.created_at < upto)
-$$;
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    first bigint := pgcursor_internal.first_offset_at(pid, since);
+BEGIN
+    RETURN first IS NOT NULL
+       AND EXISTS (SELECT 1 FROM pgcursor.messages m
+                    WHERE m.partition_id = pid AND m.msg_offset = first AND m.created_at < upto);
+END $$;
 
 -- The listing's `mode`: over the partitions of the queue (all queues without
 -- one) that hold a message created in [since, upto).

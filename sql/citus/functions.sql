@@ -201,6 +201,9 @@ DECLARE
     run_rand bigint := pgcursor_internal.uuidv7_rand_b(run);
     placed jsonb;
     bump record;
+    newest timestamptz;
+    stamp_pids uuid[] := '{}';        -- push_stamps (sql/20_push.sql), one routed read per partition
+    stamp_ats timestamptz[] := '{}';
     -- The queues are a reference table: read here, on the coordinator.
     horizons timestamptz[] := ARRAY(
         SELECT pgcursor_internal.transaction_index_horizon(q.transaction_index_from,
@@ -265,11 +268,17 @@ BEGIN
                  GROUP BY r.pid HAVING max(r.k) > 0
     LOOP
         UPDATE pgcursor.partition_heads h SET head = h.head + bump.n WHERE h.partition_id = bump.pid;
+        SELECT m.created_at INTO newest FROM pgcursor.messages m
+         WHERE m.partition_id = bump.pid ORDER BY m.msg_offset DESC LIMIT 1;
+        stamp_pids := stamp_pids || bump.pid;
+        stamp_ats := stamp_ats || greatest(now(), newest);
     END LOOP;
-    INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id)
-    SELECT r.pid, r.off, r.txid, r.payload, r.trace_id, r.message_id
+    INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id,
+                                   created_at)
+    SELECT r.pid, r.off, r.txid, r.payload, r.trace_id, r.message_id, s.at
       FROM jsonb_to_recordset(placed) AS r(pid uuid, off bigint, txid text, payload jsonb, trace_id uuid,
                                            message_id uuid, fresh boolean)
+      JOIN unnest(stamp_pids, stamp_ats) AS s(pid, at) ON s.pid = r.pid
      WHERE r.fresh;
 
     RETURN QUERY
@@ -326,9 +335,12 @@ BEGIN
         FROM (SELECT c.partition_id AS pid, c.cursor, p.queue AS qname, p.name AS pname, q.lease_time,
                      q.priority, greatest(c.last_ack_at, c.lease_expires_at) AS last_served,
                      CASE WHEN q.delayed_processing = 0 THEN h.head ELSE coalesce(
-                         (SELECT min(m.msg_offset) - 1 FROM pgcursor.messages m
-                           WHERE m.partition_id = c.partition_id AND m.msg_offset > c.cursor
-                             AND m.created_at > now() - q.delayed_processing * interval '1 second'),
+                         (SELECT min(y.msg_offset) - 1 FROM pgcursor.messages y
+                           WHERE y.partition_id = c.partition_id AND y.msg_offset > coalesce(
+                               (SELECT max(o.msg_offset) FROM pgcursor.messages o
+                                 WHERE o.partition_id = c.partition_id AND o.msg_offset > c.cursor
+                                   AND o.created_at <= now() - q.delayed_processing * interval '1 second'),
+                               c.cursor)),
                          h.head) END AS ready
                 FROM pgcursor.cursors c
                 JOIN pgcursor.partition_heads h ON h.partition_id = c.partition_id
@@ -434,22 +446,6 @@ BEGIN
       FROM unnest(groups, queues) k(consumer_group, queue)
      WHERE s.consumer_group = k.consumer_group AND s.queue = k.queue;
     RETURN made;
-END $$;
-
--- cursor_before (sql/02_shared.sql) in PL/pgSQL, in two statements. As a
--- SQL function Citus plans its read of messages without the partition's
--- id ("could not create distributed plan"), so a seek to a time and a
--- subscription from a time failed; PL/pgSQL plans it with the value. As
--- one statement Citus would send partition_head's call to the shard with
--- the read, and partition_head's own query may not run there.
-CREATE OR REPLACE FUNCTION pgcursor_internal.cursor_before(p pgcursor.partitions, since timestamptz)
-RETURNS bigint LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    before bigint;
-BEGIN
-    SELECT min(m.msg_offset) - 1 INTO before FROM pgcursor.messages m
-     WHERE m.partition_id = p.id AND m.created_at >= since;
-    RETURN coalesce(before, pgcursor_internal.partition_head(p.id));
 END $$;
 
 -- cursor_rows (sql/02_shared.sql) in PL/pgSQL: the stored rows, then one

@@ -1,6 +1,6 @@
 -- The schema bootstrap: migrations applied by refinery, tables in place.
 BEGIN;
-SELECT plan(18);
+SELECT plan(19);
 
 SELECT has_schema('pgcursor');
 SELECT has_table('pgcursor', 'queues', 'pgcursor.queues exists');
@@ -26,6 +26,10 @@ SELECT col_isnt_fk('pgcursor', 'messages', 'partition_id',
                    'messages carries no foreign key (a lookup per pushed row)');
 SELECT col_isnt_fk('pgcursor', 'transaction_index', 'partition_id',
                    'transaction_index carries no foreign key (a lookup per pushed row)');
+SELECT is(ARRAY(SELECT i.indexrelid::regclass::text FROM pg_index i
+                 WHERE i.indrelid = 'pgcursor.messages'::regclass ORDER BY 1),
+          ARRAY['pgcursor.messages_pkey', 'pgcursor.messages_transaction_id'],
+          'a message costs two index entries, by offset and by transactionId (lookups by time: first_offset_at)');
 SELECT hasnt_index('pgcursor', 'cursors', 'cursors_lease_id',
                    'cursors.lease_id is not indexed, so pop and ack update cursor rows in place');
 SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'pgcursor.cursors'::regclass),

@@ -5,10 +5,11 @@
 BEGIN;
 SELECT plan(19);
 
--- Push n items t1..tn into q, message ti created i hours ago.
+-- Push n items tn..t1 into q, message ti created i hours ago (at offset
+-- n + 1 - i: createdAt never decreases with the offset, as pushes stamp it).
 CREATE FUNCTION pg_temp.aged(q text, n int) RETURNS void LANGUAGE sql AS $$
     SELECT FROM pgcursor.push(jsonb_build_object('items', (
-        SELECT jsonb_agg(jsonb_build_object('queue', q, 'payload', k, 'transactionId', 't' || k))
+        SELECT jsonb_agg(jsonb_build_object('queue', q, 'payload', k, 'transactionId', 't' || k) ORDER BY k DESC)
         FROM generate_series(1, n) k)));
     UPDATE pgcursor.messages m SET created_at = now() - substr(m.transaction_id, 2)::int * interval '1 hour'
     FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = q;
@@ -57,7 +58,7 @@ SELECT is(pg_temp.pushed_again('t40gone', 't7'), 'duplicate', 'a deleted, rememb
 -- What a transactionId resolves to (docs/ack-contract.md §3; the message
 -- detail resolves as an ack does): a deleted message the index remembers,
 -- not one past the horizon.
-SELECT is(pgcursor.message((SELECT id FROM pgcursor.partitions WHERE queue = 't40gone'), 't8') ->> 'offset', '8',
+SELECT is(pgcursor.message((SELECT id FROM pgcursor.partitions WHERE queue = 't40gone'), 't8') ->> 'offset', '5',
           'a deleted, remembered id resolves to its offset');
 SELECT throws_ok(format('SELECT pgcursor.message(%L, %L)',
                         (SELECT id FROM pgcursor.partitions WHERE queue = 't40gone'), 't12'),

@@ -1,0 +1,72 @@
+-- createdAt never decreases with the offset in a partition, and lookups by
+-- time rely on it: messages keep no index by time, first_offset_at finds
+-- the first message at or after a time by a binary search of the offsets.
+-- Times are set by hand (UPDATE created_at): now() does not move inside
+-- this one transaction.
+BEGIN;
+SELECT plan(14);
+
+\ir lib/queue_helpers.sql
+
+CREATE FUNCTION pg_temp.stamp(q text, off bigint) RETURNS timestamptz LANGUAGE sql AS $$
+    SELECT created_at FROM pgcursor.messages WHERE partition_id = pg_temp.pid(q) AND msg_offset = off
+$$;
+
+-- push_stamps: a push stamps now, or its partition's newest createdAt when
+-- that is later (a clock stepped back, a transaction older than the last push).
+SELECT pg_temp.push('t22s', 'Default', 2);
+SELECT is(pg_temp.stamp('t22s', 2), now(), 'a push stamps its messages now');
+UPDATE pgcursor.messages SET created_at = now() + interval '1 hour'
+ WHERE partition_id = pg_temp.pid('t22s') AND msg_offset = 2;
+SELECT pg_temp.push('t22s', 'Default', 2);
+SELECT is(ARRAY[pg_temp.stamp('t22s', 3), pg_temp.stamp('t22s', 4)],
+          ARRAY[now() + interval '1 hour', now() + interval '1 hour'],
+          'after a later-stamped newest message, a push takes its createdAt, not an earlier one');
+SELECT pg_temp.push('t22t', 'Default', 1);
+SELECT is(pg_temp.stamp('t22t', 1), now(), 'another partition is not held to it');
+SELECT is((SELECT count(*) FROM pgcursor.push_items(ARRAY['t22s', 't22s'], ARRAY['1', '2']::jsonb[],
+                                                     NULL, ARRAY['x1', 'x2'])),
+          2::bigint, 'push_items with transactionIds (the other write path)');
+SELECT is(pg_temp.stamp('t22s', 6), now() + interval '1 hour', '... stamps the same way');
+
+-- first_offset_at against the rule it replaces, min(offset) with createdAt
+-- at or after the time: 40 messages one second apart, every third deleted
+-- (retention and deletes leave gaps), every time from before the first to
+-- after the last, and every lower bound `after`.
+SELECT pg_temp.push('t22b', 'Default', 40);
+UPDATE pgcursor.messages SET created_at = '2026-01-01 00:00:00Z'::timestamptz + msg_offset * interval '1 second'
+ WHERE partition_id = pg_temp.pid('t22b');
+DELETE FROM pgcursor.messages WHERE partition_id = pg_temp.pid('t22b') AND msg_offset % 3 = 0;
+CREATE TEMP TABLE probes ON COMMIT DROP AS
+    SELECT t, a,
+           pgcursor_internal.first_offset_at(pg_temp.pid('t22b'), t, a) AS found,
+           (SELECT min(m.msg_offset) FROM pgcursor.messages m
+             WHERE m.partition_id = pg_temp.pid('t22b') AND m.msg_offset > a AND m.created_at >= t) AS wanted
+      FROM generate_series('2026-01-01 00:00:00Z'::timestamptz, '2026-01-01 00:00:42Z', interval '500 ms') t,
+           generate_series(0, 41) a;
+SELECT is((SELECT count(*) FROM probes WHERE found IS DISTINCT FROM wanted), 0::bigint,
+          'first_offset_at agrees with min(offset) at every time and lower bound (3,570 probes)');
+SELECT is((SELECT count(*) FROM probes WHERE found IS NOT NULL), 3240::bigint,
+          '... of which 3,240 find a message (the rest: none at or after the time)');
+SELECT is(pgcursor_internal.first_offset_at(pg_temp.pid('t22b'), '-infinity'), 1::bigint, 'before everything: the first');
+SELECT is(pgcursor_internal.first_offset_at(pg_temp.pid('t22b'), 'infinity'), NULL::bigint, 'after everything: none');
+SELECT is(pgcursor_internal.first_offset_at(pg_temp.pid('t22b'), '2026-01-01 00:00:05Z'), 5::bigint,
+          'a message created exactly at the time is found');
+SELECT is(pgcursor_internal.first_offset_at(pg_temp.pid('t22b'), '2026-01-01 00:00:06Z'), 7::bigint,
+          'a deleted offset is stepped over');
+SELECT is(pgcursor_internal.first_offset_at(pg_temp.pid('t22x'), now()), NULL::bigint,
+          'a partition without messages: none');
+
+-- A big partition is searched, not read: 100,000 offsets, a handful of reads.
+INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, created_at)
+SELECT pg_temp.pid('t22b'), 100 + k, 'big-' || k, '1', '2026-01-02 00:00:00Z'::timestamptz + k * interval '1 ms'
+  FROM generate_series(1, 100000) k;
+CREATE TEMP TABLE before_search ON COMMIT DROP AS
+    SELECT pg_stat_get_xact_tuples_fetched('pgcursor.messages'::regclass) AS fetched;
+SELECT is(pgcursor_internal.first_offset_at(pg_temp.pid('t22b'), '2026-01-02 00:00:50Z'), 50100::bigint,
+          'the first message at 50 s into the big run');
+SELECT cmp_ok(pg_stat_get_xact_tuples_fetched('pgcursor.messages'::regclass) - b.fetched, '<=', 40::bigint,
+              '... found reading at most 40 rows (a binary search: about 2 + log2(100,000))') FROM before_search b;
+
+SELECT * FROM finish();
+ROLLBACK;
