@@ -218,11 +218,13 @@ BEGIN
             UPDATE pgcursor.partition_heads h SET head = f.last
             FROM (SELECT pid, max(off) AS last FROM placed GROUP BY pid) f
             WHERE h.partition_id = f.pid
+        ), stamps AS MATERIALIZED (  -- one read per partition, not per message
+            SELECT * FROM pgcursor_internal.push_stamps(ids)
         ), msgs AS (
             INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id,
                                            created_at)
             SELECT p.pid, p.off, p.mid::text, payloads[p.index + 1], trace_ids[p.index + 1], p.mid, s.at
-              FROM placed p JOIN pgcursor_internal.push_stamps(ids) s ON s.pid = p.pid
+              FROM placed p JOIN stamps s ON s.pid = p.pid
         )
         SELECT p.index, p.queue, p.partition, p.pid, p.mid::text, p.off, p.mid, 'queued', NULL
         FROM placed p
@@ -272,11 +274,13 @@ BEGIN
         UPDATE pgcursor.partition_heads h SET head = h.head + f.n
         FROM (SELECT pid, max(k) AS n FROM ranked GROUP BY pid HAVING max(k) > 0) f
         WHERE h.partition_id = f.pid
+    ), stamps AS MATERIALIZED (  -- one read per partition, not per message
+        SELECT * FROM pgcursor_internal.push_stamps(ids)
     ), msgs AS (  -- one row per message: it is its own transaction index entry
         INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, trace_id, message_id,
                                        created_at)
         SELECT p.pid, p.off, p.txid, payloads[p.index + 1], trace_ids[p.index + 1], p.message_id, s.at
-          FROM placed p JOIN pgcursor_internal.push_stamps(ids) s ON s.pid = p.pid
+          FROM placed p JOIN stamps s ON s.pid = p.pid
          WHERE p.fresh
     )
     SELECT p.index, p.queue, p.partition, p.pid, p.txid,
