@@ -350,3 +350,91 @@ pub fn pool_error_detail(e: &PoolError) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::embedded;
+
+    /// V13 drops messages' time index, so lookups by time rely on createdAt
+    /// never decreasing with the offset. A database at V12 may hold rows
+    /// out of that order (concurrent pushes stamped their transaction's
+    /// start): V13 raises each to the latest createdAt below it.
+    #[tokio::test]
+    async fn v13_puts_created_at_in_offset_order_and_drops_the_time_index() {
+        let admin = pgcursor_tests::db().await;
+        let name = format!("pgcursor_v13_{}", std::process::id());
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
+            .await
+            .unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        let mut url: tokio_postgres::Config = pgcursor_tests::database_url().parse().unwrap();
+        url.dbname(&name);
+        let (mut client, connection) = url.connect(tokio_postgres::NoTls).await.unwrap();
+        let driver = tokio::spawn(connection);
+
+        embedded::migrations::runner()
+            .set_target(refinery::Target::Version(12))
+            .run_async(&mut client)
+            .await
+            .unwrap();
+        client
+            .batch_execute(
+                "INSERT INTO pgcursor.queues (name) VALUES ('q');
+                 INSERT INTO pgcursor.partitions (id, queue, name)
+                 VALUES ('00000000-0000-0000-0000-000000000013', 'q', 'Default');
+                 INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, created_at)
+                 SELECT '00000000-0000-0000-0000-000000000013', o, 't' || o, '1',
+                        '2026-01-01 00:00:00Z'::timestamptz + s * interval '1 second'
+                   FROM unnest(ARRAY[1, 2, 3, 4], ARRAY[0, 3, 1, 5]) AS x(o, s);",
+            )
+            .await
+            .unwrap();
+        embedded::migrations::runner()
+            .run_async(&mut client)
+            .await
+            .unwrap();
+
+        let seconds: Vec<f64> = client
+            .query(
+                "SELECT extract(epoch FROM created_at - '2026-01-01 00:00:00Z')::float8
+                   FROM pgcursor.messages ORDER BY msg_offset",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(
+            seconds,
+            [0.0, 3.0, 3.0, 5.0],
+            "offset 3 raised to offset 2's createdAt"
+        );
+        let indexes: Vec<String> = client
+            .query(
+                "SELECT indexrelid::regclass::text FROM pg_index
+                  WHERE indrelid = 'pgcursor.messages'::regclass ORDER BY 1",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(
+            indexes,
+            ["pgcursor.messages_pkey", "pgcursor.messages_transaction_id"]
+        );
+
+        drop(client);
+        let _ = driver.await;
+        admin
+            .batch_execute(&format!("DROP DATABASE {name}"))
+            .await
+            .unwrap();
+    }
+}
