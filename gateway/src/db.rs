@@ -398,35 +398,34 @@ mod tests {
             .await
             .unwrap();
 
-        let seconds: Vec<f64> = client
-            .query(
-                "SELECT extract(epoch FROM created_at - '2026-01-01 00:00:00Z')::float8
-                   FROM pgcursor.messages ORDER BY msg_offset",
-                &[],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        // The query's one column, as Strings (each row's first value as text).
+        let column = |sql: &'static str| {
+            let client = &client;
+            async move {
+                let rows = client.simple_query(sql).await.unwrap();
+                rows.iter()
+                    .filter_map(|m| match m {
+                        tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+                        _ => None,
+                    })
+                    .collect::<Vec<String>>()
+            }
+        };
         assert_eq!(
-            seconds,
-            [0.0, 3.0, 3.0, 5.0],
+            column(
+                "SELECT extract(epoch FROM created_at - '2026-01-01 00:00:00Z')::int
+                   FROM pgcursor.messages ORDER BY msg_offset"
+            )
+            .await,
+            ["0", "3", "3", "5"],
             "offset 3 raised to offset 2's createdAt"
         );
-        let indexes: Vec<String> = client
-            .query(
-                "SELECT indexrelid::regclass::text FROM pg_index
-                  WHERE indrelid = 'pgcursor.messages'::regclass ORDER BY 1",
-                &[],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
         assert_eq!(
-            indexes,
+            column(
+                "SELECT indexrelid::regclass::text FROM pg_index
+                  WHERE indrelid = 'pgcursor.messages'::regclass ORDER BY 1"
+            )
+            .await,
             ["pgcursor.messages_pkey", "pgcursor.messages_transaction_id"]
         );
 
