@@ -76,9 +76,9 @@ RETURNS TABLE (msg_offset bigint, transaction_id text, trace_id uuid, message_id
 LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
-    last_offset bigint := 9223372036854775807;
-    first bigint := greatest(coalesce(pgcursor_internal.first_offset_at(pid, since), last_offset), low);
-    past  bigint := least(coalesce(pgcursor_internal.first_offset_at(pid, upto) - 1, last_offset), high);
+    unbounded bigint := 9223372036854775807;  -- no offset bound
+    first bigint := greatest(coalesce(pgcursor_internal.first_offset_at(pid, since), unbounded), low);
+    past  bigint := least(coalesce(pgcursor_internal.first_offset_at(pid, upto) - 1, unbounded), high);
 BEGIN
     RETURN QUERY
     SELECT m.msg_offset, m.transaction_id, m.trace_id, m.message_id, m.created_at, s.dead IS NOT NULL,
