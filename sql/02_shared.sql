@@ -145,8 +145,11 @@ END $$;
 -- push an eighth of its time). Each step reads the first stored message at
 -- or after an offset (retention and deletes leave gaps); the usual cases,
 -- since before the first message or after the last, take two reads.
+-- enable_seqscan = off: its plans are cached for the session, and planned
+-- while messages was empty (a fresh database, or just vacuumed to nothing)
+-- they read the whole table at every step once it had filled.
 CREATE OR REPLACE FUNCTION pgcursor_internal.first_offset_at(pid uuid, since timestamptz, after bigint DEFAULT 0)
-RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+RETURNS bigint LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 DECLARE
     lo     bigint;  -- a stored message older than since
     hi     bigint;  -- the first stored message at or after hi is not older: answer

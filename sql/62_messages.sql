@@ -67,13 +67,13 @@ $$;
 -- first_offset_at), read newest first along the primary key. Its own
 -- function of the partition's id, so that on Citus the listing's statement
 -- over the partitions names no distributed table and this one goes to the
--- partition's shard.
+-- partition's shard. (enable_seqscan = off: as first_offset_at.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.listed_messages(
     pid uuid, since timestamptz, upto timestamptz, low bigint, high bigint, done_to bigint,
     lease_from bigint, lease_to bigint, want text, n bigint)
 RETURNS TABLE (msg_offset bigint, transaction_id text, trace_id uuid, message_id uuid, created_at timestamptz,
                dead boolean, status text)
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
     unbounded bigint := 9223372036854775807;  -- no offset bound
@@ -104,9 +104,9 @@ $$;
 -- Does partition pid hold a message created in [since, upto)? A function
 -- of the id, as listed_messages, so that on Citus the statements over the
 -- partitions that ask it (listing_mode, the purges) name no distributed
--- table.
+-- table. (enable_seqscan = off: as first_offset_at.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.holds_messages_created(pid uuid, since timestamptz, upto timestamptz)
-RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+RETURNS boolean LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 DECLARE
     first bigint := pgcursor_internal.first_offset_at(pid, since);
 BEGIN
