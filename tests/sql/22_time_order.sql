@@ -8,7 +8,7 @@
 -- still probe the primary key once it holds 110,000 messages.
 VACUUM pgcursor.messages;
 BEGIN;
-SELECT plan(16);
+SELECT plan(18);
 
 \ir lib/queue_helpers.sql
 
@@ -26,6 +26,11 @@ SET LOCAL max_parallel_workers_per_gather = 0;  -- a worker's reads are not coun
 CREATE FUNCTION pg_temp.stamp(q text, off bigint) RETURNS timestamptz LANGUAGE sql AS $$
     SELECT created_at FROM pgcursor.messages WHERE partition_id = pg_temp.pid(q) AND msg_offset = off
 $$;
+
+-- A pop while the table is all but empty: pop_messages plans its read of
+-- the messages once per session (checked after the big run below).
+SELECT pg_temp.push('t22p', 'Default', 2);
+SELECT pgcursor.pop('{"queue":"t22p","batch":2,"autoAck":true}');
 
 -- push_stamps: a push stamps now, or its partition's newest createdAt when
 -- that is later (a clock stepped back, a transaction older than the last push).
@@ -81,6 +86,14 @@ SELECT is(pgcursor_internal.first_offset_at(pg_temp.pid('t22b'), '2026-01-02 00:
           'the first message at 50 s into the big run');
 SELECT cmp_ok(pg_temp.messages_read() - b.read, '<=', 40::bigint,
               '... found reading at most 40 rows (a binary search: about 2 + log2(100,000))') FROM before_search b;
+
+SELECT pg_temp.push('t22p', 'Default', 2);
+CREATE TEMP TABLE before_pop ON COMMIT DROP AS SELECT pg_temp.messages_read() AS read;
+SELECT is(jsonb_array_length(pgcursor.pop('{"queue":"t22p","batch":2,"autoAck":true}') -> 'messages'), 2,
+          'a pop after the big run delivers its 2 messages');
+SELECT cmp_ok(pg_temp.messages_read() - b.read, '<=', 10::bigint,
+              '... reading about those 2 rows: the plan made while the table was empty probes the key')
+  FROM before_pop b;
 
 -- status_analytics counts a window's messages from their offset range:
 -- 10,000 messages a second apart, one minute asked for, the rows read are
