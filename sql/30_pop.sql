@@ -330,6 +330,26 @@ BEGIN
     END LOOP;
 END $$;
 
+-- The stored messages of partition pid from offset first to last, in
+-- offset order: one claim's batch. Planned once per session
+-- (force_generic_plan): left to choose, PostgreSQL planned this read anew at
+-- every pop, 70 us of a 700 us pop. enable_seqscan = off keeps that one plan
+-- a range of the primary key even when it was made while messages was empty.
+-- (A function of its own: settings given to pop_messages would hold for all
+-- it calls, and Citus cannot plan subscribe's insert generically.)
+CREATE OR REPLACE FUNCTION pgcursor_internal.claimed_messages(pid uuid, first bigint, last bigint)
+RETURNS TABLE (message_id uuid, transaction_id text, msg_offset bigint, payload jsonb,
+               created_at timestamptz, trace_id uuid)
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT m.message_id, m.transaction_id, m.msg_offset, m.payload, m.created_at, m.trace_id
+      FROM pgcursor.messages m
+     WHERE m.partition_id = pid AND m.msg_offset BETWEEN first AND last
+     ORDER BY m.msg_offset;
+END $$;
+
 -- pop_messages: the pop as rows, one per message delivered, in pop's order
 -- (claim order, then offset), each with its claim: the gateway writes the
 -- HTTP answer from them and psql shows a table. A claim whose messages
@@ -344,10 +364,7 @@ END $$;
 -- while the claim waited). Rows, not JSON and not arrays: building the
 -- batch as eleven arrays cost a third of a pop. jit = off: the planner
 -- guesses claims of hundreds of rows, the cost passes jit_above_cost, and
--- compiling takes 10-40 ms for a 1 ms pop. The messages' read is planned
--- once (force_generic_plan): left to choose, PostgreSQL planned it anew at
--- every pop, 70 us of a 700 us pop; enable_seqscan = off keeps that one
--- plan a range of the primary key even when made while messages was empty.
+-- compiling takes 10-40 ms for a 1 ms pop.
 --
 --   SELECT msg_offset, transaction_id, payload FROM pgcursor.pop_messages('{"queue":"orders","batch":10}');
 CREATE OR REPLACE FUNCTION pgcursor.pop_messages(req jsonb)
@@ -355,7 +372,7 @@ RETURNS TABLE (paused boolean, lease_id uuid, consumer_group text, partitions_cl
                queue text, partition text, partition_id uuid, retry_count integer,
                message_id uuid, transaction_id text, msg_offset bigint, payload jsonb,
                created_at timestamptz, trace_id uuid)
-LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
     c record;
@@ -380,9 +397,7 @@ BEGIN
         RETURN QUERY
         SELECT false, c.lease, c.grp, claimed, claim.queue, claim.partition, claim.partition_id, claim.retry_count,
                m.message_id, m.transaction_id, m.msg_offset, m.payload, m.created_at, m.trace_id
-          FROM pgcursor.messages m
-         WHERE m.partition_id = claim.partition_id AND m.msg_offset BETWEEN claim.batch_start AND claim.batch_end
-         ORDER BY m.msg_offset;
+          FROM pgcursor_internal.claimed_messages(claim.partition_id, claim.batch_start, claim.batch_end) m;
         IF NOT FOUND THEN
             queue := claim.queue;
             partition := claim.partition;

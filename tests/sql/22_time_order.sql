@@ -27,7 +27,7 @@ CREATE FUNCTION pg_temp.stamp(q text, off bigint) RETURNS timestamptz LANGUAGE s
     SELECT created_at FROM pgcursor.messages WHERE partition_id = pg_temp.pid(q) AND msg_offset = off
 $$;
 
--- A pop while the table is all but empty: pop_messages plans its read of
+-- A pop while the table is all but empty: claimed_messages plans its read of
 -- the messages once per session (checked after the big run below).
 SELECT pg_temp.push('t22p', 'Default', 2);
 SELECT pgcursor.pop('{"queue":"t22p","batch":2,"autoAck":true}');
