@@ -529,10 +529,13 @@ DECLARE
     low  bigint := pgcursor_internal.first_offset_at(pid, since);
     high bigint := coalesce(pgcursor_internal.first_offset_at(pid, upto, low - 1) - 1, 9223372036854775807);
 BEGIN
+    -- (read in offset order: else, with the table's size unknown, the planner
+    -- may find the transaction index, which holds the whole partition, as cheap)
     RETURN QUERY
-    SELECT date_trunc(unit, m.created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', count(*)
-      FROM pgcursor.messages m
-     WHERE m.partition_id = pid AND m.msg_offset BETWEEN low AND high
+    SELECT date_trunc(unit, x.created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', count(*)
+      FROM (SELECT m.created_at FROM pgcursor.messages m
+             WHERE m.partition_id = pid AND m.msg_offset BETWEEN low AND high
+             ORDER BY m.msg_offset) x
      GROUP BY 1;
 END $$;
 
