@@ -186,6 +186,37 @@ BEGIN
     RETURN n - left_;
 END $$;
 
+-- delayedProcessing: the last offset a pop may hand out now from partition
+-- pid, whose group's cursor is at cursor_at. Every message younger than
+-- the delay is held back, and all after it (order is kept): ready is just
+-- below the first one still too young, else the head. As createdAt never
+-- decreases with the offset (push_stamps), that is the first message past
+-- the last one old enough, found by reading the young ones from the newest
+-- down (the primary key, backwards).
+CREATE OR REPLACE FUNCTION pgcursor_internal.delayed_ready(
+    pid uuid, cursor_at bigint, head bigint, delay_seconds integer)
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN coalesce(
+        (SELECT min(y.msg_offset) - 1 FROM pgcursor.messages y
+          WHERE y.partition_id = pid AND y.msg_offset > coalesce(
+              (SELECT max(o.msg_offset) FROM pgcursor.messages o
+                WHERE o.partition_id = pid AND o.msg_offset > cursor_at
+                  AND o.created_at <= now() - delay_seconds * interval '1 second'),
+              cursor_at)),
+        head);
+END $$;
+
+-- windowBuffer: a partition is served only once quiet that long, its newest
+-- message (at head) created at least `seconds` ago.
+CREATE OR REPLACE FUNCTION pgcursor_internal.quiet_for(pid uuid, head bigint, seconds integer)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN NOT EXISTS (SELECT 1 FROM pgcursor.messages m
+                        WHERE m.partition_id = pid AND m.msg_offset = head
+                          AND m.created_at > now() - seconds * interval '1 second');
+END $$;
+
 -- Claims up to nparts partitions with deliverable messages (pending, past
 -- delayedProcessing, in a partition quiet for windowBuffer) and no live
 -- lease for the group, fairest first (queue priority, then least recently acked or
@@ -236,29 +267,19 @@ BEGIN
         CROSS JOIN LATERAL (SELECT x.head FROM pgcursor.partition_heads x
                              WHERE x.partition_id = c.partition_id LIMIT 1) h
         CROSS JOIN LATERAL (SELECT x.* FROM pgcursor.queues x WHERE x.name = p.queue LIMIT 1) q
-        -- ready: the last offset a pop may hand out now. delayedProcessing holds
-        -- back every message younger than the delay and all after it (order is
-        -- kept): just below the first one still too young, or the head. As
-        -- createdAt never decreases with the offset (push_stamps), that is
-        -- the first message past the last one old enough, found by reading
-        -- the young ones from the newest down (the primary key, backwards).
-        CROSS JOIN LATERAL (SELECT CASE WHEN q.delayed_processing = 0 THEN h.head ELSE coalesce(
-                                (SELECT min(y.msg_offset) - 1 FROM pgcursor.messages y
-                                  WHERE y.partition_id = c.partition_id AND y.msg_offset > coalesce(
-                                      (SELECT max(o.msg_offset) FROM pgcursor.messages o
-                                        WHERE o.partition_id = c.partition_id AND o.msg_offset > c.cursor
-                                          AND o.created_at <= now() - q.delayed_processing * interval '1 second'),
-                                      c.cursor)),
-                                h.head) END AS ready) r
+        -- ready: the last offset a pop may hand out now (delayed_ready). The
+        -- options' reads are helpers, called only for a queue that sets the
+        -- option: as sub-selects of this query they were set up at every
+        -- pop, used or not, a fifth of the claim's time.
+        CROSS JOIN LATERAL (SELECT CASE WHEN q.delayed_processing = 0 THEN h.head ELSE
+                                pgcursor_internal.delayed_ready(c.partition_id, c.cursor, h.head,
+                                                                q.delayed_processing) END AS ready) r
         WHERE c.partition_id = ANY (part_ids) AND c.consumer_group = grp
           AND p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname)
           AND c.cursor < h.head AND c.cursor < r.ready
           AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
-          -- windowBuffer: served only once quiet that long (its newest message that old)
-          AND (q.window_buffer = 0 OR NOT EXISTS (
-                  SELECT 1 FROM pgcursor.messages m
-                   WHERE m.partition_id = c.partition_id AND m.msg_offset = h.head
-                     AND m.created_at > now() - q.window_buffer * interval '1 second'))
+          AND CASE WHEN q.window_buffer = 0 THEN true
+                   ELSE pgcursor_internal.quiet_for(c.partition_id, h.head, q.window_buffer) END
         ORDER BY q.priority DESC, greatest(c.last_ack_at, c.lease_expires_at) NULLS FIRST, c.partition_id
         LIMIT nparts
         FOR UPDATE OF c SKIP LOCKED

@@ -334,8 +334,9 @@ BEGIN
         SELECT s.pid, s.ready, s.qname, s.pname, s.lease_time
         FROM (SELECT c.partition_id AS pid, c.cursor, p.queue AS qname, p.name AS pname, q.lease_time,
                      q.priority, greatest(c.last_ack_at, c.lease_expires_at) AS last_served,
-                     -- ready as sql/30_pop.sql reads it, written out again: this query
-                     -- runs on the workers, where a helper reading messages may not run
+                     -- ready as delayed_ready (sql/30_pop.sql) reads it, written out
+                     -- again: this query runs on the workers, where a helper reading
+                     -- messages may not run
                      CASE WHEN q.delayed_processing = 0 THEN h.head ELSE coalesce(
                          (SELECT min(y.msg_offset) - 1 FROM pgcursor.messages y
                            WHERE y.partition_id = c.partition_id AND y.msg_offset > coalesce(
