@@ -187,14 +187,16 @@ $$;
 -- order until it is full; the rest answer "failed", "queue is full". The
 -- others get head+1, head+2, ... in request order, with one head bump per
 -- partition. (Window functions only, no self-joins: batches of 1000 items
--- stay linear.)
+-- stay linear.) enable_seqscan = off: planned once (push_items' generic
+-- plans) while messages was empty, the newest createdAt and the duplicate
+-- probes read the whole table at every push once it had filled.
 CREATE OR REPLACE FUNCTION pgcursor_internal.push_write(
     queues text[], partitions text[], payloads jsonb[], transaction_ids text[], trace_ids uuid[],
     pair_queues text[], pair_names text[], ids uuid[], heads bigint[],
     full_queues text[], room bigint[])
 RETURNS TABLE (index integer, queue text, partition text, partition_id uuid, transaction_id text,
                msg_offset bigint, message_id uuid, status text, error text)
-LANGUAGE plpgsql AS $$  -- plpgsql, not sql, only so the plan is cached
+LANGUAGE plpgsql SET enable_seqscan = off AS $$  -- plpgsql, not sql, only so the plan is cached
 #variable_conflict use_column
 DECLARE
     run uuid := pgcursor_internal.uuidv7();  -- the message ids' run (uuidv7_step)

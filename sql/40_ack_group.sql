@@ -140,8 +140,10 @@ $$;
 -- 22023 naming it), normalised (§2) and resolved through the transaction
 -- index (§3). The checks here are plain expressions, cheap per item; only a
 -- request that fails them takes the slow path that words the error.
+-- enable_seqscan = off: a generic plan made while messages was empty read
+-- the whole table at every ack once it had filled.
 CREATE OR REPLACE FUNCTION pgcursor_internal.resolve_ack_items(partition_id uuid, horizon timestamptz, items jsonb)
-RETURNS pgcursor_internal.ack_item[] LANGUAGE plpgsql STABLE AS $$
+RETURNS pgcursor_internal.ack_item[] LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 DECLARE
     resolved pgcursor_internal.ack_item[];
     any_bad boolean;
