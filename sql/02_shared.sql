@@ -185,6 +185,20 @@ BEGIN
     RETURN answer;
 END $$;
 
+-- The offsets of partition pid's messages created in [since, upto): from
+-- first to last, both NULL when there is none (one offset range, as
+-- createdAt never decreases with the offset). The listing and the status
+-- analytics read their windows through it.
+CREATE OR REPLACE FUNCTION pgcursor_internal.created_offsets(
+    pid uuid, since timestamptz, upto timestamptz, OUT first bigint, OUT last bigint)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    first := pgcursor_internal.first_offset_at(pid, since);
+    IF first IS NOT NULL THEN
+        last := coalesce(pgcursor_internal.first_offset_at(pid, upto, first - 1) - 1, 9223372036854775807);
+    END IF;
+END $$;
+
 -- The cursor that makes the first message created AT OR AFTER `since` the
 -- next one delivered (one boundary rule for a seek to T and for
 -- subscriptionFrom=T): just below the lowest such offset, or the head when

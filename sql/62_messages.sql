@@ -63,11 +63,11 @@ $$;
 -- upto), offsets in [low, high] (null: unbounded), of status `want` (null:
 -- any; by message_status with done_to and the live lease's range; dead:
 -- the message has a dead letter, of any group), at most n. The window is
--- an offset range (createdAt never decreases with the offset:
--- first_offset_at), read newest first along the primary key. Its own
--- function of the partition's id, so that on Citus the listing's statement
--- over the partitions names no distributed table and this one goes to the
--- partition's shard. (enable_seqscan = off: as first_offset_at.)
+-- an offset range (created_offsets), read newest first along the primary
+-- key. Its own function of the partition's id, so that on Citus the
+-- listing's statement over the partitions names no distributed table and
+-- this one goes to the partition's shard. (enable_seqscan = off: as
+-- first_offset_at.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.listed_messages(
     pid uuid, since timestamptz, upto timestamptz, low bigint, high bigint, done_to bigint,
     lease_from bigint, lease_to bigint, want text, n bigint)
@@ -77,8 +77,9 @@ LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
     unbounded bigint := 9223372036854775807;  -- no offset bound
-    first bigint := greatest(coalesce(pgcursor_internal.first_offset_at(pid, since), unbounded), low);
-    past  bigint := least(coalesce(pgcursor_internal.first_offset_at(pid, upto) - 1, unbounded), high);
+    created record := pgcursor_internal.created_offsets(pid, since, upto);
+    first bigint := greatest(coalesce(created.first, unbounded), low);
+    past  bigint := least(coalesce(created.last, unbounded), high);
 BEGIN
     RETURN QUERY
     SELECT m.msg_offset, m.transaction_id, m.trace_id, m.message_id, m.created_at, s.dead IS NOT NULL,

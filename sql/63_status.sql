@@ -516,8 +516,8 @@ END $$;
 
 -- How many messages of partition pid were created in each interval (unit:
 -- minute, hour or day) of [since, upto), for the intervals with any. The
--- window is one offset range (createdAt never decreases with the offset:
--- first_offset_at), read along the primary key. Its own function of the
+-- window is one offset range (created_offsets), read along the primary
+-- key. Its own function of the
 -- partition's id, as listed_messages, so that on Citus it goes to the
 -- partition's shard. enable_seqscan = off: planned while messages was
 -- empty, a plan would read the whole table once it had filled.
@@ -526,15 +526,14 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.created_per_interval(
 RETURNS TABLE (at timestamptz, n bigint) LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
-    low  bigint := pgcursor_internal.first_offset_at(pid, since);
-    high bigint := coalesce(pgcursor_internal.first_offset_at(pid, upto, low - 1) - 1, 9223372036854775807);
+    created record := pgcursor_internal.created_offsets(pid, since, upto);
 BEGIN
     -- (read in offset order: else, with the table's size unknown, the planner
     -- may find the transaction index, which holds the whole partition, as cheap)
     RETURN QUERY
     SELECT date_trunc(unit, x.created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', count(*)
       FROM (SELECT m.created_at FROM pgcursor.messages m
-             WHERE m.partition_id = pid AND m.msg_offset BETWEEN low AND high
+             WHERE m.partition_id = pid AND m.msg_offset BETWEEN created.first AND created.last
              ORDER BY m.msg_offset) x
      GROUP BY 1;
 END $$;
