@@ -5,9 +5,9 @@
 --                               "items":[{"index":0,"transactionId":"t1","status":"completed"}]}');
 --
 -- ack_group() only sequences named steps: check and resolve the items
--- (resolve_ack_items), refuse what cannot be acked (refuse_all), decide the
--- outcome (decide_ack, from lowest_nack, effective_status, completed_prefix),
--- write it (write_ack) and answer per item (ack_results).
+-- (resolve_ack_items), refuse what cannot be acked (refuse_all), tally what
+-- the items say against the cursor (tally_ack_items), decide the outcome
+-- (decide_ack), write it (write_ack) and answer per item (ack_results).
 
 -- §2: exact, case-sensitive; absent or null means completed; anything else
 -- (wrong case, unknown word, a number, an object) is an explicit failure.
@@ -40,6 +40,14 @@ BEGIN
             status         text,     -- normalised (§2)
             error          text,     -- the nack reason; an empty string is none (§9)
             msg_offset     bigint    -- through the transaction index; NULL: not found (§3)
+        );
+    END IF;
+    IF to_regtype('pgcursor_internal.ack_tally') IS NULL THEN
+        CREATE TYPE pgcursor_internal.ack_tally AS (
+            nack_at         bigint,   -- N, the lowest nacked offset (§5); NULL when none
+            nack_status     text,     -- the effective status at N (§4)
+            prefix          bigint,   -- P, the completed prefix (§6)
+            completed_named bigint    -- distinct offsets in (cursor, P] named completed
         );
     END IF;
     IF to_regtype('pgcursor_internal.ack_decision') IS NULL THEN
@@ -184,55 +192,33 @@ BEGIN
 END
 $$;
 
--- The items that still decide something: resolved and above the cursor (§3).
-CREATE OR REPLACE FUNCTION pgcursor_internal.live_ack_items(items pgcursor_internal.ack_item[], cursor_at bigint)
-RETURNS SETOF pgcursor_internal.ack_item LANGUAGE sql IMMUTABLE AS $$
-    SELECT * FROM unnest(items) WHERE msg_offset > cursor_at
-$$;
-
--- §5: N, the lowest offset whose effective status is a nack (NULL when none).
--- (Helpers with a FROM clause are PL/pgSQL: their plans are cached per
--- session, where a SQL function that cannot be inlined is planned anew in
--- every transaction.)
-CREATE OR REPLACE FUNCTION pgcursor_internal.lowest_nack(items pgcursor_internal.ack_item[], cursor_at bigint)
-RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+-- §4-§6 in one pass over the items that still decide something (resolved
+-- and above the cursor, §3): N, the lowest offset whose effective status
+-- is a nack; the effective (strongest) status at N; P = max(cursor,
+-- highest completed offset below N, or overall when no nack); and how many
+-- distinct offsets in (cursor, P] the call names as completed (the rest of
+-- what the cursor passes over are silent gaps, §6). Every completed offset
+-- below N is at most P, so "below N" counts them. (One statement: as four
+-- helpers, one per value, they were a twentieth of an ack. PL/pgSQL, so
+-- its plan is cached per session, where a SQL function that cannot be
+-- inlined is planned anew in every transaction.)
+CREATE OR REPLACE FUNCTION pgcursor_internal.tally_ack_items(items pgcursor_internal.ack_item[], cursor_at bigint)
+RETURNS pgcursor_internal.ack_tally LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    t pgcursor_internal.ack_tally;
 BEGIN
-    RETURN (SELECT min(msg_offset) FROM pgcursor_internal.live_ack_items(items, cursor_at)
-             WHERE status <> 'completed');
-END
-$$;
-
--- §4: the effective (strongest) status at one offset.
-CREATE OR REPLACE FUNCTION pgcursor_internal.effective_status(
-    items pgcursor_internal.ack_item[], cursor_at bigint, at_offset bigint)
-RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    RETURN (SELECT status FROM pgcursor_internal.live_ack_items(items, cursor_at)
-             WHERE msg_offset = at_offset
-             ORDER BY pgcursor_internal.status_strength(status) DESC LIMIT 1);
-END
-$$;
-
--- §6: P = max(cursor, highest completed offset below N, or overall when no nack).
-CREATE OR REPLACE FUNCTION pgcursor_internal.completed_prefix(
-    items pgcursor_internal.ack_item[], cursor_at bigint, nack_at bigint)
-RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    RETURN (SELECT greatest(cursor_at, max(msg_offset))
-              FROM pgcursor_internal.live_ack_items(items, cursor_at)
-             WHERE status = 'completed' AND (nack_at IS NULL OR msg_offset < nack_at));
-END
-$$;
-
--- How many distinct offsets in (cursor_at, upto] the call names as completed:
--- the rest of what the cursor passes over are silent gaps (§6).
-CREATE OR REPLACE FUNCTION pgcursor_internal.mentioned_completed(
-    items pgcursor_internal.ack_item[], cursor_at bigint, upto bigint)
-RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    RETURN (SELECT count(DISTINCT msg_offset)
-              FROM pgcursor_internal.live_ack_items(items, cursor_at)
-             WHERE status = 'completed' AND msg_offset <= upto);
+    WITH live AS (SELECT i.msg_offset, i.status FROM unnest(items) i WHERE i.msg_offset > cursor_at),
+         nack AS (SELECT min(l.msg_offset) AS at FROM live l WHERE l.status <> 'completed')
+    SELECT nack.at,
+           (SELECT l.status FROM live l WHERE l.msg_offset = nack.at
+             ORDER BY pgcursor_internal.status_strength(l.status) DESC LIMIT 1),
+           greatest(cursor_at, max(c.msg_offset)),
+           count(DISTINCT c.msg_offset)
+      INTO t.nack_at, t.nack_status, t.prefix, t.completed_named
+      FROM nack
+      LEFT JOIN live c ON c.status = 'completed' AND (nack.at IS NULL OR c.msg_offset < nack.at)
+     GROUP BY nack.at;
+    RETURN t;
 END
 $$;
 
@@ -293,18 +279,19 @@ BEGIN
 END
 $$;
 
--- §7: the outcome of the resolved items against the locked cursor row.
--- Decides only; write_ack applies it.
+-- §7: the outcome of the resolved items (and their tally t) against the
+-- locked cursor row. Decides only; write_ack applies it.
 CREATE OR REPLACE FUNCTION pgcursor_internal.decide_ack(
-    queue pgcursor.queues, cur pgcursor.cursors, items pgcursor_internal.ack_item[])
+    queue pgcursor.queues, cur pgcursor.cursors, items pgcursor_internal.ack_item[],
+    t pgcursor_internal.ack_tally)
 RETURNS pgcursor_internal.ack_decision LANGUAGE plpgsql STABLE AS $$
 DECLARE
     d pgcursor_internal.ack_decision;
     release boolean := true;
 BEGIN
-    d.nack_at := pgcursor_internal.lowest_nack(items, cur.cursor);
-    d.nack_status := pgcursor_internal.effective_status(items, cur.cursor, d.nack_at);
-    d.prefix := pgcursor_internal.completed_prefix(items, cur.cursor, d.nack_at);
+    d.nack_at := t.nack_at;
+    d.nack_status := t.nack_status;
+    d.prefix := t.prefix;
     d.new_cursor := d.prefix;
     d.new_retry_count := cur.retry_count;
     d.terminal := false;
@@ -333,9 +320,10 @@ END
 $$;
 
 -- Applies a decision to the cursor row: cursor, counter, lease, the
--- per-cursor totals, the dead letter; and wakes waiting pops after a nack.
+-- per-cursor totals (the tally t names the offsets completed explicitly),
+-- the dead letter; and wakes waiting pops after a nack.
 CREATE OR REPLACE FUNCTION pgcursor_internal.write_ack(
-    queue pgcursor.queues, cur pgcursor.cursors, items pgcursor_internal.ack_item[],
+    queue pgcursor.queues, cur pgcursor.cursors, t pgcursor_internal.ack_tally,
     d pgcursor_internal.ack_decision)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -353,8 +341,7 @@ BEGIN
            batch_start = CASE WHEN d.lease_released THEN NULL ELSE c.batch_start END,
            batch_end = CASE WHEN d.lease_released THEN NULL ELSE c.batch_end END,
            completed_total = c.completed_total + passed,
-           implicitly_completed_total = c.implicitly_completed_total + passed
-               - pgcursor_internal.mentioned_completed(items, cur.cursor, d.prefix),
+           implicitly_completed_total = c.implicitly_completed_total + passed - t.completed_named,
            dead_lettered_total = c.dead_lettered_total + d.dead_lettered::integer,
            discarded_total = c.discarded_total + (d.terminal AND NOT d.dead_lettered)::integer,
            last_ack_at = now()
@@ -418,6 +405,7 @@ DECLARE
     items pgcursor_internal.ack_item[];
     queue pgcursor.queues;
     cur pgcursor.cursors;
+    t pgcursor_internal.ack_tally;
     d pgcursor_internal.ack_decision;
 BEGIN
     PERFORM pgcursor_internal.check_ack_request(request);
@@ -437,8 +425,9 @@ BEGIN
        AND NOT (cur.lease_id IS NOT DISTINCT FROM lease_id AND pgcursor_internal.lease_is_live(cur.lease_expires_at)) THEN
         RETURN pgcursor_internal.refuse_all(items, 'invalid or expired lease', cur.lease_id IS NULL);
     END IF;
-    d := pgcursor_internal.decide_ack(queue, cur, items);
-    PERFORM pgcursor_internal.write_ack(queue, cur, items, d);
+    t := pgcursor_internal.tally_ack_items(items, cur.cursor);
+    d := pgcursor_internal.decide_ack(queue, cur, items, t);
+    PERFORM pgcursor_internal.write_ack(queue, cur, t, d);
     RETURN pgcursor_internal.ack_results(items, cur.cursor, d);
 END
 $$;

@@ -4,9 +4,9 @@
 //! row and its dead letters.
 //!
 //! `Model::ack` runs the steps of `ack_group` under the SQL's names, in the
-//! SQL's order: `refuse_all`, `resolve_ack_items`, `lowest_nack`,
-//! `effective_status`, `completed_prefix`, `decide_ack`, `write_ack`,
-//! `ack_results`.
+//! SQL's order: `refuse_all`, `resolve_ack_items`, the three values of
+//! `tally_ack_items` (`lowest_nack`, `effective_status`, `completed_prefix`),
+//! `decide_ack`, `write_ack`, `ack_results`.
 //!
 //! Readings of points the contract leaves open; docs/ack-contract.md §17
 //! states them for users, and each is marked `READING` below:

@@ -2,7 +2,7 @@
 -- and discard, the reason rule, the payload snapshot, counters, and the
 -- lease-less path's teeth.
 BEGIN;
-SELECT plan(38);
+SELECT plan(43);
 \ir lib/ack_fixture.sql
 
 -- Budget: exhausted after exactly retryLimit failed calls, charged once per call.
@@ -87,6 +87,32 @@ SELECT format('%s/%s/%s/%s', completed_total, implicitly_completed_total, dead_l
              FROM pgcursor.cursors WHERE partition_id = :'p' \gset
 SELECT is(:'v'::text,
           '8/5/1/0', 'completed 10-17 (8); 10,12,13,16,17 were silent gaps (5 implicit); 18 dead-lettered');
+
+-- A repeat of an offset counts once in the totals: 11, 14 named twice, 16 a gap.
+SELECT pg_temp.setup() AS p \gset
+SELECT pg_temp.ack(:'p', NULL, pg_temp.items('completed:14', 'completed:11', 'completed:14', 'completed:17'));
+SELECT format('%s/%s', completed_total, implicitly_completed_total) AS v
+             FROM pgcursor.cursors WHERE partition_id = :'p' \gset
+SELECT is(:'v'::text, '8/5', 'completed 10-17 (8); 11, 14, 17 named (14 twice), the other 5 implicit');
+
+-- tally_ack_items (§4-§6) on its own: (ord, index, transactionId, status, error, offset), cursor 9.
+CREATE FUNCTION pg_temp.tally(cursor_at bigint, VARIADIC items text[]) RETURNS text LANGUAGE sql AS $$
+    SELECT format('N=%s at=%s P=%s named=%s', coalesce(t.nack_at::text, '-'), coalesce(t.nack_status, '-'),
+                  t.prefix, t.completed_named)
+      FROM pgcursor_internal.tally_ack_items(ARRAY(
+               SELECT ROW(x.n, x.n - 1, 't', split_part(x.item, ':', 1), NULL,
+                          nullif(split_part(x.item, ':', 2), '')::bigint)::pgcursor_internal.ack_item
+                 FROM unnest(items) WITH ORDINALITY x(item, n)), cursor_at) t
+$$;
+SELECT is(pg_temp.tally(9, 'completed:11', 'completed:14', 'completed:14', 'dlq:18', 'completed:20',
+                        'completed:', 'completed:5'),
+          'N=18 at=dlq P=14 named=2', 'tally: lowest nack, prefix below it, repeats, unresolved and passed items ignored');
+SELECT is(pg_temp.tally(9, 'completed:12', 'completed:12', 'completed:17'),
+          'N=- at=- P=17 named=2', 'tally: no nack, the prefix is the highest completed');
+SELECT is(pg_temp.tally(9, 'retry:15', 'completed:15', 'failed:15', 'completed:13', 'retry:16'),
+          'N=15 at=failed P=13 named=1', 'tally: the strongest status at N; completed at N is not counted');
+SELECT is(pg_temp.tally(9, 'completed:3', 'failed:7'),
+          'N=- at=- P=9 named=0', 'tally: items at or below the cursor decide nothing');
 
 -- Lease-less ack while another worker holds the batch; the holder is then refused.
 SELECT pg_temp.setup() AS p \gset
