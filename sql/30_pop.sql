@@ -310,13 +310,25 @@ BEGIN
     SELECT * FROM claimed ORDER BY rank;
 END $$;
 
+-- One claim of claim_batches: a partition's batch batch_start..batch_end,
+-- rank its place in the pop. (Created once: see sql/00_namespace.sql.)
+DO $$
+BEGIN
+    IF to_regtype('pgcursor_internal.pop_claim') IS NULL THEN
+        CREATE TYPE pgcursor_internal.pop_claim AS (
+            rank bigint, partition_id uuid, queue text, partition text,
+            batch_start bigint, batch_end bigint, retry_count integer);
+    END IF;
+END $$;
+
 -- What one pop claims, before pop_messages reads the messages: whether
 -- pops are paused (maintenance mode; then nothing else), the lease, the
--- group, and the claims of claim_batches as a JSON array in claim order
--- (null: nothing available). The group's first pop on a queue records its
--- subscription here.
-CREATE OR REPLACE FUNCTION pgcursor_internal.pop_claims(
-    req jsonb, OUT paused boolean, OUT lease uuid, OUT grp text, OUT claims jsonb)
+-- group, and the claims of claim_batches in claim order (empty: nothing
+-- available). The group's first pop on a queue records its subscription
+-- here. (The claims as an array of rows: as a JSON array, written here and
+-- read back by pop_messages, they cost a twentieth of a pop.)
+CREATE OR REPLACE FUNCTION pgcursor_internal.claim_for_pop(
+    req jsonb, OUT paused boolean, OUT lease uuid, OUT grp text, OUT claims pgcursor_internal.pop_claim[])
 LANGUAGE plpgsql AS $$
 DECLARE
     -- (in this order, as pop always read them: the first bad one is named)
@@ -344,9 +356,10 @@ BEGIN
     LOOP
         made := CASE WHEN cardinality(pending) = 0 THEN 0
                      ELSE pgcursor_internal.add_claimable_cursors(pending, pname, grp, want) END;
-        SELECT jsonb_agg(to_jsonb(b) ORDER BY b.rank) INTO claims
-        FROM pgcursor_internal.claim_batches(queues, pname, grp, batch, nparts, lease) b;
-        EXIT WHEN claims IS NOT NULL OR made = 0;
+        claims := ARRAY(SELECT b::pgcursor_internal.pop_claim
+                          FROM pgcursor_internal.claim_batches(queues, pname, grp, batch, nparts, lease) b
+                         ORDER BY b.rank);
+        EXIT WHEN cardinality(claims) > 0 OR made = 0;
         want := want * 2;
     END LOOP;
 END $$;
@@ -397,11 +410,11 @@ LANGUAGE plpgsql SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
     c record;
-    claim record;
+    claim pgcursor_internal.pop_claim;
     claimed integer;
 BEGIN
-    c := pgcursor_internal.pop_claims(req);
-    claimed := coalesce(jsonb_array_length(c.claims), 0);
+    c := pgcursor_internal.claim_for_pop(req);
+    claimed := coalesce(cardinality(c.claims), 0);
     -- What a row without a message says (RETURN NEXT: these, and nulls).
     paused := c.paused;
     lease_id := c.lease;
@@ -411,9 +424,7 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
-    FOR claim IN SELECT * FROM jsonb_to_recordset(c.claims) AS x(rank bigint, partition_id uuid, queue text,
-                         partition text, batch_start bigint, batch_end bigint, retry_count integer)
-                 ORDER BY x.rank
+    FOREACH claim IN ARRAY c.claims
     LOOP
         RETURN QUERY
         SELECT false, c.lease, c.grp, claimed, claim.queue, claim.partition, claim.partition_id, claim.retry_count,
