@@ -69,34 +69,38 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.check_push_arrays(
     queues text[], payloads jsonb[], partitions text[], transaction_ids text[], trace_ids uuid[])
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
+    names   text[] := ARRAY['payloads', 'partitions', 'transaction_ids', 'trace_ids'];
+    lengths integer[] := ARRAY[cardinality(payloads), cardinality(partitions),
+                               cardinality(transaction_ids), cardinality(trace_ids)];
     err text;
     bad integer;  -- the first bad item's position, from 1
 BEGIN
     IF queues IS NULL THEN
         RAISE EXCEPTION 'queues is required' USING ERRCODE = '22023';
     END IF;
-    SELECT format('%s has %s elements; queues has %s', a.name, a.n, cardinality(queues)) INTO err
-      FROM (VALUES ('payloads', cardinality(payloads)), ('partitions', cardinality(partitions)),
-                   ('transaction_ids', cardinality(transaction_ids)), ('trace_ids', cardinality(trace_ids))) a(name, n)
-     WHERE a.n IS DISTINCT FROM cardinality(queues) AND (a.n IS NOT NULL OR a.name = 'payloads')
-     LIMIT 1;
-    IF err IS NULL THEN
-        -- The first bad item through array_position, not a scan that
-        -- unpacks every payload (that scan was a twentieth of a push).
-        bad := least(array_position(queues, NULL), array_position(partitions, ''),
-                     array_position(payloads, NULL), array_position(transaction_ids, ''),
-                     (SELECT min(t.i) FROM unnest(transaction_ids) WITH ORDINALITY t(id, i)
-                       WHERE pgcursor_internal.transaction_id_too_long(t.id)));
-        IF bad IS NOT NULL THEN
-            err := pgcursor_internal.push_field_error(bad - 1, CASE
-                       WHEN queues[bad] IS NULL THEN 'queue'
-                       WHEN partitions[bad] = '' THEN 'partition'
-                       WHEN payloads[bad] IS NULL THEN 'payload'
-                       WHEN transaction_ids[bad] = '' THEN 'transactionId'
-                       ELSE 'transactionIdLength' END);
+    -- Expressions only, no query, unless an item is bad: a push's checks
+    -- were three statements, a fortieth of its time.
+    FOR k IN 1 .. 4 LOOP
+        IF lengths[k] IS DISTINCT FROM cardinality(queues) AND (lengths[k] IS NOT NULL OR k = 1) THEN
+            err := format('%s has %s elements; queues has %s', names[k], lengths[k], cardinality(queues));
+            RAISE EXCEPTION '%', err USING ERRCODE = '22023';
         END IF;
+    END LOOP;
+    -- The first bad item through array_position, not a scan that unpacks
+    -- every payload (that scan was a twentieth of a push).
+    bad := least(array_position(queues, NULL), array_position(partitions, ''),
+                 array_position(payloads, NULL), array_position(transaction_ids, ''));
+    IF transaction_ids IS NOT NULL THEN
+        bad := least(bad, (SELECT min(t.i) FROM unnest(transaction_ids) WITH ORDINALITY t(id, i)
+                            WHERE pgcursor_internal.transaction_id_too_long(t.id)));
     END IF;
-    IF err IS NOT NULL THEN
+    IF bad IS NOT NULL THEN
+        err := pgcursor_internal.push_field_error(bad - 1, CASE
+                   WHEN queues[bad] IS NULL THEN 'queue'
+                   WHEN partitions[bad] = '' THEN 'partition'
+                   WHEN payloads[bad] IS NULL THEN 'payload'
+                   WHEN transaction_ids[bad] = '' THEN 'transactionId'
+                   ELSE 'transactionIdLength' END);
         RAISE EXCEPTION '%', err USING ERRCODE = '22023';
     END IF;
 END $$;
@@ -394,6 +398,8 @@ SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     pair_queues text[];
     pair_names  text[];
+    found_queues text[];
+    found_names  text[];
     ids    uuid[];
     heads  bigint[];
     encrypted text[];
@@ -405,14 +411,22 @@ BEGIN
     PERFORM pgcursor_internal.refuse_push_in_maintenance();
     SELECT array_agg(d.q ORDER BY d.q, d.n), array_agg(d.n ORDER BY d.q, d.n) INTO pair_queues, pair_names
     FROM (SELECT DISTINCT u.q, coalesce(u.n, 'Default') AS n FROM unnest(queues, partitions) u(q, n)) d;
-    PERFORM pgcursor_internal.ensure_partitions(pair_queues, pair_names);
+    -- The partitions, in id order; when one is missing (a new queue or
+    -- partition), create it and look again. (Looked up first: the usual
+    -- push creates nothing, and a probe for that was a statement more.)
+    LOOP
+        SELECT array_agg(p.queue ORDER BY p.id), array_agg(p.name ORDER BY p.id), array_agg(p.id ORDER BY p.id)
+        INTO found_queues, found_names, ids
+        FROM pgcursor.partitions p
+        JOIN unnest(pair_queues, pair_names) u(q, n) ON p.queue = u.q AND p.name = u.n;
+        EXIT WHEN coalesce(cardinality(ids), 0) = coalesce(cardinality(pair_queues), 0);
+        PERFORM pgcursor_internal.ensure_partitions(pair_queues, pair_names);
+    END LOOP;
+    pair_queues := found_queues;
+    pair_names := found_names;
     -- Lock the touched partitions' heads (in id order: no deadlocks) before
     -- looking at the transaction index, so the next statement sees every
     -- push that committed ahead of us and offsets stay dense.
-    SELECT array_agg(p.queue ORDER BY p.id), array_agg(p.name ORDER BY p.id), array_agg(p.id ORDER BY p.id)
-    INTO pair_queues, pair_names, ids
-    FROM pgcursor.partitions p
-    JOIN unnest(pair_queues, pair_names) u(q, n) ON p.queue = u.q AND p.name = u.n;
     heads := pgcursor_internal.lock_heads(ids);
     -- What the request's queues ask of this push, in one look at their rows:
     -- encryption (a refusal rolls back everything, partitions created above

@@ -1,6 +1,6 @@
 -- pgcursor.push_items: the push with its items as arrays and its answer as rows.
 BEGIN;
-SELECT plan(27);
+SELECT plan(31);
 
 CREATE TEMP TABLE r ON COMMIT DROP AS
 SELECT * FROM pgcursor.push_items(ARRAY['t11', 't11', 't11', 't11'],
@@ -74,6 +74,14 @@ SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRA
                  '22023', 'items[1].partition must be a non-empty string', '... and its first bad field, in the order queue, partition, payload, transactionId');
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRAY['1']::jsonb[])$$,
                  '22023', 'payloads has 1 elements; queues has 2', 'arrays of different lengths');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], NULL)$$,
+                 '22023', 'payloads has  elements; queues has 2', 'no payloads');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRAY['1', '2']::jsonb[], ARRAY['a'])$$,
+                 '22023', 'partitions has 1 elements; queues has 2', 'partitions of another length');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b'], ARRAY['1']::jsonb[], transaction_ids => ARRAY['a', 'b'])$$,
+                 '22023', 'transaction_ids has 2 elements; queues has 1', 'transaction_ids of another length');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b'], ARRAY['1']::jsonb[], trace_ids => '{}'::uuid[])$$,
+                 '22023', 'trace_ids has 0 elements; queues has 1', 'trace_ids of another length');
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(NULL, ARRAY['1']::jsonb[])$$,
                  '22023', 'queues is required', 'no queues');
 SELECT is((SELECT count(*) FROM pgcursor.push_items('{}'::text[], '{}'::jsonb[])), 0::bigint,
