@@ -3,7 +3,7 @@
 -- lease extension default and maintenance mode. Ages are made by moving
 -- created_at back: now() does not move inside this one transaction.
 BEGIN;
-SELECT plan(30);
+SELECT plan(32);
 
 CREATE FUNCTION pg_temp.push(q text, n int, part text DEFAULT 'Default') RETURNS jsonb LANGUAGE sql AS $$
     SELECT pgcursor.push(jsonb_build_object('items', (
@@ -35,6 +35,18 @@ SELECT is(pg_temp.offs(pg_temp.pop('t25d')), '{1}', 'message 2 is still young: i
 SELECT pg_temp.age('t25d', '{2}', 61);
 SELECT is(pg_temp.offs(pg_temp.pop('t25d', '{"consumerGroup": "other"}')), '{1,2}',
           'once 2 is old enough, everything up to the first young message');
+
+-- delayedProcessing's read runs once per candidate partition (it ran twice
+-- for each one it let through: once in the claim's filter, once for its batch).
+SET LOCAL track_functions = 'pl';
+SELECT FROM pgcursor.configure('{"queue": "t25e", "options": {"delayedProcessing": 60}}');
+SELECT FROM unnest(ARRAY['a', 'b', 'c']) part, LATERAL pg_temp.push('t25e', 2, part);
+SELECT pg_temp.age('t25e', '{1,2}', 120);
+SELECT coalesce(pg_stat_get_xact_function_calls('pgcursor_internal.delayed_ready'::regproc), 0) AS before \gset
+SELECT is(jsonb_array_length(pg_temp.pop('t25e', '{"partitions": 3}') -> 'messages'), 6, 'delayed: three ready partitions claimed');
+SELECT is(pg_stat_get_xact_function_calls('pgcursor_internal.delayed_ready'::regproc) - :before, 3::bigint,
+          'delayed: one delayed_ready per candidate partition');
+SET LOCAL track_functions = 'none';
 
 -- windowBuffer: a partition is served only once its newest message is that old.
 SELECT FROM pgcursor.configure('{"queue": "t25w", "options": {"windowBuffer": 30}}');
