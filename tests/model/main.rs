@@ -325,7 +325,7 @@ fn env() -> &'static Env {
             )
             .await;
             // ack_group's own steps on the current row, read-only: what
-            // resolve_ack_items and decide_ack make of the request.
+            // resolve_ack_items, tally_ack_items and decide_ack make of the request.
             let ack_steps = p(
                 "WITH i AS (SELECT pgcursor_internal.resolve_ack_items($1::uuid, pgcursor_internal.transaction_index_horizon( \
                                                                  q.transaction_index_from, q.transaction_index_retention_seconds), \
@@ -336,7 +336,8 @@ fn env() -> &'static Env {
                         d.lease_released, d.terminal, d.dead_lettered, d.reason \
                  FROM i, pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue \
                       JOIN pgcursor.cursors c ON c.partition_id = p.id AND c.consumer_group = $3::text, \
-                      LATERAL pgcursor_internal.decide_ack(q, c, i.items) d \
+                      LATERAL pgcursor_internal.decide_ack( \
+                          q, c, i.items, pgcursor_internal.tally_ack_items(i.items, c.cursor)) d \
                  WHERE p.id = $1::uuid",
             )
             .await;
