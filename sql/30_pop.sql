@@ -329,7 +329,7 @@ END $$;
 -- group, and the claims of claim_batches in claim order (empty: nothing
 -- available). The group's first pop on a queue records its subscription
 -- here. (The claims as an array of rows: as a JSON array, written here and
--- read back by pop_messages, they cost a twentieth of a pop.)
+-- read back by pop_messages, they cost up to a twentieth of a pop.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.claim_for_pop(
     req jsonb, OUT paused boolean, OUT lease uuid, OUT grp text, OUT claims pgcursor_internal.pop_claim[])
 LANGUAGE plpgsql AS $$
