@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a throwaway PostgreSQL cluster, removed afterwards
-# whatever happens: pgTAP (pg_prove), cargo test, the docs-check, the queen-mq
-# compatibility suite, rustfmt, clippy.
+# whatever happens: pgTAP (pg_prove), the bench's A/B procedures (bench/ab.sql),
+# cargo test, the docs-check, the queen-mq compatibility suite, rustfmt, clippy.
 # Expects `make deps build` to have run (the Makefile's `test` does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +30,16 @@ step "pgTAP"
 psql -X -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c 'CREATE EXTENSION IF NOT EXISTS pgtap'
 port=${DATABASE_URL##*:}; port=${port%%/*}
 pg_prove --host 127.0.0.1 --port "$port" --username postgres --dbname pgcursor tests/sql/*.sql
+
+step "bench/ab.sql (the A/B timing procedures of bench/README.md run, in a database of their own)"
+ab_url=${DATABASE_URL%/*}/ab_smoke
+psql -X -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c 'CREATE DATABASE ab_smoke'
+DATABASE_URL=$ab_url RUST_LOG=warn "$GATEWAY_BIN" migrate
+psql -X -q -v ON_ERROR_STOP=1 "$ab_url" -f bench/ab.sql \
+    -c "CALL ab_push(4, 'pgcursor.push_items', 'pgcursor.push_items')" \
+    -c "CALL ab_pop(4, 'pgcursor.pop_messages', 'pgcursor.pop_messages')" \
+    -c "CALL ab_ack(4, 'pgcursor.ack_group', 'pgcursor.ack_group')"
+psql -X -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c 'DROP DATABASE ab_smoke'
 
 step "cargo test"
 cargo test --workspace
