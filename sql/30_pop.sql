@@ -68,20 +68,22 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor_internal.subscribe(queues text[], grp text, mode text, since timestamptz)
 RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
-    unsettled boolean;
     unsubscribed text[];  -- no subscription yet
     emptied text[];       -- a subscription whose rows a delete removed
     fresh_new text[] := '{}';
 BEGIN
-    SELECT bool_or(s.cursor_rows IS DISTINCT FROM 'complete'),
-           coalesce(array_agg(x.queue) FILTER (WHERE s.cursor_rows IS NULL), '{}'),
-           coalesce(array_agg(x.queue) FILTER (WHERE s.cursor_rows = 'none'), '{}')
-      INTO unsettled, unsubscribed, emptied
-      FROM unnest(queues) x(queue)
-      LEFT JOIN pgcursor.subscriptions s ON s.consumer_group = grp AND s.queue = x.queue;
-    IF NOT coalesce(unsettled, false) THEN
+    -- The usual case first, as a bare probe: the aggregates below, run
+    -- for it, cost a pop about 3% more.
+    IF NOT EXISTS (SELECT 1 FROM unnest(queues) x(queue)
+                     LEFT JOIN pgcursor.subscriptions s ON s.consumer_group = grp AND s.queue = x.queue
+                    WHERE s.cursor_rows IS DISTINCT FROM 'complete') THEN
         RETURN '{}';
     END IF;
+    SELECT coalesce(array_agg(x.queue) FILTER (WHERE s.cursor_rows IS NULL), '{}'),
+           coalesce(array_agg(x.queue) FILTER (WHERE s.cursor_rows = 'none'), '{}')
+      INTO unsubscribed, emptied
+      FROM unnest(queues) x(queue)
+      LEFT JOIN pgcursor.subscriptions s ON s.consumer_group = grp AND s.queue = x.queue;
     -- Writes only when there is something to write, and each statement
     -- only when it has something to do: on Citus every statement modifying
     -- a reference table takes that table's one lock, whatever it changes.
