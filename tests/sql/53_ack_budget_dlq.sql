@@ -2,7 +2,7 @@
 -- and discard, the reason rule, the payload snapshot, counters, and the
 -- lease-less path's teeth.
 BEGIN;
-SELECT plan(43);
+SELECT plan(45);
 \ir lib/ack_fixture.sql
 
 -- Budget: exhausted after exactly retryLimit failed calls, charged once per call.
@@ -111,6 +111,10 @@ SELECT is(pg_temp.tally(9, 'completed:12', 'completed:12', 'completed:17'),
           'N=- at=- P=17 named=2', 'tally: no nack, the prefix is the highest completed');
 SELECT is(pg_temp.tally(9, 'retry:15', 'completed:15', 'failed:15', 'completed:13', 'retry:16'),
           'N=15 at=failed P=13 named=1', 'tally: the strongest status at N; completed at N is not counted');
+SELECT is(pg_temp.tally(9, 'completed:15', 'retry:15'),
+          'N=15 at=retry P=9 named=0', 'tally: retry outranks completed at one offset');
+SELECT is(pg_temp.tally(9, 'failed:14', 'dlq:14', 'completed:12'),
+          'N=14 at=dlq P=12 named=1', 'tally: dlq outranks failed at one offset');
 SELECT is(pg_temp.tally(9, 'completed:3', 'failed:7'),
           'N=- at=- P=9 named=0', 'tally: items at or below the cursor decide nothing');
 
