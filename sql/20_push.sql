@@ -445,8 +445,8 @@ BEGIN
     RETURN QUERY SELECT * FROM pgcursor_internal.push_write(
         queues, partitions, payloads, transaction_ids, trace_ids,
         pair_queues, pair_names, ids, heads, full_queues, room);
-    -- Wake long-polling pops (one notification per queue).
-    PERFORM pg_notify('pgcursor_push', q) FROM (SELECT DISTINCT unnest(pair_queues) AS q) d;
+    -- Wake long-polling pops (one notification per queue waited on).
+    PERFORM pgcursor_internal.wake_pops(pair_queues);
 END $$;
 
 -- push: {"items":[...]} -> array in request order of

@@ -387,7 +387,7 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.wake_waiters(partition_id uuid, que
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     IF pgcursor_internal.partition_head(wake_waiters.partition_id) > cursor_at THEN
-        PERFORM pg_notify('pgcursor_push', wake_waiters.queue);
+        PERFORM pgcursor_internal.wake_pops(ARRAY[wake_waiters.queue]);
     END IF;
 END
 $$;

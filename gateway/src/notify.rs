@@ -1,26 +1,33 @@
 //! Push wake-ups for long-polling pops.
 //!
-//! `pgcursor.push` runs `pg_notify('pgcursor_push', <queue>)`. One dedicated
-//! connection (not from the pool) LISTENs on that channel and fans each
-//! notification out inside the gateway through a broadcast channel, so a
-//! waiting pop holds no database connection at all. The connection comes
-//! back by itself, with backoff, when PostgreSQL goes away; meanwhile
-//! waiters simply reach their timeout. After every (re)connect everyone is
-//! woken once, since pushes made while nobody listened were not heard.
+//! A push runs `pg_notify('pgcursor_push', <queue>)` for the queues some
+//! session waits on (sql/03_wakeups.sql). One dedicated connection (not
+//! from the pool) LISTENs on that channel and fans each notification out
+//! inside the gateway through a broadcast channel, so a waiting pop holds
+//! no database connection at all. The same connection tells PostgreSQL
+//! which queues this gateway's pops wait on (`pgcursor.wait_for_pushes`
+//! when a queue gets its first waiter, `stop_waiting_for_pushes` after its
+//! last), and once a queue's wait is in place wakes that queue's waiters:
+//! a push that looked for waiters just before, and committed after their
+//! look, is then not missed. The connection comes back by itself, with
+//! backoff, when PostgreSQL goes away; meanwhile waiters simply reach
+//! their timeout. After every (re)connect the waits are put in place again
+//! and everyone is woken once, since pushes made meanwhile were not heard.
 //!
 //! On SIGTERM/SIGINT/SIGQUIT every waiter stops waiting for good, so the
 //! server's graceful shutdown (10 s) is not held up, and then cut short, by
 //! long-polls waiting for a 30 s timeout: they answer what they have.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
 use tokio::sync::broadcast::{self, error::RecvError};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::{AsyncMessage, Client, NoTls};
 use tracing::{debug, info, warn};
 
 use crate::config::Config;
@@ -43,10 +50,24 @@ pub enum Wake {
     Everything,
 }
 
+/// The queue a pop waits on; `None`: every queue (a namespace or task pop).
+type Interest = Option<Arc<str>>;
+
+/// What the listener connection is asked to tell PostgreSQL, in order.
+enum Registration {
+    /// One more pop waits on this.
+    Wait(Interest),
+    /// One pop less.
+    Stop(Interest),
+    /// The listener (re)connected and listens on this client.
+    Connected(Arc<Client>),
+}
+
 /// The fan-out end every request subscribes to.
 #[derive(Clone)]
 pub struct PushWakeups {
     sender: broadcast::Sender<Wake>,
+    registrations: mpsc::UnboundedSender<Registration>,
     /// Becomes true once, when the server is asked to stop.
     stopping: watch::Sender<bool>,
     /// True while the listener's LISTEN is in effect (a metrics gauge).
@@ -58,14 +79,18 @@ impl PushWakeups {
     /// stop signal, on the current runtime.
     pub fn start(config: &Config) -> PushWakeups {
         let (sender, _) = broadcast::channel(CAPACITY);
+        let (registrations, requests) = mpsc::unbounded_channel();
         let listening = Arc::new(AtomicBool::new(false));
         tokio::spawn(listen_forever(
             listener_config(config),
             sender.clone(),
+            registrations.clone(),
             listening.clone(),
         ));
+        tokio::spawn(register_waits(requests, sender.clone()));
         let wakeups = PushWakeups {
             sender,
+            registrations,
             stopping: watch::Sender::new(false),
             listening,
         };
@@ -73,13 +98,20 @@ impl PushWakeups {
         wakeups
     }
 
-    /// Subscribe BEFORE looking for messages: a push committed after the
-    /// look is then never missed.
-    pub fn subscribe(&self) -> Waiter {
-        Waiter {
+    /// Subscribe BEFORE looking for messages: a push to `queue` (to any
+    /// queue when `None`) committed after the look is then never missed.
+    /// The wait is in place in PostgreSQL while the Waiter lives.
+    pub fn subscribe(&self, queue: Option<&str>) -> Waiter {
+        let interest: Interest = queue.map(Arc::from);
+        let waiter = Waiter {
             receiver: self.sender.subscribe(),
             stopping: self.stopping.subscribe(),
-        }
+            interest: interest.clone(),
+            registrations: self.registrations.clone(),
+        };
+        // (Fails only when the registering task is gone: shutdown.)
+        let _ = self.registrations.send(Registration::Wait(interest));
+        waiter
     }
 
     /// Whether the listener is connected and listening right now.
@@ -118,14 +150,25 @@ async fn stop_waiting_on_signal(wakeups: PushWakeups) {
 pub struct Waiter {
     receiver: broadcast::Receiver<Wake>,
     stopping: watch::Receiver<bool>,
+    interest: Interest,
+    registrations: mpsc::UnboundedSender<Registration>,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let _ = self
+            .registrations
+            .send(Registration::Stop(self.interest.take()));
+    }
 }
 
 impl Waiter {
-    /// Waits for a push to `queue` (to any queue when `None`) or until
-    /// `until`, or until the server stops. True when woken by a push worth
-    /// a new look.
-    pub async fn wait_for(&mut self, queue: Option<&str>, until: Instant) -> bool {
-        let Waiter { receiver, stopping } = self;
+    /// Waits for a push to its queue (to any queue when it has none) or
+    /// until `until`, or until the server stops. True when woken by a push
+    /// worth a new look.
+    pub async fn wait_for(&mut self, until: Instant) -> bool {
+        let queue = self.interest.as_deref();
+        let (receiver, stopping) = (&mut self.receiver, &mut self.stopping);
         tokio::select! {
             woken = tokio::time::timeout_at(until, next_relevant(receiver, queue)) => woken.unwrap_or(false),
             _ = stopping.wait_for(|stop| *stop) => false,
@@ -159,16 +202,93 @@ fn listener_config(config: &Config) -> tokio_postgres::Config {
     pg
 }
 
+/// Keeps PostgreSQL told which queues this gateway's pops wait on, on the
+/// listener's connection, one request at a time: a queue's wait is put in
+/// place when its first waiter comes and taken away after its last. Once
+/// in place (`wait_for_pushes` answered: every push that looked for
+/// waiters before has committed), the queue's waiters are woken to look
+/// again. On each (re)connect every wait is put in place on the new
+/// session and everyone is woken.
+async fn register_waits(
+    mut requests: mpsc::UnboundedReceiver<Registration>,
+    sender: broadcast::Sender<Wake>,
+) {
+    let mut waiting: HashMap<Interest, usize> = HashMap::new();
+    let mut client: Option<Arc<Client>> = None;
+    while let Some(request) = requests.recv().await {
+        match request {
+            Registration::Wait(interest) => {
+                let count = waiting.entry(interest.clone()).or_insert(0);
+                *count += 1;
+                if *count == 1 && put_wait_in_place(&client, &interest).await {
+                    let _ = sender.send(interest.map_or(Wake::Everything, Wake::Queue));
+                }
+            }
+            Registration::Stop(interest) => {
+                let Some(count) = waiting.get_mut(&interest) else {
+                    continue;
+                };
+                *count -= 1;
+                if *count == 0 {
+                    waiting.remove(&interest);
+                    take_wait_away(&client, &interest).await;
+                }
+            }
+            Registration::Connected(listener) => {
+                client = Some(listener);
+                for interest in waiting.keys() {
+                    put_wait_in_place(&client, interest).await;
+                }
+                let _ = sender.send(Wake::Everything);
+            }
+        }
+    }
+}
+
+/// `pgcursor.wait_for_pushes(interest)` on the listener's session; false
+/// when there is none (it is reconnecting: then every wait is put in place
+/// again) or the call failed.
+async fn put_wait_in_place(client: &Option<Arc<Client>>, interest: &Interest) -> bool {
+    let sql = "SELECT pgcursor.wait_for_pushes($1::text)";
+    call_on_listener(client, sql, interest).await
+}
+
+/// `pgcursor.stop_waiting_for_pushes(interest)` on the listener's session.
+async fn take_wait_away(client: &Option<Arc<Client>>, interest: &Interest) {
+    let sql = "SELECT pgcursor.stop_waiting_for_pushes($1::text)";
+    call_on_listener(client, sql, interest).await;
+}
+
+async fn call_on_listener(client: &Option<Arc<Client>>, sql: &str, interest: &Interest) -> bool {
+    let Some(session) = client else {
+        return false;
+    };
+    match session.execute(sql, &[&interest.as_deref()]).await {
+        Ok(_) => true,
+        Err(e) if session.is_closed() => {
+            debug!("push listener: {sql}: {}", error_detail(&e));
+            false
+        }
+        Err(e) => {
+            // Pushes then do not notify this wait: its pops find their
+            // messages at their periodic re-check only.
+            warn!("push listener: {sql} failed: {}", error_detail(&e));
+            false
+        }
+    }
+}
+
 /// Listens, reconnecting with exponential backoff; one warning per outage.
 async fn listen_forever(
     pg: tokio_postgres::Config,
     sender: broadcast::Sender<Wake>,
+    registrations: mpsc::UnboundedSender<Registration>,
     listening: Arc<AtomicBool>,
 ) {
     let mut backoff = MIN_BACKOFF;
     let mut healthy = true;
     loop {
-        let (listened, why) = listen_once(&pg, &sender, &listening).await;
+        let (listened, why) = listen_once(&pg, &sender, &registrations, &listening).await;
         listening.store(false, Ordering::Relaxed);
         if listened {
             backoff = MIN_BACKOFF;
@@ -184,17 +304,20 @@ async fn listen_forever(
     }
 }
 
-/// One connection's life: connect, LISTEN, forward notifications until the
-/// connection ends. Answers whether LISTEN took effect and why it ended.
+/// One connection's life: connect, LISTEN, hand the session to
+/// register_waits, forward notifications until the connection ends.
+/// Answers whether LISTEN took effect and why it ended.
 async fn listen_once(
     pg: &tokio_postgres::Config,
     sender: &broadcast::Sender<Wake>,
+    registrations: &mpsc::UnboundedSender<Registration>,
     up: &AtomicBool,
 ) -> (bool, String) {
     let (client, mut connection) = match pg.connect(NoTls).await {
         Ok(pair) => pair,
         Err(e) => return (false, error_detail(&e)),
     };
+    let client = Arc::new(client);
     // Notifications only arrive while the connection is polled, and LISTEN
     // itself only completes while it is: drive both in one loop.
     let mut messages = stream::poll_fn(move |cx| connection.poll_message(cx));
@@ -208,7 +331,7 @@ async fn listen_once(
                     listening = true;
                     up.store(true, Ordering::Relaxed);
                     info!("push listener: listening on {CHANNEL}");
-                    let _ = sender.send(Wake::Everything);
+                    let _ = registrations.send(Registration::Connected(client.clone()));
                 }
                 Err(e) => return (false, error_detail(&e)),
             },
@@ -229,12 +352,16 @@ async fn listen_once(
 mod tests {
     use super::*;
 
-    fn wakeups() -> PushWakeups {
-        PushWakeups {
+    /// Wake-ups without a listener; the receiver sees what they register.
+    fn wakeups() -> (PushWakeups, mpsc::UnboundedReceiver<Registration>) {
+        let (registrations, requests) = mpsc::unbounded_channel();
+        let w = PushWakeups {
             sender: broadcast::channel(4).0,
+            registrations,
             stopping: watch::Sender::new(false),
             listening: Arc::new(AtomicBool::new(false)),
-        }
+        };
+        (w, requests)
     }
 
     fn soon() -> Instant {
@@ -243,55 +370,75 @@ mod tests {
 
     #[tokio::test]
     async fn a_push_to_another_queue_does_not_wake() {
-        let w = wakeups();
-        let mut waiter = w.subscribe();
+        let (w, _requests) = wakeups();
+        let mut waiter = w.subscribe(Some("orders"));
         w.sender.send(Wake::Queue("other".into())).unwrap();
-        assert!(!waiter.wait_for(Some("orders"), soon()).await);
+        assert!(!waiter.wait_for(soon()).await);
         w.sender.send(Wake::Queue("orders".into())).unwrap();
-        assert!(waiter.wait_for(Some("orders"), soon()).await);
+        assert!(waiter.wait_for(soon()).await);
     }
 
     #[tokio::test]
     async fn any_push_wakes_a_namespace_pop_and_everything_wakes_all() {
-        let w = wakeups();
-        let mut waiter = w.subscribe();
+        let (w, _requests) = wakeups();
+        let mut waiter = w.subscribe(None);
         w.sender.send(Wake::Queue("other".into())).unwrap();
-        assert!(waiter.wait_for(None, soon()).await);
+        assert!(waiter.wait_for(soon()).await);
+        let mut one_queue = w.subscribe(Some("orders"));
         w.sender.send(Wake::Everything).unwrap();
-        assert!(waiter.wait_for(Some("orders"), soon()).await);
+        assert!(one_queue.wait_for(soon()).await);
     }
 
     #[tokio::test]
     async fn a_push_before_the_wait_but_after_subscribing_is_not_lost() {
-        let w = wakeups();
-        let mut waiter = w.subscribe();
+        let (w, _requests) = wakeups();
+        let mut waiter = w.subscribe(Some("orders"));
         w.sender.send(Wake::Queue("orders".into())).unwrap();
         // ... the request looks for messages here, finds none, then waits:
-        assert!(waiter.wait_for(Some("orders"), soon()).await);
+        assert!(waiter.wait_for(soon()).await);
     }
 
     #[tokio::test]
     async fn stopping_ends_every_wait_now_and_later() {
-        let w = wakeups();
-        let mut waiter = w.subscribe();
+        let (w, _requests) = wakeups();
+        let mut waiter = w.subscribe(Some("orders"));
         let far = Instant::now() + Duration::from_secs(60);
-        let waiting = tokio::spawn(async move { waiter.wait_for(Some("orders"), far).await });
+        let waiting = tokio::spawn(async move { waiter.wait_for(far).await });
         tokio::time::sleep(Duration::from_millis(20)).await;
         w.stop_waiting();
         let woken = tokio::time::timeout(Duration::from_secs(1), waiting).await;
         assert!(!woken.expect("the wait ended").unwrap());
-        let mut later = w.subscribe();
+        let mut later = w.subscribe(None);
         assert!(later.is_stopping());
-        assert!(!later.wait_for(None, far).await);
+        assert!(!later.wait_for(far).await);
     }
 
     #[tokio::test]
     async fn a_lagging_waiter_rechecks() {
-        let w = wakeups();
-        let mut waiter = w.subscribe();
+        let (w, _requests) = wakeups();
+        let mut waiter = w.subscribe(Some("orders"));
         for _ in 0..10 {
             w.sender.send(Wake::Queue("other".into())).unwrap();
         }
-        assert!(waiter.wait_for(Some("orders"), soon()).await);
+        assert!(waiter.wait_for(soon()).await);
+    }
+
+    #[tokio::test]
+    async fn a_waiter_registers_its_queue_while_it_lives() {
+        let (w, mut requests) = wakeups();
+        let waiter = w.subscribe(Some("orders"));
+        let namespace = w.subscribe(None);
+        let seen = |r: Registration| match r {
+            Registration::Wait(i) => format!("wait {i:?}"),
+            Registration::Stop(i) => format!("stop {i:?}"),
+            Registration::Connected(_) => "connected".to_string(),
+        };
+        assert_eq!(seen(requests.try_recv().unwrap()), r#"wait Some("orders")"#);
+        assert_eq!(seen(requests.try_recv().unwrap()), "wait None");
+        assert!(requests.try_recv().is_err());
+        drop(waiter);
+        drop(namespace);
+        assert_eq!(seen(requests.try_recv().unwrap()), r#"stop Some("orders")"#);
+        assert_eq!(seen(requests.try_recv().unwrap()), "stop None");
     }
 }

@@ -81,7 +81,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgcursor_citus.wake_queue(queue text)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('pgcursor_push', queue);
+    PERFORM pgcursor_internal.wake_pops(ARRAY[queue]);
 END $$;
 
 -- The same for the queue of a partition (after a nack: wake_waiters). The

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use pgcursor_tests::{client, Gateway, PrivateCluster};
+use pgcursor_tests::{client, db, Gateway, PrivateCluster};
 use serde_json::{json, Value};
 
 use crate::broker::{configure_queue, fresh_queue, get, messages, offsets, post, push_n, send};
@@ -201,7 +201,8 @@ async fn wait_for_listener(cluster: &PrivateCluster) {
             let listening: i64 = db
                 .query_one(
                     "SELECT count(*) FROM pg_stat_activity
-                      WHERE application_name = 'pgcursor-push-listener' AND query LIKE 'LISTEN%'",
+                      WHERE application_name = 'pgcursor-push-listener'
+                        AND (query LIKE 'LISTEN%' OR query LIKE '%_for_pushes(%')",
                     &[],
                 )
                 .await
@@ -242,4 +243,45 @@ async fn waiting_pops_of_one_group_share_pushes_without_double_delivery() {
     }
     delivered.sort();
     assert_eq!(delivered, vec![1, 2, 3], "each message once");
+}
+
+/// A push nobody waits for notifies nobody (sql/03_wakeups.sql). A push
+/// that looked for waiters before a pop started waiting, and commits after
+/// the pop's first look, sent no notification and was not seen: the pop
+/// must still be woken when it commits, not at its periodic re-check
+/// (RECHECK, 5 s). The push is held open in a transaction across the
+/// pop's start to make that order certain.
+#[tokio::test]
+async fn a_push_committed_after_a_pops_first_look_still_wakes_it() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("late-commit");
+    configure_queue(&gw, &queue).await;
+    // The partition and the group's subscription exist already: a first
+    // pop would wait for the push creating them, and see its message.
+    push_one(&gw, &queue).await;
+    let (status, first) = get(&gw, &format!("/api/v1/pop/queue/{queue}?autoAck=true")).await;
+    assert_eq!((status, offsets(&first)), (200, vec![1]), "{first}");
+    let mut db = db().await;
+    let push = db.transaction().await.unwrap();
+    push.execute(
+        "SELECT count(*) FROM pgcursor.push_items(ARRAY[$1::text], ARRAY['\"late\"'::jsonb])",
+        &[&queue],
+    )
+    .await
+    .unwrap();
+    let waiting = start_pop(
+        &gw,
+        format!("/api/v1/pop/queue/{queue}?wait=true&timeout=10000"),
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!waiting.is_finished(), "the pop did not wait");
+    push.commit().await.unwrap();
+    let committed = Instant::now();
+    let (status, answer, _) = waiting.await.unwrap();
+    assert_eq!((status, offsets(&answer)), (200, vec![2]), "{answer}");
+    let latency = committed.elapsed();
+    assert!(
+        latency < Duration::from_secs(1),
+        "woken {latency:?} after the commit"
+    );
 }

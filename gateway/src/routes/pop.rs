@@ -216,15 +216,15 @@ fn record_minute(path_queue: Option<&str>, delivered: &[Delivered]) {
 /// RECHECK) until something is claimed, the deadline passes or the server
 /// stops, holding no pooled connection in between.
 async fn pop_or_wait(state: &AppState, pop: &PopRequest) -> Result<Look, ApiError> {
-    let deadline = pop.wait.map(|wait| Instant::now() + wait); // from arrival
-    let mut waiter = state.wakeups.subscribe(); // before the look: no lost wake-up
-    let mut answer = look(&state.pool.get().await?, pop).await?;
-    let Some(deadline) = deadline else {
-        return Ok(answer);
+    let Some(wait) = pop.wait else {
+        return look(&state.pool.get().await?, pop).await;
     };
+    let deadline = Instant::now() + wait; // from arrival
+    let mut waiter = state.wakeups.subscribe(pop.queue()); // before the look: no lost wake-up
+    let mut answer = look(&state.pool.get().await?, pop).await?;
     while !answer.settled && Instant::now() < deadline && !waiter.is_stopping() {
         let until = deadline.min(Instant::now() + RECHECK);
-        waiter.wait_for(pop.queue(), until).await;
+        waiter.wait_for(until).await;
         if waiter.is_stopping() {
             break; // the server is shutting down: answer what we have
         }

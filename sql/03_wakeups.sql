@@ -1,0 +1,86 @@
+-- Long-poll wake-ups: NOTIFY pgcursor_push, queue, only when a session
+-- waits for pushes to that queue.
+--
+-- A NOTIFY makes its transaction commit under a lock all notifying
+-- transactions share (PostgreSQL keeps the notification queue in commit
+-- order), so every push that notified committed, WAL flush and all, one at
+-- a time: with four producers and four consumers, pushes ran at half
+-- speed. So a push notifies only the queues someone waits on:
+--
+--   SELECT pgcursor.wait_for_pushes('orders');         -- after LISTEN pgcursor_push
+--   ... look for messages; wait for a notification ...
+--   SELECT pgcursor.stop_waiting_for_pushes('orders');
+--
+-- (queue NULL: pushes to every queue, as a namespace or task pop waits.)
+-- The gateway's LISTEN connection does this for its waiting pops.
+--
+-- How no wake-up is lost, with two advisory keys (class 1885823863):
+--   waiting(queue)  held shared, session-long, by each waiting session;
+--   drain           held shared by a waking transaction from before it
+--                   looks for waiters until it commits.
+-- wake_pops takes drain, then looks at waiting(queue). wait_for_pushes
+-- takes waiting(queue), then drain exclusively, which waits until every
+-- transaction that looked before it has committed, and lets go at once.
+-- So a push that found no waiter has committed before the waiter's first
+-- look, which sees its messages; any later push finds the waiter.
+
+-- The advisory key of a queue's waiters (NULL: waiters on every queue).
+CREATE OR REPLACE FUNCTION pgcursor_internal.waiting_key(queue text)
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN queue IS NULL THEN 0 ELSE hashtext(queue) END
+$$;
+
+-- Does another session hold advisory lock (1885823863, key) in any mode?
+-- (Taken and given back at once; another waking transaction doing the same
+-- at that instant makes it answer yes: one notification too many, no harm.)
+CREATE OR REPLACE FUNCTION pgcursor_internal.waiting_key_held(key integer)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF pg_try_advisory_lock(1885823863, key) THEN
+        PERFORM pg_advisory_unlock(1885823863, key);
+        RETURN false;
+    END IF;
+    RETURN true;
+END $$;
+
+-- Notifies pgcursor_push for each of `queues` a session waits on; answers
+-- those queues. Called by every change that can make messages deliverable
+-- (push, a nack, a seek back).
+CREATE OR REPLACE FUNCTION pgcursor_internal.wake_pops(queues text[])
+RETURNS text[] LANGUAGE plpgsql AS $$
+DECLARE
+    woken text[];
+    drained boolean;
+BEGIN
+    -- drain, (1885823864, 1), shared till commit, before looking; if a
+    -- waiter holds it right now, notify without looking.
+    drained := pg_try_advisory_xact_lock_shared(1885823864, 1);
+    IF NOT drained OR pgcursor_internal.waiting_key_held(pgcursor_internal.waiting_key(NULL)) THEN
+        woken := ARRAY(SELECT DISTINCT q FROM unnest(queues) q ORDER BY q);
+    ELSE
+        woken := ARRAY(SELECT DISTINCT q FROM unnest(queues) q
+                        WHERE pgcursor_internal.waiting_key_held(pgcursor_internal.waiting_key(q))
+                        ORDER BY q);
+    END IF;
+    PERFORM pg_notify('pgcursor_push', q) FROM unnest(woken) q;
+    RETURN woken;
+END $$;
+
+-- This session waits for pushes to `queue` (NULL: to every queue) from now
+-- on; answers once every push that could have missed it has committed.
+-- Call it after LISTEN pgcursor_push and before looking for messages.
+-- Nests: each call needs its stop_waiting_for_pushes.
+CREATE OR REPLACE FUNCTION pgcursor.wait_for_pushes(queue text DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_lock_shared(1885823863, pgcursor_internal.waiting_key(queue));
+    PERFORM pg_advisory_lock(1885823864, 1);
+    PERFORM pg_advisory_unlock(1885823864, 1);
+END $$;
+
+-- Undoes one wait_for_pushes(queue).
+CREATE OR REPLACE FUNCTION pgcursor.stop_waiting_for_pushes(queue text DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_unlock_shared(1885823863, pgcursor_internal.waiting_key(queue));
+END $$;
