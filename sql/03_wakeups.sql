@@ -14,15 +14,18 @@
 -- (queue NULL: pushes to every queue, as a namespace or task pop waits.)
 -- The gateway's LISTEN connection does this for its waiting pops.
 --
--- How no wake-up is lost, with two advisory keys (class 1885823863):
---   waiting(queue)  held shared, session-long, by each waiting session;
---   drain           held shared by a waking transaction from before it
---                   looks for waiters until it commits.
+-- How no wake-up is lost, with two kinds of advisory lock:
+--   waiting(queue)  (1885823863, waiting_key(queue)): held shared,
+--                   session-long, by each session waiting on the queue;
+--   drain           (1885823864, 1): held shared by a waking transaction
+--                   from before it looks for waiters until it commits.
 -- wake_pops takes drain, then looks at waiting(queue). wait_for_pushes
 -- takes waiting(queue), then drain exclusively, which waits until every
 -- transaction that looked before it has committed, and lets go at once.
--- So a push that found no waiter has committed before the waiter's first
--- look, which sees its messages; any later push finds the waiter.
+-- So when wait_for_pushes answers, every push that found no waiter has
+-- committed, and a look from then on sees its messages; every later push
+-- finds the waiter. (The gateway looks at once, and looks again when the
+-- wait is in place.)
 
 -- The advisory key of a queue's waiters (NULL: waiters on every queue).
 CREATE OR REPLACE FUNCTION pgcursor_internal.waiting_key(queue text)
