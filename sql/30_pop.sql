@@ -219,6 +219,28 @@ BEGIN
                           AND m.created_at > now() - seconds * interval '1 second');
 END $$;
 
+-- One claim of claim_batches: a partition's batch batch_start..batch_end,
+-- rank its place in the pop. (Created once: see sql/00_namespace.sql.)
+DO $$
+BEGIN
+    IF to_regtype('pgcursor_internal.pop_claim') IS NULL THEN
+        CREATE TYPE pgcursor_internal.pop_claim AS (
+            rank bigint, partition_id uuid, queue text, partition text,
+            batch_start bigint, batch_end bigint, retry_count integer);
+    END IF;
+END $$;
+
+-- claim_batches answered a table of pop_claim's columns before it answered
+-- pop_claim rows: a function's result type is replaced only by dropping it.
+DO $$
+BEGIN
+    IF (SELECT p.prorettype FROM pg_proc p
+         WHERE p.oid = to_regprocedure('pgcursor_internal.claim_batches(text[], text, text, integer, integer, uuid)'))
+       IS DISTINCT FROM 'pgcursor_internal.pop_claim'::regtype THEN
+        DROP FUNCTION IF EXISTS pgcursor_internal.claim_batches(text[], text, text, integer, integer, uuid);
+    END IF;
+END $$;
+
 -- Claims up to nparts partitions with deliverable messages (pending, past
 -- delayedProcessing, in a partition quiet for windowBuffer) and no live
 -- lease for the group, fairest first (queue priority, then least recently acked or
@@ -244,8 +266,7 @@ END $$;
 -- estimate of thousands of rows a group chose that, 2 ms).
 CREATE OR REPLACE FUNCTION pgcursor_internal.claim_batches(
     queues text[], pname text, grp text, batch integer, nparts integer, lease uuid)
-RETURNS TABLE (rank bigint, partition_id uuid, queue text, partition text,
-               batch_start bigint, batch_end bigint, retry_count integer)
+RETURNS SETOF pgcursor_internal.pop_claim
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 AS $$  -- plpgsql, not sql, only so the plan is cached (planning cost 3x the run)
 #variable_conflict use_column
@@ -315,17 +336,6 @@ BEGIN
     SELECT * FROM claimed ORDER BY rank;
 END $$;
 
--- One claim of claim_batches: a partition's batch batch_start..batch_end,
--- rank its place in the pop. (Created once: see sql/00_namespace.sql.)
-DO $$
-BEGIN
-    IF to_regtype('pgcursor_internal.pop_claim') IS NULL THEN
-        CREATE TYPE pgcursor_internal.pop_claim AS (
-            rank bigint, partition_id uuid, queue text, partition text,
-            batch_start bigint, batch_end bigint, retry_count integer);
-    END IF;
-END $$;
-
 -- What one pop claims, before pop_messages reads the messages: whether
 -- pops are paused (maintenance mode; then nothing else), the lease, the
 -- group, and the claims of claim_batches in claim order (empty: nothing
@@ -361,8 +371,7 @@ BEGIN
     LOOP
         made := CASE WHEN cardinality(pending) = 0 THEN 0
                      ELSE pgcursor_internal.add_claimable_cursors(pending, pname, grp, want) END;
-        claims := ARRAY(SELECT b::pgcursor_internal.pop_claim
-                          FROM pgcursor_internal.claim_batches(queues, pname, grp, batch, nparts, lease) b
+        claims := ARRAY(SELECT b FROM pgcursor_internal.claim_batches(queues, pname, grp, batch, nparts, lease) b
                          ORDER BY b.rank);
         EXIT WHEN cardinality(claims) > 0 OR made = 0;
         want := want * 2;

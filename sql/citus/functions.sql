@@ -309,13 +309,13 @@ END $$;
 -- with more of those than that, a pop may claim fewer than it could.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.claim_batches(
     queues text[], pname text, grp text, batch integer, nparts integer, lease uuid)
-RETURNS TABLE (rank bigint, partition_id uuid, queue text, partition text,
-               batch_start bigint, batch_end bigint, retry_count integer)
+RETURNS SETOF pgcursor_internal.pop_claim
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     cand  record;
     cur   pgcursor.cursors;
+    claim pgcursor_internal.pop_claim;
     take  bigint;
     left_ bigint := batch;
     n     bigint := 0;
@@ -385,14 +385,8 @@ BEGIN
              WHERE x.partition_id = cand.pid AND x.consumer_group = grp;
         END IF;
         n := n + 1;
-        rank := n;
-        partition_id := cand.pid;
-        queue := cand.qname;
-        partition := cand.pname;
-        batch_start := cur.cursor + 1;
-        batch_end := cur.cursor + take;
-        retry_count := cur.retry_count;
-        RETURN NEXT;
+        claim := ROW(n, cand.pid, cand.qname, cand.pname, cur.cursor + 1, cur.cursor + take, cur.retry_count);
+        RETURN NEXT claim;
         left_ := left_ - take;
         EXIT WHEN n >= nparts OR left_ <= 0;
     END LOOP;
