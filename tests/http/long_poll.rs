@@ -26,6 +26,17 @@ async fn push_one(gw: &Gateway, queue: &str) -> Instant {
     Instant::now()
 }
 
+/// A fresh queue whose Default partition holds message 1, consumed
+/// (autoAck) by the queue-mode group.
+async fn queue_with_one_message_consumed(gw: &Gateway, prefix: &str) -> String {
+    let queue = fresh_queue(prefix);
+    configure_queue(gw, &queue).await;
+    push_one(gw, &queue).await;
+    let (status, first) = get(gw, &format!("/api/v1/pop/queue/{queue}?autoAck=true")).await;
+    assert_eq!((status, offsets(&first)), (200, vec![1]), "{first}");
+    queue
+}
+
 /// Pushes while a pop waits; answers the pop and the push→answer latency.
 async fn wake_latency(gw: &Gateway, queue: &str, pop_path: String) -> (Value, Duration) {
     let waiting = start_pop(gw, pop_path);
@@ -56,11 +67,7 @@ async fn a_push_wakes_a_waiting_pop_at_once() {
 #[tokio::test]
 async fn a_push_into_an_existing_partition_wakes_a_waiting_pop_at_once() {
     let gw = Gateway::start().await;
-    let queue = fresh_queue("wake-again");
-    configure_queue(&gw, &queue).await;
-    push_one(&gw, &queue).await;
-    let (status, first) = get(&gw, &format!("/api/v1/pop/queue/{queue}?autoAck=true")).await;
-    assert_eq!((status, offsets(&first)), (200, vec![1]), "{first}");
+    let queue = queue_with_one_message_consumed(&gw, "wake-again").await;
     let path = format!("/api/v1/pop/queue/{queue}?wait=true&timeout=10000");
     let (answer, latency) = wake_latency(&gw, &queue, path).await;
     assert_eq!(offsets(&answer), vec![2]);
@@ -254,13 +261,9 @@ async fn waiting_pops_of_one_group_share_pushes_without_double_delivery() {
 #[tokio::test]
 async fn a_push_committed_after_a_pops_first_look_still_wakes_it() {
     let gw = Gateway::start().await;
-    let queue = fresh_queue("late-commit");
-    configure_queue(&gw, &queue).await;
     // The partition and the group's subscription exist already: a first
     // pop would wait for the push creating them, and see its message.
-    push_one(&gw, &queue).await;
-    let (status, first) = get(&gw, &format!("/api/v1/pop/queue/{queue}?autoAck=true")).await;
-    assert_eq!((status, offsets(&first)), (200, vec![1]), "{first}");
+    let queue = queue_with_one_message_consumed(&gw, "late-commit").await;
     let mut db = db().await;
     let push = db.transaction().await.unwrap();
     push.execute(
