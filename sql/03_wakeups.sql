@@ -70,13 +70,26 @@ BEGIN
 END $$;
 
 -- This session waits for pushes to `queue` (NULL: to every queue) from now
--- on; answers once every push that could have missed it has committed.
--- Call it after LISTEN pgcursor_push and before looking for messages.
--- Nests: each call needs its stop_waiting_for_pushes.
+-- on; answers once every push that could have missed it has committed
+-- (await_pushes_in_flight). Call it after LISTEN pgcursor_push and before
+-- looking for messages. Nests: each call needs its stop_waiting_for_pushes.
+-- The wait is taken first and kept even when the await then fails (a
+-- lock_timeout): await_pushes_in_flight again before relying on the look.
 CREATE OR REPLACE FUNCTION pgcursor.wait_for_pushes(queue text DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_advisory_lock_shared(1885823863, pgcursor_internal.waiting_key(queue));
+    PERFORM pgcursor.await_pushes_in_flight();
+END $$;
+
+-- Answers once every transaction that has looked for waiters (wake_pops)
+-- before this call has committed or rolled back: drain, taken exclusively
+-- and let go at once. Waking transactions that start meanwhile do not
+-- hold it up (they find drain asked for, and notify without looking).
+-- Under lock_timeout it gives up with 55P03 when one of them runs longer.
+CREATE OR REPLACE FUNCTION pgcursor.await_pushes_in_flight()
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
     PERFORM pg_advisory_lock(1885823864, 1);
     PERFORM pg_advisory_unlock(1885823864, 1);
 END $$;

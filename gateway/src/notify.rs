@@ -9,7 +9,9 @@
 //! when a queue gets its first waiter, `stop_waiting_for_pushes` after its
 //! last), and once a queue's wait is in place wakes that queue's waiters:
 //! a push that looked for waiters just before, and committed after their
-//! look, is then not missed. The connection comes back by itself, with
+//! look, is then not missed. (Such a push may stay open: the session
+//! waits for it at most 100 ms at a time, and delivers notifications in
+//! between.) The connection comes back by itself, with
 //! backoff, when PostgreSQL goes away; meanwhile waiters simply reach
 //! their timeout. After every (re)connect the waits are put in place again
 //! and everyone is woken once, since pushes made meanwhile were not heard.
@@ -27,6 +29,7 @@ use futures::stream::{self, StreamExt};
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 use tracing::{debug, info, warn};
 
@@ -202,78 +205,158 @@ fn listener_config(config: &Config) -> tokio_postgres::Config {
     pg
 }
 
+/// How long the listener's session waits at most for pushes in flight
+/// (`pgcursor.await_pushes_in_flight`) before it gives up for now: a
+/// backend waiting for a lock delivers no notification, and a transaction
+/// left open after a push would otherwise hold up every wake-up.
+const LISTENER_LOCK_TIMEOUT: &str = "SET lock_timeout = '100ms'";
+/// Then it tries again this much later, until those pushes are done.
+const DRAIN_RETRY: Duration = Duration::from_millis(100);
+
+/// What a call on the listener's session came to.
+enum Outcome {
+    Done,
+    /// 55P03: a push in flight outlasted the lock timeout.
+    PushesInFlight,
+    Failed,
+}
+
 /// Keeps PostgreSQL told which queues this gateway's pops wait on, on the
-/// listener's connection, one request at a time: a queue's wait is put in
+/// listener's session, one request at a time: a queue's wait is put in
 /// place when its first waiter comes and taken away after its last. Once
-/// in place (`wait_for_pushes` answered: every push that looked for
-/// waiters before has committed), the queue's waiters are woken to look
-/// again. On each (re)connect every wait is put in place on the new
-/// session and everyone is woken.
-async fn register_waits(
-    mut requests: mpsc::UnboundedReceiver<Registration>,
+/// a wait is in place and the pushes in flight before it have committed,
+/// the queue's waiters are woken to look again. On each (re)connect every
+/// wait is put in place on the new session and everyone is woken.
+struct Registrar {
+    /// How many waiting pops each interest has.
+    waiting: HashMap<Interest, usize>,
+    /// Waits in place whose pushes in flight have not all committed yet.
+    undrained: Vec<Interest>,
+    /// When to ask again whether they have.
+    next_drain: Instant,
+    client: Option<Arc<Client>>,
     sender: broadcast::Sender<Wake>,
-) {
-    let mut waiting: HashMap<Interest, usize> = HashMap::new();
-    let mut client: Option<Arc<Client>> = None;
-    while let Some(request) = requests.recv().await {
-        match request {
-            Registration::Wait(interest) => {
-                let count = waiting.entry(interest.clone()).or_insert(0);
-                *count += 1;
-                if *count == 1 && put_wait_in_place(&client, &interest).await {
-                    let _ = sender.send(interest.map_or(Wake::Everything, Wake::Queue));
+}
+
+impl Registrar {
+    async fn wait(&mut self, interest: Interest) {
+        let count = self.waiting.entry(interest.clone()).or_insert(0);
+        *count += 1;
+        if *count == 1 {
+            self.put_in_place(interest).await;
+        }
+    }
+
+    async fn stop(&mut self, interest: Interest) {
+        let Some(count) = self.waiting.get_mut(&interest) else {
+            return;
+        };
+        *count -= 1;
+        if *count == 0 {
+            self.waiting.remove(&interest);
+            let sql = "SELECT pgcursor.stop_waiting_for_pushes($1::text)";
+            self.call(sql, &[&interest.as_deref()]).await;
+        }
+    }
+
+    async fn connected(&mut self, listener: Arc<Client>) {
+        self.client = Some(listener);
+        self.undrained.clear();
+        let interests: Vec<Interest> = self.waiting.keys().cloned().collect();
+        for interest in interests {
+            self.put_in_place(interest).await;
+        }
+        let _ = self.sender.send(Wake::Everything);
+    }
+
+    /// `pgcursor.wait_for_pushes`: the wait is taken; its waiters are woken
+    /// now, or once the pushes still in flight are done (drain).
+    async fn put_in_place(&mut self, interest: Interest) {
+        let sql = "SELECT pgcursor.wait_for_pushes($1::text)";
+        match self.call(sql, &[&interest.as_deref()]).await {
+            Outcome::Done => self.wake(interest),
+            Outcome::PushesInFlight => {
+                if self.undrained.is_empty() {
+                    self.next_drain = Instant::now() + DRAIN_RETRY;
+                }
+                self.undrained.push(interest);
+            }
+            Outcome::Failed => {}
+        }
+    }
+
+    /// `pgcursor.await_pushes_in_flight`, for the waits in place that are
+    /// still waiting for it.
+    async fn drain(&mut self) {
+        match self
+            .call("SELECT pgcursor.await_pushes_in_flight()", &[])
+            .await
+        {
+            Outcome::Done => {
+                for interest in std::mem::take(&mut self.undrained) {
+                    self.wake(interest);
                 }
             }
-            Registration::Stop(interest) => {
-                let Some(count) = waiting.get_mut(&interest) else {
-                    continue;
-                };
-                *count -= 1;
-                if *count == 0 {
-                    waiting.remove(&interest);
-                    take_wait_away(&client, &interest).await;
-                }
+            Outcome::PushesInFlight | Outcome::Failed => {
+                self.next_drain = Instant::now() + DRAIN_RETRY;
             }
-            Registration::Connected(listener) => {
-                client = Some(listener);
-                for interest in waiting.keys() {
-                    put_wait_in_place(&client, interest).await;
-                }
-                let _ = sender.send(Wake::Everything);
+        }
+    }
+
+    fn wake(&self, interest: Interest) {
+        let _ = self
+            .sender
+            .send(interest.map_or(Wake::Everything, Wake::Queue));
+    }
+
+    /// Failed: no session (it is reconnecting, and every wait is put in
+    /// place again then), or an error.
+    async fn call(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Outcome {
+        let Some(session) = &self.client else {
+            return Outcome::Failed;
+        };
+        match session.execute(sql, params).await {
+            Ok(_) => Outcome::Done,
+            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Outcome::PushesInFlight,
+            Err(e) if session.is_closed() => {
+                debug!("push listener: {sql}: {}", error_detail(&e));
+                Outcome::Failed
+            }
+            Err(e) => {
+                // Pushes then do not notify this wait: its pops find their
+                // messages at their periodic re-check only.
+                warn!("push listener: {sql} failed: {}", error_detail(&e));
+                Outcome::Failed
             }
         }
     }
 }
 
-/// `pgcursor.wait_for_pushes(interest)` on the listener's session; false
-/// when there is none (it is reconnecting: then every wait is put in place
-/// again) or the call failed.
-async fn put_wait_in_place(client: &Option<Arc<Client>>, interest: &Interest) -> bool {
-    let sql = "SELECT pgcursor.wait_for_pushes($1::text)";
-    call_on_listener(client, sql, interest).await
-}
-
-/// `pgcursor.stop_waiting_for_pushes(interest)` on the listener's session.
-async fn take_wait_away(client: &Option<Arc<Client>>, interest: &Interest) {
-    let sql = "SELECT pgcursor.stop_waiting_for_pushes($1::text)";
-    call_on_listener(client, sql, interest).await;
-}
-
-async fn call_on_listener(client: &Option<Arc<Client>>, sql: &str, interest: &Interest) -> bool {
-    let Some(session) = client else {
-        return false;
+async fn register_waits(
+    mut requests: mpsc::UnboundedReceiver<Registration>,
+    sender: broadcast::Sender<Wake>,
+) {
+    let mut registrar = Registrar {
+        waiting: HashMap::new(),
+        undrained: Vec::new(),
+        next_drain: Instant::now(),
+        client: None,
+        sender,
     };
-    match session.execute(sql, &[&interest.as_deref()]).await {
-        Ok(_) => true,
-        Err(e) if session.is_closed() => {
-            debug!("push listener: {sql}: {}", error_detail(&e));
-            false
-        }
-        Err(e) => {
-            // Pushes then do not notify this wait: its pops find their
-            // messages at their periodic re-check only.
-            warn!("push listener: {sql} failed: {}", error_detail(&e));
-            false
+    loop {
+        let draining = !registrar.undrained.is_empty();
+        tokio::select! {
+            request = requests.recv() => match request {
+                Some(Registration::Wait(interest)) => registrar.wait(interest).await,
+                Some(Registration::Stop(interest)) => registrar.stop(interest).await,
+                Some(Registration::Connected(listener)) => registrar.connected(listener).await,
+                None => return,
+            },
+            _ = tokio::time::sleep_until(registrar.next_drain), if draining => registrar.drain().await,
         }
     }
 }
@@ -321,7 +404,11 @@ async fn listen_once(
     // Notifications only arrive while the connection is polled, and LISTEN
     // itself only completes while it is: drive both in one loop.
     let mut messages = stream::poll_fn(move |cx| connection.poll_message(cx));
-    let listen = client.batch_execute(LISTEN);
+    let session = client.clone();
+    let listen = async move {
+        session.batch_execute(LISTENER_LOCK_TIMEOUT).await?;
+        session.batch_execute(LISTEN).await
+    };
     tokio::pin!(listen);
     let mut listening = false;
     loop {

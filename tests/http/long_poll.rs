@@ -288,3 +288,55 @@ async fn a_push_committed_after_a_pops_first_look_still_wakes_it() {
         "woken {latency:?} after the commit"
     );
 }
+
+/// The listener's session delivers no notification while it waits for a
+/// lock. A transaction left open after a push holds up a new wait (it may
+/// have missed that push), but not the wake-ups of queues already waited
+/// on: the listener gives up waiting at its lock timeout and tries again.
+#[tokio::test]
+async fn a_push_left_open_holds_up_no_other_queues_wake_up() {
+    let gw = Gateway::start().await;
+    let other = fresh_queue("not-held-up");
+    configure_queue(&gw, &other).await;
+    let other_pop = start_pop(
+        &gw,
+        format!("/api/v1/pop/queue/{other}?wait=true&timeout=10000"),
+    );
+    let held = queue_with_one_message_consumed(&gw, "held-open").await;
+    let mut db = db().await;
+    let push = db.transaction().await.unwrap();
+    push.execute(
+        "SELECT count(*) FROM pgcursor.push_items(ARRAY[$1::text], ARRAY['\"held\"'::jsonb])",
+        &[&held],
+    )
+    .await
+    .unwrap();
+    let held_pop = start_pop(
+        &gw,
+        format!("/api/v1/pop/queue/{held}?wait=true&timeout=10000"),
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        !other_pop.is_finished() && !held_pop.is_finished(),
+        "the pops did not wait"
+    );
+
+    let pushed = push_one(&gw, &other).await;
+    let (status, answer, _) = other_pop.await.unwrap();
+    assert_eq!((status, offsets(&answer)), (200, vec![1]), "{answer}");
+    let latency = pushed.elapsed();
+    assert!(
+        latency < Duration::from_secs(1),
+        "woken {latency:?} after the push"
+    );
+
+    push.commit().await.unwrap();
+    let committed = Instant::now();
+    let (status, answer, _) = held_pop.await.unwrap();
+    assert_eq!((status, offsets(&answer)), (200, vec![2]), "{answer}");
+    let latency = committed.elapsed();
+    assert!(
+        latency < Duration::from_secs(1),
+        "woken {latency:?} after the commit"
+    );
+}

@@ -5,7 +5,7 @@
 -- end). This transaction looks for waiters itself only at the end: from
 -- then on it holds up every session starting to wait.
 BEGIN;
-SELECT plan(12);
+SELECT plan(15);
 \ir lib/dblink.sql
 CREATE FUNCTION pg_temp.on(session text, sql text) RETURNS void LANGUAGE sql AS $$
     SELECT FROM dblink(session, sql) AS t(x text)
@@ -83,7 +83,18 @@ SELECT is(pgcursor_internal.wake_pops(ARRAY['t13c']), '{t13c}'::text[],
 SELECT dblink_cancel_query('t13w');
 SELECT * FROM dblink_get_result('t13w', false) AS t(x text);  -- the cancelled wait
 SELECT * FROM dblink_get_result('t13w', false) AS t(x text);  -- (and the end of its results)
-SELECT pg_temp.on('t13w', $$SELECT pgcursor.stop_waiting_for_pushes('t13c')::text$$);
+
+-- Under lock_timeout (the gateway's listener: it delivers no notification
+-- while it waits for a lock) the await gives up with 55P03, and the wait
+-- stays taken.
+SELECT dblink_exec('t13w', $$SET lock_timeout = '100ms'$$);
+SELECT is((SELECT x FROM dblink('t13w', $q$SELECT coalesce((SELECT 'answered' FROM pgcursor.await_pushes_in_flight()), '')$q$,
+                                false) AS t(x text)),
+          NULL, 'await_pushes_in_flight gives up at lock_timeout while a waking transaction is open');
+SELECT is(dblink_error_message('t13w') LIKE '%lock timeout%', true, '... with a lock timeout error');
+SELECT pg_temp.on('t13w', $$SELECT pgcursor.stop_waiting_for_pushes('t13c')::text$$);  -- the cancelled wait's
+SELECT is(pgcursor_internal.wake_pops(ARRAY['t13c']), '{}'::text[],
+          'the wait taken before the cancelled await is given back by one stop');
 SELECT lives_ok($$SELECT pgcursor.stop_waiting_for_pushes('never-waited')$$,
                 'stopping a wait that was never started is harmless');
 
