@@ -103,18 +103,17 @@ impl PushWakeups {
 
     /// Subscribe BEFORE looking for messages: a push to `queue` (to any
     /// queue when `None`) committed after the look is then never missed.
-    /// The wait is in place in PostgreSQL while the Waiter lives.
+    /// The wait is put in place in PostgreSQL at the Waiter's first wait
+    /// (a pop that finds messages at once costs the listener nothing), and
+    /// taken away when it is dropped.
     pub fn subscribe(&self, queue: Option<&str>) -> Waiter {
-        let interest: Interest = queue.map(Arc::from);
-        let waiter = Waiter {
+        Waiter {
             receiver: self.sender.subscribe(),
             stopping: self.stopping.subscribe(),
-            interest: interest.clone(),
+            interest: queue.map(Arc::from),
             registrations: self.registrations.clone(),
-        };
-        // (Fails only when the registering task is gone: shutdown.)
-        let _ = self.registrations.send(Registration::Wait(interest));
-        waiter
+            registered: false,
+        }
     }
 
     /// Whether the listener is connected and listening right now.
@@ -155,13 +154,17 @@ pub struct Waiter {
     stopping: watch::Receiver<bool>,
     interest: Interest,
     registrations: mpsc::UnboundedSender<Registration>,
+    /// Whether its wait was asked for (at the first wait_for).
+    registered: bool,
 }
 
 impl Drop for Waiter {
     fn drop(&mut self) {
-        let _ = self
-            .registrations
-            .send(Registration::Stop(self.interest.take()));
+        if self.registered {
+            let _ = self
+                .registrations
+                .send(Registration::Stop(self.interest.take()));
+        }
     }
 }
 
@@ -169,7 +172,17 @@ impl Waiter {
     /// Waits for a push to its queue (to any queue when it has none) or
     /// until `until`, or until the server stops. True when woken by a push
     /// worth a new look.
+    /// The first wait puts the wait in place: a push that committed after
+    /// the first look, without seeing it, then wakes this waiter once the
+    /// wait is in place (register_waits).
     pub async fn wait_for(&mut self, until: Instant) -> bool {
+        if !self.registered {
+            self.registered = true;
+            // (Fails only when the registering task is gone: shutdown.)
+            let _ = self
+                .registrations
+                .send(Registration::Wait(self.interest.clone()));
+        }
         let queue = self.interest.as_deref();
         let (receiver, stopping) = (&mut self.receiver, &mut self.stopping);
         tokio::select! {
@@ -511,18 +524,28 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_waiter_registers_its_queue_while_it_lives() {
+    async fn a_waiter_registers_its_queue_from_its_first_wait_until_dropped() {
         let (w, mut requests) = wakeups();
-        let waiter = w.subscribe(Some("orders"));
-        let namespace = w.subscribe(None);
         let seen = |r: Registration| match r {
             Registration::Wait(i) => format!("wait {i:?}"),
             Registration::Stop(i) => format!("stop {i:?}"),
             Registration::Connected(_) => "connected".to_string(),
         };
+        let never_waits = w.subscribe(Some("orders"));
+        drop(never_waits);
+        assert!(
+            requests.try_recv().is_err(),
+            "a pop that never waits registers nothing"
+        );
+        let mut waiter = w.subscribe(Some("orders"));
+        let mut namespace = w.subscribe(None);
+        assert!(requests.try_recv().is_err());
+        waiter.wait_for(soon()).await;
+        namespace.wait_for(soon()).await;
+        waiter.wait_for(soon()).await;
         assert_eq!(seen(requests.try_recv().unwrap()), r#"wait Some("orders")"#);
         assert_eq!(seen(requests.try_recv().unwrap()), "wait None");
-        assert!(requests.try_recv().is_err());
+        assert!(requests.try_recv().is_err(), "once per waiter");
         drop(waiter);
         drop(namespace);
         assert_eq!(seen(requests.try_recv().unwrap()), r#"stop Some("orders")"#);
