@@ -10,8 +10,8 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::broker::{
-    age_messages, configure_queue, fresh_queue, get, messages, offsets, pop, post, push_n, request,
-    send,
+    age_messages, configure_queue, eventually, fresh_queue, get, messages, offsets, pop, post,
+    push_n, request, send,
 };
 
 /// Where the group stands on (queue, partition), straight from the database
@@ -480,5 +480,64 @@ async fn group_names_are_percent_decoded_and_stats_refresh_answers() {
         delete(&gw, "/api/v1/consumer-groups/lagging").await,
         (404, json!({"error": "no such route"})),
         "lagging is a literal segment for every method"
+    );
+}
+
+/// A group's first pop writes its subscriptions (in queue order), and a
+/// pop cancelled as a deadlock's victim is made again, as other calls are
+/// (on Citus, writers of the reference tables meet in distributed
+/// deadlocks). Here the test's transaction writes the group's
+/// subscription on the second queue, the pop writes the first and waits
+/// for the second, then the test writes the first: the pop waited first,
+/// so it is the one cancelled, and the gateway pops again once the test's
+/// transaction has committed.
+#[tokio::test]
+async fn a_pop_cancelled_as_a_deadlocks_victim_is_made_again() {
+    let gw = Gateway::start().await;
+    let ns = fresh_queue("cg-deadlock");
+    let (first, second) = (format!("{ns}-a"), format!("{ns}-b"));
+    for queue in [&first, &second] {
+        let body = json!({"queue": queue, "namespace": ns});
+        assert_eq!(post(&gw, "/api/v1/configure", &body).await.0, 200);
+        push_n(&gw, queue, "Default", 1).await;
+    }
+    let subscribe = "INSERT INTO pgcursor.subscriptions (consumer_group, queue, mode, cursor_rows)
+                     VALUES ('g', $1, 'all', 'pending')";
+    let mut holder = db().await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute(subscribe, &[&second]).await.unwrap();
+    let path = format!("/api/v1/pop?namespace={ns}&consumerGroup=g&batch=10&partitions=2");
+    let popping = tokio::spawn(send(client().get(gw.url(&path))));
+    eventually(
+        "the pop waits for the second subscription",
+        Duration::from_secs(10),
+        || async {
+            let waiting: i64 = db()
+                .await
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                      WHERE query LIKE '%pgcursor.pop_messages(%' AND wait_event_type = 'Lock'",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            waiting > 0
+        },
+    )
+    .await;
+    tx.execute(subscribe, &[&first]).await.unwrap();
+    tx.commit().await.unwrap();
+    let (status, answer) = popping.await.unwrap();
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        offsets(&answer),
+        vec![1, 1],
+        "both queues' message: {answer}"
+    );
+    assert!(
+        gw.stderr().contains("cancelled as a deadlock's victim"),
+        "the pop was cancelled once: {}",
+        gw.stderr()
     );
 }

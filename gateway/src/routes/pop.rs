@@ -21,7 +21,7 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
 use crate::minutes::{record, Target};
-use crate::routes::call::RawJson;
+use crate::routes::call::{again_after_deadlock, RawJson};
 use crate::routes::pop_answer::{micros_since_1970, Delivered, PopBatch, POP_MESSAGES_SQL};
 
 /// The longest a pop may wait; a larger `timeout` is capped to it (the queen
@@ -175,7 +175,10 @@ struct Look {
 
 async fn look(client: &Client, pop: &PopRequest) -> Result<Look, ApiError> {
     let statement = client.prepare_cached(POP_MESSAGES_SQL).await?;
-    let rows = client.query(&statement, &[&pop.arguments]).await?;
+    // (A group's first pop writes its subscription: on Citus such writers
+    // of the reference tables can be cancelled as a distributed deadlock.)
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&pop.arguments];
+    let rows = again_after_deadlock(POP_MESSAGES_SQL, || client.query(&statement, &params)).await?;
     let batch = PopBatch::from_rows(&rows)?;
     Ok(Look {
         settled: batch.paused || batch.partitions_claimed > 0,
