@@ -54,9 +54,11 @@ async fn configure_echoes_every_option_and_refuses_an_unknown_one() {
 async fn a_delayed_message_is_invisible_until_its_time_then_delivered_in_order() {
     let gw = Gateway::start().await;
     let queue = fresh_queue("delay");
-    configure(&gw, &queue, json!({"delayedProcessing": 2})).await;
+    // Each look comes about 2 s before or after a message is due, so that
+    // a slow machine (a first pop on Citus) does not move it across.
+    configure(&gw, &queue, json!({"delayedProcessing": 4})).await;
     push_n(&gw, &queue, "Default", 1).await;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    tokio::time::sleep(Duration::from_millis(2000)).await;
     let (_, second) = post(
         &gw,
         "/api/v1/push",
@@ -69,7 +71,7 @@ async fn a_delayed_message_is_invisible_until_its_time_then_delivered_in_order()
         messages(&pop(&gw, &queue, "batch=10").await).is_empty(),
         "both still delayed"
     );
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    tokio::time::sleep(Duration::from_millis(2100)).await;
     let first = pop(&gw, &queue, "batch=10").await;
     assert_eq!(
         offsets(&first),
@@ -81,7 +83,7 @@ async fn a_delayed_message_is_invisible_until_its_time_then_delivered_in_order()
         messages(&pop(&gw, &queue, "batch=10").await).is_empty(),
         "the second is not due yet"
     );
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    tokio::time::sleep(Duration::from_millis(2200)).await;
     assert_eq!(offsets(&pop(&gw, &queue, "batch=10").await), vec![2]);
 }
 
