@@ -21,7 +21,7 @@
 //! long-polls waiting for a 30 s timeout: they answer what they have.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,6 +75,9 @@ pub struct PushWakeups {
     stopping: watch::Sender<bool>,
     /// True while the listener's LISTEN is in effect (a metrics gauge).
     listening: Arc<AtomicBool>,
+    /// How many queues (every queue counting as one) this gateway's pops
+    /// wait on right now (a metrics gauge).
+    waits: Arc<AtomicUsize>,
 }
 
 impl PushWakeups {
@@ -90,12 +93,14 @@ impl PushWakeups {
             registrations.clone(),
             listening.clone(),
         ));
-        tokio::spawn(register_waits(requests, sender.clone()));
+        let waits = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(register_waits(requests, sender.clone(), waits.clone()));
         let wakeups = PushWakeups {
             sender,
             registrations,
             stopping: watch::Sender::new(false),
             listening,
+            waits,
         };
         tokio::spawn(stop_waiting_on_signal(wakeups.clone()));
         wakeups
@@ -119,6 +124,12 @@ impl PushWakeups {
     /// Whether the listener is connected and listening right now.
     pub fn is_listening(&self) -> bool {
         self.listening.load(Ordering::Relaxed)
+    }
+
+    /// How many queues this gateway's waiting pops wait on (a namespace or
+    /// task pop's "every queue" counting as one): pushes to those notify.
+    pub fn queues_waited_on(&self) -> usize {
+        self.waits.load(Ordering::Relaxed)
     }
 
     /// Ends every wait, now and later.
@@ -243,6 +254,8 @@ enum Outcome {
 struct Registrar {
     /// How many waiting pops each interest has.
     waiting: HashMap<Interest, usize>,
+    /// waiting.len(), for the metrics.
+    waits: Arc<AtomicUsize>,
     /// Waits in place whose pushes in flight have not all committed yet.
     undrained: Vec<Interest>,
     /// When to ask again whether they have.
@@ -256,6 +269,7 @@ impl Registrar {
         let count = self.waiting.entry(interest.clone()).or_insert(0);
         *count += 1;
         if *count == 1 {
+            self.waits.store(self.waiting.len(), Ordering::Relaxed);
             self.put_in_place(interest).await;
         }
     }
@@ -267,6 +281,7 @@ impl Registrar {
         *count -= 1;
         if *count == 0 {
             self.waiting.remove(&interest);
+            self.waits.store(self.waiting.len(), Ordering::Relaxed);
             let sql = "SELECT pgcursor.stop_waiting_for_pushes($1::text)";
             self.call(sql, &[&interest.as_deref()]).await;
         }
@@ -352,9 +367,11 @@ impl Registrar {
 async fn register_waits(
     mut requests: mpsc::UnboundedReceiver<Registration>,
     sender: broadcast::Sender<Wake>,
+    waits: Arc<AtomicUsize>,
 ) {
     let mut registrar = Registrar {
         waiting: HashMap::new(),
+        waits,
         undrained: Vec::new(),
         next_drain: Instant::now(),
         client: None,
@@ -460,6 +477,7 @@ mod tests {
             registrations,
             stopping: watch::Sender::new(false),
             listening: Arc::new(AtomicBool::new(false)),
+            waits: Arc::new(AtomicUsize::new(0)),
         };
         (w, requests)
     }

@@ -12,10 +12,12 @@ use pgcursor_tests::{client, Gateway, PrivateCluster};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::broker::{configure_queue, fresh_queue, get, messages, pop, post, push_n, request};
+use crate::broker::{
+    configure_queue, eventually, fresh_queue, get, messages, pop, post, push_n, request,
+};
 
 /// (family, type) of everything a scrape shows with a database behind it.
-const FAMILIES: [(&str, &str); 34] = [
+const FAMILIES: [(&str, &str); 35] = [
     ("queen_uptime_seconds", "gauge"),
     ("queen_process_resident_memory_bytes", "gauge"),
     ("queen_process_virtual_memory_bytes", "gauge"),
@@ -25,6 +27,7 @@ const FAMILIES: [(&str, &str); 34] = [
     ("pgcursor_db_pool_max_size", "gauge"),
     ("pgcursor_db_pool_waiters", "gauge"),
     ("pgcursor_notify_listener_up", "gauge"),
+    ("pgcursor_push_waits", "gauge"),
     ("queen_maintenance_mode_enabled", "gauge"),
     ("pgcursor_pop_maintenance_mode_enabled", "gauge"),
     ("pgcursor_http_requests_total", "counter"),
@@ -505,4 +508,29 @@ fn assert_process_families_only(exposition: &Exposition, what: &str) {
     for family in DATABASE_FAMILIES {
         assert!(!exposition.has(family), "{family} with {what}");
     }
+}
+
+/// pgcursor_push_waits: the queues this gateway's pops wait on, each
+/// counted once however many pops wait on it, while they wait.
+#[tokio::test]
+async fn push_waits_count_the_queues_waited_on() {
+    let gw = Gateway::start().await;
+    let (a, b) = (fresh_queue("waits-a"), fresh_queue("waits-b"));
+    let mut pops = Vec::new();
+    for queue in [&a, &a, &b] {
+        configure_queue(&gw, queue).await;
+        let url = gw.url(&format!("/api/v1/pop/queue/{queue}?wait=true&timeout=1500"));
+        pops.push(tokio::spawn(async move { client().get(url).send().await }));
+    }
+    eventually("two queues waited on", Duration::from_secs(5), || async {
+        scrape(&gw).await.value("pgcursor_push_waits", &[]) == 2.0
+    })
+    .await;
+    for p in pops {
+        assert_eq!(p.await.unwrap().unwrap().status().as_u16(), 200);
+    }
+    eventually("no queue waited on", Duration::from_secs(5), || async {
+        scrape(&gw).await.value("pgcursor_push_waits", &[]) == 0.0
+    })
+    .await;
 }

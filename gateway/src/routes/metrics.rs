@@ -165,6 +165,11 @@ fn process_gauges(state: &AppState) {
         gauge!("pgcursor_notify_listener_up"),
         f64::from(u8::from(state.wakeups.is_listening())),
     );
+    describe_gauge!(
+        "pgcursor_push_waits",
+        "Queues this gateway's waiting pops wait on (a namespace or task pop's every queue counts as one): pushes to them notify"
+    );
+    set(gauge!("pgcursor_push_waits"), state.wakeups.queues_waited_on() as f64);
 }
 
 fn database_families(s: &Snapshot) {
