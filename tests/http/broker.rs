@@ -116,6 +116,25 @@ where
     }
 }
 
+/// Until a statement `LIKE` `query` waits for a lock in the database's
+/// pg_stat_activity (10 s at most): a test holding a lock lets the call
+/// reach it before taking its second lock.
+pub async fn until_waiting_for_a_lock(what: &str, query: &str) {
+    eventually(what, Duration::from_secs(10), || async {
+        let waiting: i64 = db()
+            .await
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE $1 AND wait_event_type = 'Lock'",
+                &[&query],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        waiting > 0
+    })
+    .await;
+}
+
 /// The keys of a JSON object.
 pub fn keys(value: &Value) -> BTreeSet<&str> {
     value

@@ -10,8 +10,8 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::broker::{
-    age_messages, configure_queue, eventually, fresh_queue, get, messages, offsets, pop, post,
-    push_n, request, send,
+    age_messages, configure_queue, fresh_queue, get, messages, offsets, pop, post, push_n, request,
+    send, until_waiting_for_a_lock,
 };
 
 /// Where the group stands on (queue, partition), straight from the database
@@ -508,22 +508,9 @@ async fn a_pop_cancelled_as_a_deadlocks_victim_is_made_again() {
     tx.execute(subscribe, &[&second]).await.unwrap();
     let path = format!("/api/v1/pop?namespace={ns}&consumerGroup=g&batch=10&partitions=2");
     let popping = tokio::spawn(send(client().get(gw.url(&path))));
-    eventually(
+    until_waiting_for_a_lock(
         "the pop waits for the second subscription",
-        Duration::from_secs(10),
-        || async {
-            let waiting: i64 = db()
-                .await
-                .query_one(
-                    "SELECT count(*) FROM pg_stat_activity
-                      WHERE query LIKE '%pgcursor.pop_messages(%' AND wait_event_type = 'Lock'",
-                    &[],
-                )
-                .await
-                .unwrap()
-                .get(0);
-            waiting > 0
-        },
+        "%pgcursor.pop_messages(%",
     )
     .await;
     tx.execute(subscribe, &[&first]).await.unwrap();

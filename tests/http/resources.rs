@@ -3,13 +3,14 @@
 //! DELETE /api/v1/resources/queues/{queue}.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use pgcursor_tests::{client, db, Gateway};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::broker::{ack_all, eventually, fresh_queue, get, keys, pop, post, push_n, send};
+use crate::broker::{
+    ack_all, fresh_queue, get, keys, pop, post, push_n, send, until_waiting_for_a_lock,
+};
 
 const OPTION_KEYS: [&str; 14] = [
     "leaseTime",
@@ -210,22 +211,9 @@ async fn a_call_cancelled_as_a_deadlocks_victim_is_made_again() {
     tx.execute(lock, &[&ids[1]]).await.unwrap();
     let path = format!("/api/v1/resources/queues/{queue}");
     let delete = tokio::spawn(send(client().delete(gw.url(&path))));
-    eventually(
+    until_waiting_for_a_lock(
         "the delete waits for the second partition",
-        Duration::from_secs(10),
-        || async {
-            let waiting: i64 = db()
-                .await
-                .query_one(
-                    "SELECT count(*) FROM pg_stat_activity
-                      WHERE query LIKE 'SELECT pgcursor.delete_queue(%' AND wait_event_type = 'Lock'",
-                    &[],
-                )
-                .await
-                .unwrap()
-                .get(0);
-            waiting > 0
-        },
+        "SELECT pgcursor.delete_queue(%",
     )
     .await;
     tx.execute(lock, &[&ids[0]]).await.unwrap();
