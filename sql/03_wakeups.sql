@@ -55,8 +55,8 @@ DECLARE
     woken text[];
     drained boolean;
 BEGIN
-    -- drain, (1885823864, 1), shared till commit, before looking; if a
-    -- waiter holds it right now, notify without looking.
+    -- drain, (1885823864, 1), shared till commit, before looking; when a
+    -- new wait holds it or asks for it right now, notify without looking.
     drained := pg_try_advisory_xact_lock_shared(1885823864, 1);
     IF NOT drained OR pgcursor_internal.waiting_key_held(pgcursor_internal.waiting_key(NULL)) THEN
         woken := ARRAY(SELECT DISTINCT q FROM unnest(queues) q ORDER BY q);
@@ -65,7 +65,9 @@ BEGIN
                         WHERE pgcursor_internal.waiting_key_held(pgcursor_internal.waiting_key(q))
                         ORDER BY q);
     END IF;
-    PERFORM pg_notify('pgcursor_push', q) FROM unnest(woken) q;
+    IF cardinality(woken) > 0 THEN  -- (the usual push: no statement more)
+        PERFORM pg_notify('pgcursor_push', q) FROM unnest(woken) q;
+    END IF;
     RETURN woken;
 END $$;
 
