@@ -53,18 +53,17 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.wake_pops(queues text[])
 RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
     woken text[];
-    drained boolean;
+    every boolean;  -- notify every queue, without looking at each
 BEGIN
     -- drain, (1885823864, 1), shared till commit, before looking; when a
     -- new wait holds it or asks for it right now, notify without looking.
-    drained := pg_try_advisory_xact_lock_shared(1885823864, 1);
-    IF NOT drained OR pgcursor_internal.waiting_key_held(pgcursor_internal.waiting_key(NULL)) THEN
-        woken := ARRAY(SELECT DISTINCT q FROM unnest(queues) q ORDER BY q);
-    ELSE
-        woken := ARRAY(SELECT DISTINCT q FROM unnest(queues) q
-                        WHERE pgcursor_internal.waiting_key_held(pgcursor_internal.waiting_key(q))
-                        ORDER BY q);
+    every := NOT pg_try_advisory_xact_lock_shared(1885823864, 1);
+    IF NOT every THEN  -- (drain first: only then may it look)
+        every := pgcursor_internal.waiting_key_held(pgcursor_internal.waiting_key(NULL));
     END IF;
+    woken := ARRAY(SELECT DISTINCT q FROM unnest(queues) q
+                    WHERE every OR pgcursor_internal.waiting_key_held(pgcursor_internal.waiting_key(q))
+                    ORDER BY q);
     IF cardinality(woken) > 0 THEN  -- (the usual push: no statement more)
         PERFORM pg_notify('pgcursor_push', q) FROM unnest(woken) q;
     END IF;
