@@ -7,6 +7,10 @@ use actix_web::error::JsonPayloadError;
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
 use actix_web::{web, App, HttpMessage, HttpRequest, HttpResponse, HttpServer};
+use std::ops::Deref;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
 use deadpool_postgres::Pool;
 use futures::future::{ready, Either};
 use serde_json::json;
@@ -18,9 +22,16 @@ use crate::db::{self, BootstrapError};
 use crate::error::ApiError;
 use crate::routes;
 
-/// What every handler can reach through `web::Data<AppState>`.
+/// What every handler can reach through `web::Data<AppState>`: its HTTP
+/// worker's connections, and (through `Deref`) what all workers share.
 pub struct AppState {
+    /// This worker's share of PGCURSOR_POOL_SIZE, driven on its own thread.
     pub pool: Pool,
+    shared: Arc<Shared>,
+}
+
+/// What every HTTP worker shares.
+pub struct Shared {
     pub config: Config,
     pub auth: Auth,
     pub wakeups: crate::notify::PushWakeups,
@@ -29,6 +40,52 @@ pub struct AppState {
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     /// Whether pushes and acks go through Citus's delegated functions.
     pub deployment: db::Deployment,
+    /// Every worker's pool, by worker index.
+    pools: Mutex<Vec<Option<Pool>>>,
+}
+
+impl Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+impl AppState {
+    /// Worker `index`'s state: a pool of its share of the connections, built
+    /// here, on the worker's thread, so its connections are driven there.
+    fn for_worker(shared: Arc<Shared>, index: usize) -> AppState {
+        let pool = db::pool(&shared.config, shared.config.pool_share(index));
+        let mut pools = shared.pools.lock().unwrap_or_else(PoisonError::into_inner);
+        // A worker actix restarts takes its index, and its place, again.
+        pools[index] = Some(pool.clone());
+        drop(pools);
+        AppState { pool, shared }
+    }
+}
+
+impl Shared {
+    /// Every worker's pool added up: the gateway's request connections as
+    /// one pool.
+    pub fn pool_status(&self) -> deadpool_postgres::Status {
+        let pools = self.pools.lock().unwrap_or_else(PoisonError::into_inner);
+        let each = pools.iter().flatten().map(Pool::status);
+        each.fold(
+            deadpool_postgres::Status {
+                max_size: 0,
+                size: 0,
+                available: 0,
+                waiting: 0,
+            },
+            |sum, one| deadpool_postgres::Status {
+                max_size: sum.max_size + one.max_size,
+                size: sum.size + one.size,
+                available: sum.available + one.available,
+                waiting: sum.waiting + one.waiting,
+            },
+        )
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,8 +140,9 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
     let limit = config.max_body_bytes;
     let metrics = crate::metrics::install();
     spawn_metrics_upkeep(metrics.clone());
-    let state = web::Data::new(AppState {
-        pool: db::pool(&config),
+    let workers = config.workers();
+    let shared = Arc::new(Shared {
+        pools: Mutex::new(vec![None; workers]),
         metrics,
         deployment,
         wakeups: crate::notify::PushWakeups::start(&config),
@@ -92,12 +150,16 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
         config,
         auth,
     });
-    crate::housekeeping::spawn(state.pool.clone(), state.config.housekeeping_interval());
-    crate::minutes::spawn(state.pool.clone(), state.config.stats_flush_interval());
-    let pool = state.pool.clone();
+    // The clocks' own connection, and the last flush's after the workers stop.
+    let background = db::pool(&shared.config, 1);
+    crate::housekeeping::spawn(background.clone(), shared.config.housekeeping_interval());
+    crate::minutes::spawn(background.clone(), shared.config.stats_flush_interval());
+    let next_worker = Arc::new(AtomicUsize::new(0));
     let server = HttpServer::new(move || {
+        let index = next_worker.fetch_add(1, Ordering::Relaxed) % workers;
+        let state = web::Data::new(AppState::for_worker(shared.clone(), index));
         App::new()
-            .app_data(state.clone())
+            .app_data(state)
             .app_data(web::PayloadConfig::new(limit))
             .app_data(
                 web::JsonConfig::default()
@@ -142,13 +204,14 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
             })
             .configure(configure)
     })
+    .workers(workers)
     .shutdown_timeout(10)
     .bind(bind)
     .map_err(|source| StartupError::Bind { bind, source })?;
     info!("listening on http://{bind}");
     let served = server.run().await.map_err(StartupError::Serve);
     // What was counted since the last flush would otherwise die with the process.
-    if let Err(why) = crate::minutes::flush(&pool).await {
+    if let Err(why) = crate::minutes::flush(&background).await {
         warn!("flushing the gateway's per-minute figures at shutdown failed: {why}");
     }
     served

@@ -8,12 +8,13 @@ use openmetrics_parser::prometheus::parse_prometheus;
 use openmetrics_parser::{MetricFamily, MetricsExposition, PrometheusType, PrometheusValue};
 use std::time::{Duration, Instant};
 
-use pgcursor_tests::{client, Gateway, PrivateCluster};
+use pgcursor_tests::{client, database_url, db, Gateway, GatewayConfig, PrivateCluster};
 use reqwest::Method;
 use serde_json::{json, Value};
+use uuid::Uuid;
 
 use crate::broker::{
-    configure_queue, eventually, fresh_queue, get, messages, pop, post, push_n, request,
+    configure_queue, eventually, fresh_queue, get, messages, pop, post, push_n, request, send,
 };
 
 /// (family, type) of everything a scrape shows with a database behind it.
@@ -533,4 +534,68 @@ async fn push_waits_count_the_queues_waited_on() {
         scrape(&gw).await.value("pgcursor_push_waits", &[]) == 0.0
     })
     .await;
+}
+
+/// PGCURSOR_POOL_SIZE is the gateway's request connections in all: its HTTP
+/// workers share them out (here 2 and 1), and each worker's requests wait
+/// for its own. Pushes held up by a lock on their queue's row show how many
+/// connections the gateway opened for them.
+#[tokio::test]
+async fn the_http_workers_share_out_the_pool() {
+    let sessions = format!("pool-share-{}", Uuid::now_v7());
+    let url = format!("{}?application_name={sessions}", database_url());
+    let gw = GatewayConfig::new()
+        .database_url(&url)
+        .pool_size(3)
+        .env("PGCURSOR_HTTP_WORKERS", "2")
+        .start()
+        .await;
+    assert_eq!(
+        scrape(&gw).await.value("pgcursor_db_pool_max_size", &[]),
+        3.0
+    );
+    let queue = fresh_queue("pool-share");
+    // With a maxSize, every push locks its queue's row to count the room.
+    let options = json!({"queue": queue, "options": {"maxSize": 1000}});
+    let (status, body) = post(&gw, "/api/v1/configure", &options).await;
+    assert_eq!(status, 200, "{body}");
+    let mut holder = db().await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute(
+        "SELECT FROM pgcursor.queues WHERE name = $1 FOR UPDATE",
+        &[&queue],
+    )
+    .await
+    .unwrap();
+    let pushes: Vec<_> = (0..12)
+        .map(|i| {
+            let items = json!({"items": [{"queue": queue, "payload": {"i": i}}]});
+            tokio::spawn(send(client().post(gw.url("/api/v1/push")).json(&items)))
+        })
+        .collect();
+    let held_up = || async {
+        db().await
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                  WHERE application_name = $1 AND wait_event_type = 'Lock'",
+                &[&sessions],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    eventually(
+        "both workers' connections wait",
+        Duration::from_secs(10),
+        || async { held_up().await == 3 },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(held_up().await, 3, "no more connections than the pool's 3");
+    assert_eq!(scrape(&gw).await.value("queen_db_pool_active", &[]), 3.0);
+    tx.commit().await.unwrap();
+    for push in pushes {
+        let (status, body) = push.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
 }

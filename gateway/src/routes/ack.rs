@@ -371,14 +371,14 @@ pub fn partition_lanes(groups: Vec<Vec<&AckItem>>) -> Vec<Vec<Vec<&AckItem>>> {
 }
 
 /// Runs every group: the lanes of different partitions concurrently (at most
-/// pool-size at once, so one huge batch cannot take every connection), the
+/// the worker's connections at once, so one huge batch cannot take them all), the
 /// groups of one lane in order. 503 only when no group got a connection.
 async fn run_groups<'a>(
     state: &AppState,
     request: &'a AckRequest,
 ) -> Result<Outcomes<'a>, ApiError> {
     let lanes = partition_lanes(group_items(&request.items));
-    let limit = state.config.pool_size.max(1);
+    let limit = state.pool.status().max_size.max(1);
     let consumer_group = request.consumer_group.as_deref();
     let outcomes: Outcomes = stream::iter(lanes)
         .map(|lane| async move {

@@ -146,7 +146,7 @@ fn process_gauges(state: &AppState) {
         set(gauge!("queen_process_resident_memory_bytes"), rss as f64);
         set(gauge!("queen_process_virtual_memory_bytes"), virt as f64);
     }
-    let pool = state.pool.status();
+    let pool = state.pool_status();
     describe_gauge!("queen_db_pool_size", "Database connections open in the pool");
     describe_gauge!("queen_db_pool_idle", "Pool connections open and not checked out");
     describe_gauge!("queen_db_pool_active", "Pool connections checked out by a request");
@@ -282,7 +282,7 @@ async fn json_metrics(state: web::Data<AppState>) -> HttpResponse {
             0.0
         }
     };
-    let pool = state.pool.status();
+    let pool = state.pool_status();
     let rss = crate::metrics::memory().map_or(0, |(rss, _)| rss);
     HttpResponse::Ok().json(json!({
         "uptime": uptime.floor() as u64,
