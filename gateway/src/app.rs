@@ -1,5 +1,9 @@
 //! The HTTP application: shared state, route mounting, JSON errors, serving.
 
+use std::ops::Deref;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
 use actix_web::body::MessageBody;
 use actix_web::dev::Service;
 use actix_web::dev::ServiceResponse;
@@ -7,10 +11,6 @@ use actix_web::error::JsonPayloadError;
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
 use actix_web::{web, App, HttpMessage, HttpRequest, HttpResponse, HttpServer};
-use std::ops::Deref;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-
 use deadpool_postgres::Pool;
 use futures::future::{ready, Either};
 use serde_json::json;
