@@ -19,6 +19,11 @@ fn start_pop(gw: &Gateway, path: String) -> tokio::task::JoinHandle<(u16, Value,
     })
 }
 
+/// The path of a pop on `queue` that waits up to 10 s for a message.
+fn long_poll(queue: &str) -> String {
+    format!("/api/v1/pop/queue/{queue}?wait=true&timeout=10000")
+}
+
 async fn push_one(gw: &Gateway, queue: &str) -> Instant {
     let body = json!({"items": [{"queue": queue, "payload": "wake up"}]});
     let (status, answer) = post(gw, "/api/v1/push", &body).await;
@@ -54,8 +59,7 @@ async fn a_push_wakes_a_waiting_pop_at_once() {
     let gw = Gateway::start().await;
     let queue = fresh_queue("wake");
     configure_queue(&gw, &queue).await;
-    let path = format!("/api/v1/pop/queue/{queue}?wait=true&timeout=10000");
-    let (answer, latency) = wake_latency(&gw, &queue, path).await;
+    let (answer, latency) = wake_latency(&gw, &queue, long_poll(&queue)).await;
     println!("push -> waiting pop answered in {} ms", latency.as_millis());
     assert_eq!(offsets(&answer), vec![1]);
     assert!(latency < Duration::from_secs(1), "{latency:?}");
@@ -68,8 +72,7 @@ async fn a_push_wakes_a_waiting_pop_at_once() {
 async fn a_push_into_an_existing_partition_wakes_a_waiting_pop_at_once() {
     let gw = Gateway::start().await;
     let queue = queue_with_one_message_consumed(&gw, "wake-again").await;
-    let path = format!("/api/v1/pop/queue/{queue}?wait=true&timeout=10000");
-    let (answer, latency) = wake_latency(&gw, &queue, path).await;
+    let (answer, latency) = wake_latency(&gw, &queue, long_poll(&queue)).await;
     assert_eq!(offsets(&answer), vec![2]);
     assert!(latency < Duration::from_secs(1), "{latency:?}");
 }
@@ -191,8 +194,7 @@ async fn long_polls_outlive_a_database_outage_and_wake_again_after_it() {
 
     cluster.start_again();
     wait_for_listener(&cluster).await;
-    let path = format!("/api/v1/pop/queue/{queue}?wait=true&timeout=10000");
-    let (answer, latency) = wake_latency(&gw, &queue, path).await;
+    let (answer, latency) = wake_latency(&gw, &queue, long_poll(&queue)).await;
     assert_eq!(messages(&answer).len(), 1);
     assert!(latency < Duration::from_secs(1), "{latency:?}");
 }
@@ -266,10 +268,7 @@ async fn a_push_committed_after_a_pops_first_look_still_wakes_it() {
     let queue = queue_with_one_message_consumed(&gw, "late-commit").await;
     let mut db = db().await;
     let push = push_left_open(&mut db, &queue).await;
-    let waiting = start_pop(
-        &gw,
-        format!("/api/v1/pop/queue/{queue}?wait=true&timeout=10000"),
-    );
+    let waiting = start_pop(&gw, long_poll(&queue));
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(!waiting.is_finished(), "the pop did not wait");
     commit_and_expect_wake(push, waiting).await;
@@ -284,17 +283,11 @@ async fn a_push_left_open_holds_up_no_other_queues_wake_up() {
     let gw = Gateway::start().await;
     let other = fresh_queue("not-held-up");
     configure_queue(&gw, &other).await;
-    let other_pop = start_pop(
-        &gw,
-        format!("/api/v1/pop/queue/{other}?wait=true&timeout=10000"),
-    );
+    let other_pop = start_pop(&gw, long_poll(&other));
     let held = queue_with_one_message_consumed(&gw, "held-open").await;
     let mut db = db().await;
     let push = push_left_open(&mut db, &held).await;
-    let held_pop = start_pop(
-        &gw,
-        format!("/api/v1/pop/queue/{held}?wait=true&timeout=10000"),
-    );
+    let held_pop = start_pop(&gw, long_poll(&held));
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(
         !other_pop.is_finished() && !held_pop.is_finished(),
