@@ -518,8 +518,9 @@ END $$;
 -- minute, hour or day) of [since, upto), for the intervals with any. The
 -- window is one offset range (created_offsets), read along the primary
 -- key. Its own function of the partition's id, as listed_messages, so
--- that on Citus it goes to the partition's shard. enable_seqscan = off: planned while messages was
--- empty, a plan would read the whole table once it had filled.
+-- that on Citus it goes to the partition's shard. enable_seqscan = off:
+-- planned while messages was empty, a plan would read the whole table once
+-- it had filled.
 CREATE OR REPLACE FUNCTION pgcursor_internal.created_per_interval(
     pid uuid, since timestamptz, upto timestamptz, unit text)
 RETURNS TABLE (at timestamptz, n bigint) LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
