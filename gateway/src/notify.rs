@@ -30,6 +30,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 use tracing::{debug, info, warn};
 
@@ -283,7 +284,7 @@ impl Registrar {
             self.waiting.remove(&interest);
             self.waits.store(self.waiting.len(), Ordering::Relaxed);
             let sql = "SELECT pgcursor.stop_waiting_for_pushes($1::text)";
-            self.call(sql, &[&interest.as_deref()]).await;
+            self.call(sql, &[(&interest.as_deref(), Type::TEXT)]).await;
         }
     }
 
@@ -301,7 +302,7 @@ impl Registrar {
     /// now, or once the pushes still in flight are done (drain).
     async fn put_in_place(&mut self, interest: Interest) {
         let sql = "SELECT pgcursor.wait_for_pushes($1::text)";
-        match self.call(sql, &[&interest.as_deref()]).await {
+        match self.call(sql, &[(&interest.as_deref(), Type::TEXT)]).await {
             Outcome::Done => self.wake(interest),
             Outcome::PushesInFlight => {
                 if self.undrained.is_empty() {
@@ -338,16 +339,13 @@ impl Registrar {
     }
 
     /// Failed: no session (it is reconnecting, and every wait is put in
-    /// place again then), or an error.
-    async fn call(
-        &self,
-        sql: &str,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    ) -> Outcome {
+    /// place again then), or an error. (Typed parameters: one round trip,
+    /// where `execute` would first prepare the statement in one of its own.)
+    async fn call(&self, sql: &str, params: &[(&(dyn ToSql + Sync), Type)]) -> Outcome {
         let Some(session) = &self.client else {
             return Outcome::Failed;
         };
-        match session.execute(sql, params).await {
+        match session.execute_typed(sql, params).await {
             Ok(_) => Outcome::Done,
             Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Outcome::PushesInFlight,
             Err(e) if session.is_closed() => {
