@@ -309,14 +309,13 @@ BEGIN
         ORDER BY q.priority DESC, greatest(c.last_ack_at, c.lease_expires_at) NULLS FIRST, c.partition_id
         LIMIT nparts
         FOR UPDATE OF c SKIP LOCKED
-    ), ranked AS (
-        SELECT l.*, row_number() OVER (ORDER BY l.priority DESC, l.last_served NULLS FIRST, l.partition_id) AS rank
+    ), alloc AS (  -- rank: the claim's place; take: what is left of batch for it
+        SELECT l.*, row_number() OVER fairest AS rank,
+               least(l.head - l.cursor,
+                     batch - coalesce(sum(l.head - l.cursor) OVER (
+                         fairest ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::bigint AS take
         FROM locked l
-    ), alloc AS (
-        SELECT r.*, least(r.head - r.cursor,
-                          batch - coalesce(sum(r.head - r.cursor) OVER (
-                              ORDER BY r.rank ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::bigint AS take
-        FROM ranked r
+        WINDOW fairest AS (ORDER BY l.priority DESC, l.last_served NULLS FIRST, l.partition_id)
     ), claimed AS (
         UPDATE pgcursor.cursors c SET
             lease_id         = lease,
