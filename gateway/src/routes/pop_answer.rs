@@ -122,8 +122,9 @@ impl<'a> PopBatch<'a> {
     }
 
     /// What the answer's length will be, about: the payload twice per
-    /// message (data and payload) and the other fields' 450 bytes or so. Sized
-    /// once, the answer is not copied again as it grows.
+    /// message (data and payload), and its other fields' 420 bytes or so
+    /// with room for longer names. Sized once, the answer is not copied
+    /// again as it grows.
     fn answer_size(&self) -> usize {
         let payloads: usize = self
             .messages
