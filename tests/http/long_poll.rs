@@ -295,13 +295,7 @@ async fn a_push_left_open_holds_up_no_other_queues_wake_up() {
     );
 
     let pushed = push_one(&gw, &other).await;
-    let (status, answer, _) = other_pop.await.unwrap();
-    assert_eq!((status, offsets(&answer)), (200, vec![1]), "{answer}");
-    let latency = pushed.elapsed();
-    assert!(
-        latency < Duration::from_secs(1),
-        "woken {latency:?} after the push"
-    );
+    answers_within_a_second(other_pop, pushed, vec![1], "the push").await;
     commit_and_expect_wake(push, held_pop).await;
 }
 
@@ -323,12 +317,22 @@ async fn commit_and_expect_wake(
     pop: tokio::task::JoinHandle<(u16, Value, Duration)>,
 ) {
     push.commit().await.unwrap();
-    let committed = Instant::now();
+    answers_within_a_second(pop, Instant::now(), vec![2], "the commit").await;
+}
+
+/// The waiting `pop` answers 200 with messages `expected` (offsets) within
+/// a second of `since`, the moment of `event`.
+async fn answers_within_a_second(
+    pop: tokio::task::JoinHandle<(u16, Value, Duration)>,
+    since: Instant,
+    expected: Vec<i64>,
+    event: &str,
+) {
     let (status, answer, _) = pop.await.unwrap();
-    assert_eq!((status, offsets(&answer)), (200, vec![2]), "{answer}");
-    let latency = committed.elapsed();
+    assert_eq!((status, offsets(&answer)), (200, expected), "{answer}");
+    let latency = since.elapsed();
     assert!(
         latency < Duration::from_secs(1),
-        "woken {latency:?} after the commit"
+        "woken {latency:?} after {event}"
     );
 }
