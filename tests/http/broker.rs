@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use pgcursor_tests::{client, db, Gateway};
 use reqwest::{Method, RequestBuilder};
 use serde_json::{json, Value};
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 /// A queue name no other test uses.
@@ -119,7 +120,7 @@ where
 /// Until a statement `LIKE` `query` waits for a lock in the database's
 /// pg_stat_activity (10 s at most): a test holding a lock lets the call
 /// reach it before taking its second lock.
-pub async fn until_waiting_for_a_lock(what: &str, query: &str) {
+async fn until_waiting_for_a_lock(what: &str, query: &str) {
     eventually(what, Duration::from_secs(10), || async {
         let waiting: i64 = db()
             .await
@@ -133,6 +134,29 @@ pub async fn until_waiting_for_a_lock(what: &str, query: &str) {
         waiting > 0
     })
     .await;
+}
+
+/// Sends `call` into a deadlock with the test's own transaction, which
+/// runs `lock` with `first`, lets the call wait for that (until a statement
+/// `LIKE` `call_query` waits for a lock; `what` names the wait), then runs
+/// `lock` with `second`, which the call holds by then, and commits. The
+/// call waited first, so PostgreSQL cancels it as the victim. Answers the
+/// call's status and body.
+pub async fn sent_into_a_deadlock(
+    call: RequestBuilder,
+    lock: &str,
+    [first, second]: [&(dyn ToSql + Sync); 2],
+    what: &str,
+    call_query: &str,
+) -> (u16, Value) {
+    let mut holder = db().await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute(lock, &[first]).await.unwrap();
+    let sent = tokio::spawn(send(call));
+    until_waiting_for_a_lock(what, call_query).await;
+    tx.execute(lock, &[second]).await.unwrap();
+    tx.commit().await.unwrap();
+    sent.await.unwrap()
 }
 
 /// The keys of a JSON object.

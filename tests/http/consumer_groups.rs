@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::broker::{
     age_messages, configure_queue, fresh_queue, get, messages, offsets, pop, post, push_n, request,
-    send, until_waiting_for_a_lock,
+    send, sent_into_a_deadlock,
 };
 
 /// Where the group stands on (queue, partition), straight from the database
@@ -503,19 +503,15 @@ async fn a_pop_cancelled_as_a_deadlocks_victim_is_made_again() {
     }
     let subscribe = "INSERT INTO pgcursor.subscriptions (consumer_group, queue, mode, cursor_rows)
                      VALUES ('g', $1, 'all', 'pending')";
-    let mut holder = db().await;
-    let tx = holder.transaction().await.unwrap();
-    tx.execute(subscribe, &[&second]).await.unwrap();
     let path = format!("/api/v1/pop?namespace={ns}&consumerGroup=g&batch=10&partitions=2");
-    let popping = tokio::spawn(send(client().get(gw.url(&path))));
-    until_waiting_for_a_lock(
+    let (status, answer) = sent_into_a_deadlock(
+        client().get(gw.url(&path)),
+        subscribe,
+        [&second, &first],
         "the pop waits for the second subscription",
         "%pgcursor.pop_messages(%",
     )
     .await;
-    tx.execute(subscribe, &[&first]).await.unwrap();
-    tx.commit().await.unwrap();
-    let (status, answer) = popping.await.unwrap();
     assert_eq!(status, 200, "{answer}");
     assert_eq!(
         offsets(&answer),

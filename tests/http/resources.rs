@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::broker::{
-    ack_all, fresh_queue, get, keys, pop, post, push_n, send, until_waiting_for_a_lock,
+    ack_all, fresh_queue, get, keys, pop, post, push_n, send, sent_into_a_deadlock,
 };
 
 const OPTION_KEYS: [&str; 14] = [
@@ -195,8 +195,8 @@ async fn a_call_cancelled_as_a_deadlocks_victim_is_made_again() {
     let queue = fresh_queue("deadlock");
     push_n(&gw, &queue, "a", 1).await;
     push_n(&gw, &queue, "b", 1).await;
-    let mut holder = db().await;
-    let ids: Vec<Uuid> = holder
+    let ids: Vec<Uuid> = db()
+        .await
         .query(
             "SELECT id FROM pgcursor.partitions WHERE queue = $1 ORDER BY id",
             &[&queue],
@@ -206,19 +206,15 @@ async fn a_call_cancelled_as_a_deadlocks_victim_is_made_again() {
         .iter()
         .map(|row| row.get(0))
         .collect();
-    let lock = "SELECT FROM pgcursor.partitions WHERE id = $1 FOR UPDATE";
-    let tx = holder.transaction().await.unwrap();
-    tx.execute(lock, &[&ids[1]]).await.unwrap();
     let path = format!("/api/v1/resources/queues/{queue}");
-    let delete = tokio::spawn(send(client().delete(gw.url(&path))));
-    until_waiting_for_a_lock(
+    let (status, body) = sent_into_a_deadlock(
+        client().delete(gw.url(&path)),
+        "SELECT FROM pgcursor.partitions WHERE id = $1 FOR UPDATE",
+        [&ids[1], &ids[0]],
         "the delete waits for the second partition",
         "SELECT pgcursor.delete_queue(%",
     )
     .await;
-    tx.execute(lock, &[&ids[0]]).await.unwrap();
-    tx.commit().await.unwrap();
-    let (status, body) = delete.await.unwrap();
     assert_eq!(
         (status, body),
         (200, json!({"deleted": true, "queue": queue}))
