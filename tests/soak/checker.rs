@@ -60,8 +60,9 @@ pub async fn check(
     });
     let pending = check_cursors(&db, &mut v);
     let (pushed, in_doubt, vanished) = check_producers(log, &db, purges, &mut v);
-    let dead_letters = check_dead_letters(log, &db, &mut v);
-    let (delivered, redelivered) = check_deliveries(log, &db, &mut v);
+    let copies = stored_twice(&db);
+    let dead_letters = check_dead_letters(log, &db, &copies, &mut v);
+    let (delivered, redelivered) = check_deliveries(log, &db, &copies, &mut v);
     check_pushed_to_b(log, &db, &mut v);
 
     let count = |queue: &str| {
@@ -501,24 +502,31 @@ fn check_producers(
 }
 
 /// Dead letters exist exactly for the nacks that said `dlq: true`, plus
-/// perhaps for nacks that got no answer. Answers how many there are.
-fn check_dead_letters(log: &WorkerLog, db: &Db, v: &mut Vec<String>) -> usize {
-    let mut said: HashSet<(Uuid, &str, i64)> = HashSet::new();
-    let mut maybe: HashSet<(Uuid, &str, i64)> = HashSet::new();
+/// perhaps for nacks that got no answer. A nack of a transactionId stored
+/// twice may dead-letter either copy (see `stored_twice`). Answers how many
+/// dead letters there are.
+fn check_dead_letters(log: &WorkerLog, db: &Db, copies: &Copies, v: &mut Vec<String>) -> usize {
+    // Every (partition, group, offset) some nack may have dead-lettered ...
+    let mut explained: HashSet<(Uuid, &str, i64)> = HashSet::new();
+    // ... and the nacks answered dlq:true, with the offsets each may name.
+    let mut said: Vec<(Uuid, &str, i64, Vec<i64>)> = Vec::new();
     for ack in &log.acks {
         for item in &ack.items {
-            if !matches!(item.status, Status::Failed | Status::Dlq) {
+            let answered_dlq = matches!(item.answer, Answer::Item { dlq: true, .. });
+            let nack = matches!(item.status, Status::Failed | Status::Dlq);
+            if !nack || !(answered_dlq || matches!(item.answer, Answer::Unknown)) {
                 continue;
             }
-            let key = (ack.partition, ack.group, item.offset);
-            match item.answer {
-                Answer::Item { dlq: true, .. } => {
-                    said.insert(key);
-                }
-                Answer::Unknown => {
-                    maybe.insert(key);
-                }
-                _ => {}
+            let mut offsets = copies
+                .get(&(ack.partition, item.txid.as_str()))
+                .cloned()
+                .unwrap_or_default();
+            if !offsets.contains(&item.offset) {
+                offsets.push(item.offset);
+            }
+            explained.extend(offsets.iter().map(|&o| (ack.partition, ack.group, o)));
+            if answered_dlq {
+                said.push((ack.partition, ack.group, item.offset, offsets));
             }
         }
     }
@@ -530,16 +538,16 @@ fn check_dead_letters(log: &WorkerLog, db: &Db, v: &mut Vec<String>) -> usize {
                 "{pid}/{group} offset {offset}: dead-lettered twice"
             ));
         }
-        if !said.contains(&key) && !maybe.contains(&key) {
+        if !explained.contains(&key) {
             v.push(format!(
                 "{pid}/{group} offset {offset} ({txid}) is dead-lettered, yet no nack of it said dlq:true"
             ));
         }
     }
-    for (pid, group, offset) in &said {
-        if !rows.contains(&(*pid, *group, *offset)) {
+    for (pid, group, offset, offsets) in &said {
+        if !offsets.iter().any(|o| rows.contains(&(*pid, *group, *o))) {
             v.push(format!(
-                "{pid}/{group} offset {offset}: answered dlq:true, but no dead-letter row"
+                "{pid}/{group} offset {offset}: answered dlq:true, but no dead-letter row (at {offsets:?})"
             ));
         }
     }
@@ -549,7 +557,7 @@ fn check_dead_letters(log: &WorkerLog, db: &Db, v: &mut Vec<String>) -> usize {
 /// Per (partition, group): leases never overlap, deliveries start at the
 /// cursor, completed acks stay completed, what an ack after a purge left
 /// comes back. Answers (delivered, redelivered).
-fn check_deliveries(log: &WorkerLog, db: &Db, v: &mut Vec<String>) -> (u64, u64) {
+fn check_deliveries(log: &WorkerLog, db: &Db, copies: &Copies, v: &mut Vec<String>) -> (u64, u64) {
     let mut deliveries: HashMap<Key, Vec<&Delivery>> = HashMap::new();
     for d in &log.deliveries {
         deliveries
@@ -595,7 +603,7 @@ fn check_deliveries(log: &WorkerLog, db: &Db, v: &mut Vec<String>) -> (u64, u64)
             }
         }
         check_leases(db, key, list, acks, lease_time, v);
-        check_order(db, key, list, acks, v);
+        check_order(db, copies, key, list, acks, v);
         check_after_purge(db, key, list, acks, v);
     }
     (delivered, redelivered)
@@ -664,53 +672,49 @@ fn check_leases(
     }
 }
 
-/// The lowest and highest offset of a transactionId in a partition. A push
-/// retried across a forced purge of the transaction index stores its
-/// transactionId twice (nothing remembers it any more), and an ack of it
-/// then completes up to one of the two: the index entry's (the newer) or,
-/// once that is purged too, the lowest (docs/ack-contract.md §3 step 4).
-fn offsets_of(db: &Db, partition: Uuid, txid: &str) -> (i64, i64) {
-    db.messages
-        .iter()
-        .filter(|((p, _), t)| *p == partition && t.as_str() == txid)
-        .fold((i64::MAX, i64::MIN), |(lo, hi), ((_, o), _)| {
-            (lo.min(*o), hi.max(*o))
-        })
+/// Offsets by (partition, transactionId).
+type Copies<'a> = HashMap<(Uuid, &'a str), Vec<i64>>;
+
+/// The offsets of each transactionId stored more than once in a
+/// partition. A push retried across a forced purge of the transaction
+/// index stores its transactionId twice (nothing remembers it any more),
+/// and an ack of it then resolves to one of the copies: the index entry's
+/// (the newer) or, once that is purged too, the lowest
+/// (docs/ack-contract.md §3 step 4).
+fn stored_twice(db: &Db) -> Copies<'_> {
+    let mut copies: Copies = HashMap::new();
+    for ((p, o), t) in &db.messages {
+        copies.entry((*p, t.as_str())).or_default().push(*o);
+    }
+    copies.retain(|_, offsets| offsets.len() > 1);
+    copies
 }
 
 /// Deliveries start just past the cursor: never at or below an offset known
 /// completed before the pop was sent (no going back), never past every
 /// offset an ack could have moved the cursor to (no skipping forward). And
 /// what was answered completed is completed in the end.
-fn check_order(db: &Db, key: &Key, list: &[&Delivery], acks: &[&AckRecord], v: &mut Vec<String>) {
+fn check_order(
+    db: &Db,
+    copies: &Copies,
+    key: &Key,
+    list: &[&Delivery],
+    acks: &[&AckRecord],
+    v: &mut Vec<String>,
+) {
     // (time, offset): the cursor was at least `offset` from `time` on ...
     let mut known: Vec<(Time, i64)> = Vec::new();
     // ... and could have been at most the highest `offset` sent before `time`.
     let mut possible: Vec<(Time, i64)> = Vec::new();
     let end = cursor(db, key.0, key.1);
-    // Offsets of transactionIds stored more than once, by transactionId.
-    let twice: HashMap<&str, (i64, i64)> = {
-        let mut count: HashMap<&str, usize> = HashMap::new();
-        for ((p, _), t) in &db.messages {
-            if *p == key.0 {
-                *count.entry(t.as_str()).or_default() += 1;
-            }
-        }
-        count
-            .into_iter()
-            .filter(|(_, n)| *n > 1)
-            .map(|(t, _)| (t, offsets_of(db, key.0, t)))
-            .collect()
-    };
     for a in acks {
         for item in &a.items {
             // Where this ack may have completed up to: the delivered offset,
             // or anywhere between the copies of a transactionId stored twice.
-            let (lowest, highest) = twice
-                .get(item.txid.as_str())
-                .map_or((item.offset, item.offset), |&(lo, hi)| {
-                    (lo.min(item.offset), hi.max(item.offset))
-                });
+            let stored = copies.get(&(key.0, item.txid.as_str()));
+            let others = stored.into_iter().flatten().copied();
+            let lowest = others.clone().fold(item.offset, i64::min);
+            let highest = others.fold(item.offset, i64::max);
             let moves_to = item.status != Status::Retry;
             if let (Some(received), true) = (a.received, moves_to) {
                 let done = match item.answer {
@@ -836,5 +840,92 @@ fn check_pushed_to_b(log: &WorkerLog, db: &Db, v: &mut Vec<String>) {
                 "queue B holds {txid}, which no message of A explains"
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::{AckKind, AckedItem};
+
+    const GROUP: &str = "g1";
+
+    /// Partition `pid` with `stored` (offset, transactionId) messages and a
+    /// dead letter at `dead_lettered`.
+    fn db(pid: Uuid, stored: &[(i64, &str)], dead_lettered: i64) -> Db {
+        Db {
+            partitions: HashMap::new(),
+            cursors: HashMap::new(),
+            messages: stored
+                .iter()
+                .map(|&(o, t)| ((pid, o), t.to_string()))
+                .collect(),
+            dead_letters: vec![(pid, GROUP.to_string(), dead_lettered, "tx".to_string())],
+            completed: 0,
+            discarded_a: 0,
+            discarded_b: 0,
+        }
+    }
+
+    /// A nack of `txid`, delivered at `offset`, answered dlq:true.
+    fn dlq_nack(pid: Uuid, offset: i64, txid: &str) -> WorkerLog {
+        let answer = Answer::Item {
+            success: true,
+            error: None,
+            lease_released: true,
+            dlq: true,
+            noop: false,
+        };
+        WorkerLog {
+            acks: vec![AckRecord {
+                kind: AckKind::Batch,
+                group: GROUP,
+                partition: pid,
+                lease: None,
+                popped: Duration::ZERO,
+                sent: Duration::ZERO,
+                received: Some(Duration::ZERO),
+                items: vec![AckedItem {
+                    offset,
+                    txid: txid.to_string(),
+                    status: Status::Dlq,
+                    answer,
+                }],
+                pushed: Vec::new(),
+            }],
+            ..WorkerLog::default()
+        }
+    }
+
+    fn dead_letter_violations(log: &WorkerLog, db: &Db) -> Vec<String> {
+        let mut v = Vec::new();
+        check_dead_letters(log, db, &stored_twice(db), &mut v);
+        v
+    }
+
+    #[test]
+    fn a_nack_of_a_transaction_id_stored_twice_may_dead_letter_either_copy() {
+        let pid = Uuid::from_u128(1);
+        let db = db(pid, &[(860, "tx"), (861, "other"), (882, "tx")], 882);
+        assert_eq!(
+            dead_letter_violations(&dlq_nack(pid, 860, "tx"), &db),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_dead_letter_at_another_offset_than_the_nack_is_flagged_both_ways() {
+        let pid = Uuid::from_u128(1);
+        let db = db(pid, &[(860, "tx"), (882, "other")], 882);
+        let v = dead_letter_violations(&dlq_nack(pid, 860, "tx"), &db);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert!(
+            v[0].contains("offset 882 (tx) is dead-lettered, yet no nack"),
+            "{v:?}"
+        );
+        assert!(
+            v[1].contains("offset 860: answered dlq:true, but no dead-letter row"),
+            "{v:?}"
+        );
     }
 }
