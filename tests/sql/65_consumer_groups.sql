@@ -43,16 +43,16 @@ UPDATE pgcursor.messages SET created_at = now() - interval '1 second' * (150 - 5
  WHERE partition_id = pg_temp.pid('t65', 'p2');
 UPDATE pgcursor.messages SET created_at = now() - interval '10 seconds' WHERE partition_id = pg_temp.pid('t65b');
 
--- g1 consumes p1's first message (autoAck); its rows on p2 and empty are at 0.
--- On t65b: "dead" and g1 hold leases, "stable" consumed everything.
-SELECT FROM pgcursor.pop('{"queue":"t65","partition":"p1","consumerGroup":"g1","autoAck":true}');
+-- g1t65 consumes p1's first message (autoAck); its rows on p2 and empty are at 0.
+-- On t65b: "dead" and g1t65 hold leases, "stable" consumed everything.
+SELECT FROM pgcursor.pop('{"queue":"t65","partition":"p1","consumerGroup":"g1t65","autoAck":true}');
 SELECT FROM pgcursor.pop('{"queue":"t65b","consumerGroup":"dead"}');
-SELECT FROM pgcursor.pop('{"queue":"t65b","consumerGroup":"g1"}');
+SELECT FROM pgcursor.pop('{"queue":"t65b","consumerGroup":"g1t65"}');
 SELECT FROM pgcursor.pop('{"queue":"t65b","consumerGroup":"stable","autoAck":true}');
 
 -- consumer_groups
 SELECT is(pg_temp.mine(pgcursor.consumer_groups(), 'queueName') -> 1,
-          jsonb_build_object('name', 'g1', 'queueName', 't65', 'queue', 't65', 'topics', '["t65"]'::jsonb,
+          jsonb_build_object('name', 'g1t65', 'queueName', 't65', 'queue', 't65', 'topics', '["t65"]'::jsonb,
                              'members', 3, 'partitions', 3, 'partitionsWithLag', 2,
                              'maxTimeLag', 900, 'lagSeconds', 900, 'totalLag', 4, 'lagMessages', 4,
                              'state', 'Lagging', 'subscriptionMode', 'all', 'subscriptionTimestamp', NULL,
@@ -62,8 +62,8 @@ SELECT is((SELECT string_agg(format('%s/%s %s lag=%s/%s msgs=%s members=%s', e -
                                     e ->> 'state', e ->> 'partitionsWithLag', e ->> 'maxTimeLag',
                                     e ->> 'totalLag', e ->> 'members'), '; ')
            FROM jsonb_array_elements(pg_temp.mine(pgcursor.consumer_groups(), 'queueName')) e),
-          'dead/t65b Dead lag=1/10 msgs=1 members=1; g1/t65 Lagging lag=2/900 msgs=4 members=3; '
-          'g1/t65b Dead lag=1/10 msgs=1 members=1; stable/t65b Stable lag=0/0 msgs=0 members=1',
+          'dead/t65b Dead lag=1/10 msgs=1 members=1; g1t65/t65 Lagging lag=2/900 msgs=4 members=3; '
+          'g1t65/t65b Dead lag=1/10 msgs=1 members=1; stable/t65b Stable lag=0/0 msgs=0 members=1',
           'list: one element per (group, queue), by group then queue; Dead without acks, Stable with');
 UPDATE pgcursor.messages SET created_at = now() - interval '301 seconds' WHERE partition_id = pg_temp.pid('t65b');
 SELECT is((SELECT e ->> 'state' FROM jsonb_array_elements(pgcursor.consumer_groups()) e
@@ -74,7 +74,7 @@ SELECT is((SELECT e ->> 'state' FROM jsonb_array_elements(pgcursor.consumer_grou
 UPDATE pgcursor.messages SET created_at = now() - interval '10 seconds' WHERE partition_id = pg_temp.pid('t65b');
 DELETE FROM pgcursor.messages WHERE partition_id = pg_temp.pid('t65', 'p1') AND msg_offset = 2;
 SELECT is((SELECT e -> 'maxTimeLag' FROM jsonb_array_elements(pgcursor.consumer_groups()) e
-           WHERE e ->> 'name' = 'g1' AND e ->> 'queueName' = 't65'), '800',
+           WHERE e ->> 'name' = 'g1t65' AND e ->> 'queueName' = 't65'), '800',
           'a message deleted by retention: the first stored one above the cursor is the oldest');
 -- (put back: the lagging tests below expect it)
 INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, created_at)
@@ -82,7 +82,7 @@ VALUES (pg_temp.pid('t65', 'p1'), 2, 'x2', '2', now() - interval '900 seconds');
 
 -- lagging_partitions
 SELECT is(pg_temp.mine(pgcursor.lagging_partitions(0), 'queue_name') -> 0,
-          jsonb_build_object('consumer_group', 'g1', 'queue_name', 't65', 'partition_name', 'p1',
+          jsonb_build_object('consumer_group', 'g1t65', 'queue_name', 't65', 'partition_name', 'p1',
                              'partition_id', pg_temp.pid('t65', 'p1'), 'worker_id', NULL, 'offset_lag', 2,
                              'time_lag_seconds', 900, 'lag_hours', 0.25, 'oldest_unconsumed_at', pg_temp.ago(900),
                              'last_consumed_at', pgcursor_internal.rfc3339_utc(now())),
@@ -90,7 +90,7 @@ SELECT is(pg_temp.mine(pgcursor.lagging_partitions(0), 'queue_name') -> 0,
 SELECT is((SELECT string_agg(format('%s/%s/%s %s', e ->> 'consumer_group', e ->> 'queue_name',
                                     e ->> 'partition_name', e ->> 'time_lag_seconds'), '; ')
            FROM jsonb_array_elements(pg_temp.mine(pgcursor.lagging_partitions(0), 'queue_name')) e),
-          'g1/t65/p1 900; g1/t65/p2 100; dead/t65b/Default 10; g1/t65b/Default 10',
+          'g1t65/t65/p1 900; g1t65/t65/p2 100; dead/t65b/Default 10; g1t65/t65b/Default 10',
           'lagging: rows with a message after the cursor, oldest first (fully consumed and empty rows left out)');
 SELECT is(pg_temp.mine(pgcursor.lagging_partitions(0), 'queue_name') -> 2 -> 'worker_id',
           to_jsonb((pg_temp.cur('t65b', 'Default', 'dead')).lease_id), 'worker_id is the row''s leaseId');
@@ -104,28 +104,28 @@ SELECT is(pg_temp.mine(pgcursor.lagging_partitions(), 'queue_name'), '[]', 'defa
 
 -- delete_consumer_group
 INSERT INTO pgcursor.dead_letters (partition_id, consumer_group, msg_offset, transaction_id, error, retry_count)
-VALUES (pg_temp.pid('t65', 'p1'), 'g1', 1, 'x1', 'boom', 0);
-SELECT is(pgcursor.delete_consumer_group('g1', 't65b'),
-          '{"success":true,"consumerGroup":"g1","deletedPartitions":1,"metadataDeleted":true,"queueName":"t65b"}',
+VALUES (pg_temp.pid('t65', 'p1'), 'g1t65', 1, 'x1', 'boom', 0);
+SELECT is(pgcursor.delete_consumer_group('g1t65', 't65b'),
+          '{"success":true,"consumerGroup":"g1t65","deletedPartitions":1,"metadataDeleted":true,"queueName":"t65b"}',
           'delete for one queue');
 SELECT is((SELECT count(*)::int FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
-           WHERE c.consumer_group = 'g1' AND p.queue = 't65'), 3, '... its rows on other queues stay');
+           WHERE c.consumer_group = 'g1t65' AND p.queue = 't65'), 3, '... its rows on other queues stay');
 SELECT is((SELECT count(*)::int FROM pgcursor.cursors WHERE partition_id = pg_temp.pid('t65b')), 2,
           '... and other groups'' rows on that queue');
-SELECT is(pgcursor.delete_consumer_group('g1'),
-          '{"success":true,"consumerGroup":"g1","deletedPartitions":3,"metadataDeleted":true}',
+SELECT is(pgcursor.delete_consumer_group('g1t65'),
+          '{"success":true,"consumerGroup":"g1t65","deletedPartitions":3,"metadataDeleted":true}',
           'delete everywhere');
-SELECT is((SELECT count(*)::int FROM pgcursor.cursors WHERE consumer_group = 'g1'), 0, '... no row left');
-SELECT is((SELECT count(*)::int FROM pgcursor.dead_letters WHERE consumer_group = 'g1'), 1, '... dead letters kept');
+SELECT is((SELECT count(*)::int FROM pgcursor.cursors WHERE consumer_group = 'g1t65'), 0, '... no row left');
+SELECT is((SELECT count(*)::int FROM pgcursor.dead_letters WHERE consumer_group = 'g1t65'), 1, '... dead letters kept');
 SELECT is(pgcursor.delete_consumer_group('nobody') -> 'deletedPartitions', '0', 'unknown group: 0');
-SELECT is(pgcursor.delete_consumer_group('g1', 'nowhere') -> 'deletedPartitions', '0', 'unknown queue: 0');
-SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t65","partition":"p1","consumerGroup":"g1",
+SELECT is(pgcursor.delete_consumer_group('g1t65', 'nowhere') -> 'deletedPartitions', '0', 'unknown queue: 0');
+SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t65","partition":"p1","consumerGroup":"g1t65",
                                          "subscriptionMode":"new","batch":10}')), '{}',
           'after a delete the next pop is a new group''s: mode new starts at the head');
-SELECT is(ARRAY[(pg_temp.cur('t65', 'p1', 'g1')).cursor, (pg_temp.cur('t65', 'p2', 'g1')).cursor], '{3,2}',
+SELECT is(ARRAY[(pg_temp.cur('t65', 'p1', 'g1t65')).cursor, (pg_temp.cur('t65', 'p2', 'g1t65')).cursor], '{3,2}',
           '... on every partition of the queue');
-SELECT is(pgcursor.delete_consumer_group('g1', 't65') -> 'deletedPartitions', '3', 'deleted again');
-SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t65","partition":"p1","consumerGroup":"g1","batch":10}')),
+SELECT is(pgcursor.delete_consumer_group('g1t65', 't65') -> 'deletedPartitions', '3', 'deleted again');
+SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t65","partition":"p1","consumerGroup":"g1t65","batch":10}')),
           '{1,2,3}', '... and mode all starts from the start');
 
 -- seek_consumer_group. t65s: Default with offsets 1..5, 500/400/300/200/100 s

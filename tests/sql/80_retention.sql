@@ -118,6 +118,9 @@ SELECT is((SELECT string_agg(p.name || ':' || c.consumer_group || '@' || c.curso
 
 -- evict_expired_messages: maxWaitTimeSeconds 9000 (2.5 h); offsets 1..4 of 6 are older.
 -- Group fast has consumed 1..2, slow 1: only offset 1 is consumed by every group.
+-- (It evicts from every queue: whatever a reused database holds goes first,
+-- so the count below is t80i's and t80j's alone.)
+SELECT pgcursor.evict_expired_messages() AS x \gset
 SELECT pg_temp.aged('t80i', 6, '{"maxWaitTimeSeconds":9000}') AS i \gset
 SELECT pg_temp.pop_offsets('t80i', 'fast', 2) AS x \gset
 SELECT pg_temp.pop_offsets('t80i', 'slow', 1) AS x \gset
