@@ -15,9 +15,9 @@
 -- The gateway's LISTEN connection does this for its waiting pops.
 --
 -- How no wake-up is lost, with two kinds of advisory lock:
---   waiting(queue)  (1885823863, waiting_key(queue)): held shared,
+--   waiting(queue)  (waiting_class(), waiting_key(queue)): held shared,
 --                   session-long, by each session waiting on the queue;
---   drain           (1885823864, 1): held shared by a waking transaction
+--   drain           (drain_class(), 1): held shared by a waking transaction
 --                   from before it looks for waiters until it commits.
 -- wake_pops takes drain, then looks at waiting(queue). wait_for_pushes
 -- takes waiting(queue), then drain exclusively, which waits until every
@@ -27,20 +27,26 @@
 -- finds the waiter. (The gateway looks at once, and looks again when the
 -- wait is in place.)
 
+-- The two advisory lock classes above (first key of each lock).
+CREATE OR REPLACE FUNCTION pgcursor_internal.waiting_class()
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 1885823863 $$;
+CREATE OR REPLACE FUNCTION pgcursor_internal.drain_class()
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 1885823864 $$;
+
 -- The advisory key of a queue's waiters (NULL: waiters on every queue).
 CREATE OR REPLACE FUNCTION pgcursor_internal.waiting_key(queue text)
 RETURNS integer LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE WHEN queue IS NULL THEN 0 ELSE hashtext(queue) END
 $$;
 
--- Does another session hold advisory lock (1885823863, key) in any mode?
+-- Does another session hold waiting(key) in any mode?
 -- (Taken and given back at once; another waking transaction doing the same
 -- at that instant makes it answer yes: one notification too many, no harm.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.waiting_key_held(key integer)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
-    IF pg_try_advisory_lock(1885823863, key) THEN
-        PERFORM pg_advisory_unlock(1885823863, key);
+    IF pg_try_advisory_lock(pgcursor_internal.waiting_class(), key) THEN
+        PERFORM pg_advisory_unlock(pgcursor_internal.waiting_class(), key);
         RETURN false;
     END IF;
     RETURN true;
@@ -55,9 +61,9 @@ DECLARE
     woken text[];
     every boolean;  -- notify every queue, without looking at each
 BEGIN
-    -- drain, (1885823864, 1), shared till commit, before looking; when a
-    -- new wait holds it or asks for it right now, notify without looking.
-    every := NOT pg_try_advisory_xact_lock_shared(1885823864, 1);
+    -- drain, shared till commit, before looking; when a new wait holds
+    -- it or asks for it right now, notify without looking.
+    every := NOT pg_try_advisory_xact_lock_shared(pgcursor_internal.drain_class(), 1);
     IF NOT every THEN  -- (drain first: only then may it look)
         every := pgcursor_internal.waiting_key_held(pgcursor_internal.waiting_key(NULL));
     END IF;
@@ -79,7 +85,7 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor.wait_for_pushes(queue text DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_advisory_lock_shared(1885823863, pgcursor_internal.waiting_key(queue));
+    PERFORM pg_advisory_lock_shared(pgcursor_internal.waiting_class(), pgcursor_internal.waiting_key(queue));
     PERFORM pgcursor.await_pushes_in_flight();
 END $$;
 
@@ -91,13 +97,13 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor.await_pushes_in_flight()
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_advisory_lock(1885823864, 1);
-    PERFORM pg_advisory_unlock(1885823864, 1);
+    PERFORM pg_advisory_lock(pgcursor_internal.drain_class(), 1);
+    PERFORM pg_advisory_unlock(pgcursor_internal.drain_class(), 1);
 END $$;
 
 -- Undoes one wait_for_pushes(queue).
 CREATE OR REPLACE FUNCTION pgcursor.stop_waiting_for_pushes(queue text DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_advisory_unlock_shared(1885823863, pgcursor_internal.waiting_key(queue));
+    PERFORM pg_advisory_unlock_shared(pgcursor_internal.waiting_class(), pgcursor_internal.waiting_key(queue));
 END $$;
