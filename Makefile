@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PG_DATA := .data/pg
 APT_PACKAGES := postgresql postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl chromium chromium-driver
 
-.PHONY: deps build run db-up db-down test test-failover test-citus bench-citus soak docs-check fmt lint bench bench-quick screenshots
+.PHONY: deps build run db-up db-down test test-failover test-citus test-queen-suite bench-citus soak docs-check fmt lint bench bench-quick screenshots
 
 # Install what is missing: PostgreSQL 15 server, pgTAP, pg_prove, Chromium and
 # chromedriver (the dashboard's browser test); rustfmt and clippy.
@@ -99,6 +99,13 @@ test-citus: deps
 		cargo test -q -p pgcursor-tests --test http -- --exact $$skips || http=$$?; \
 	echo "test-citus: pgTAP 50-55: exit $$ack; sql/citus/tests: exit $$own; HTTP: exit $$http"; \
 	[ "$$ack" = 0 ] && [ "$$own" = 0 ] && [ "$$http" = 0 ]
+
+# Queen MQ's own Python client tests (from the queen-mq sdist) against a
+# gateway on a throwaway cluster (≈2 min, not part of `make test`): passes
+# when exactly the tests tests/queen-suite/differences.txt lists, with why,
+# fail (scripts/queen-suite.sh).
+test-queen-suite: deps
+	scripts/queen-suite.sh
 
 # The soak test alone, in release mode: SOAK_SECONDS of producing (default
 # 600) with faults, then the drain and the check (`make test` runs 30 s).

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Queen MQ's own Python client tests against pgcursor, as a Queen user would
+# run them: the tests shipped in the queen-mq sdist (tests/queen-suite/
+# requirements.txt pins the version), pgcursor's `client` fixture
+# (tests/queen-suite/conftest.py), a throwaway cluster and the debug gateway
+# (with an encryption key, as for tests/compat). The outcome is compared with
+# tests/queen-suite/differences.txt, which names the files not run and the
+# tests expected to fail, each with why: exits non-zero when a test fails
+# that is not listed, or a listed one passes. ≈2 min; not part of `make test`
+# (the tests sleep in real time and were written for Queen's server).
+#
+#   scripts/queen-suite.sh [pytest args...]      (make test-queen-suite)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+suite=tests/queen-suite
+venv=.venv/queen-suite
+tmp=$(mktemp -d)
+cleanup() {
+    [[ -n ${gateway_pid:-} ]] && kill "$gateway_pid" 2>/dev/null
+    scripts/pg.sh stop "$tmp/pg" >/dev/null 2>&1 || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The virtualenv, and the sdist's tests unpacked beside it, once per pin.
+if [[ ! -x $venv/bin/python ]]; then
+    "${PYTHON:-python3}" -m venv "$venv"
+fi
+stamp=$venv/.requirements.sha256
+want=$(sha256sum "$suite/requirements.txt" | cut -d' ' -f1)
+if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$suite/requirements.txt"
+    pin=$(grep -o '^queen-mq==.*' "$suite/requirements.txt")
+    rm -rf "$venv/sdist" && mkdir -p "$venv/sdist"
+    "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+        -d "$venv/sdist" "$pin"
+    tar -xzf "$venv"/sdist/queen_mq-*.tar.gz -C "$venv/sdist"
+    echo "$want" >"$stamp"
+fi
+tests=$(ls -d "$venv"/sdist/queen_mq-*/tests)
+cp "$suite/conftest.py" "$tests/conftest.py"
+
+DATABASE_URL=$(scripts/pg.sh start "$tmp/pg" | tail -n1)
+export DATABASE_URL
+cargo build -q -p gateway
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PGCURSOR_ENCRYPTION_KEY=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n') \
+    PGCURSOR_BIND=127.0.0.1:$port RUST_LOG=warn target/debug/gateway >"$tmp/gateway.log" 2>&1 &
+gateway_pid=$!
+export QUEEN_SERVER_URL=http://127.0.0.1:$port
+for _ in $(seq 1 60); do
+    curl -sf "$QUEEN_SERVER_URL/health" >/dev/null && break
+    kill -0 "$gateway_pid" 2>/dev/null || { cat "$tmp/gateway.log"; exit 1; }
+    sleep 0.5
+done
+
+ignores=()
+while read -r kind what; do
+    [[ $kind == skip-file ]] && ignores+=(--ignore "$what")
+done <"$suite/differences.txt"
+status=0
+python=$(pwd)/$venv/bin/python
+(cd "$tests/.." && PYTHONDONTWRITEBYTECODE=1 "$python" -m pytest -q -rfE \
+    -p no:cacheprovider "${ignores[@]}" tests "$@") | tee "$tmp/pytest.log" || status=$?
+[[ $status -le 1 ]] || { echo "queen-suite: pytest could not run (exit $status)"; exit "$status"; }
+
+failed=$(grep -oE '^(FAILED|ERROR) tests/[^ ]+' "$tmp/pytest.log" | cut -d' ' -f2 | sort -u)
+expected=$(awk '$1 == "fail" {print $2}' "$suite/differences.txt" | sort -u)
+surprises=$(comm -23 <(echo "$failed") <(echo "$expected") | sed '/^$/d')
+mended=$(comm -13 <(echo "$failed") <(echo "$expected") | sed '/^$/d')
+if [[ $# -eq 0 && -n $mended ]]; then
+    echo "queen-suite: these pass now; take them out of $suite/differences.txt:"
+    echo "$mended"
+fi
+if [[ -n $surprises ]]; then
+    echo "queen-suite: failed, and not expected to ($suite/differences.txt):"
+    echo "$surprises"
+fi
+[[ -z $surprises && ( $# -gt 0 || -z $mended ) ]] || exit 1
+echo "queen-suite: as expected ($(echo "$expected" | sed '/^$/d' | wc -l) known differences, listed with why in $suite/differences.txt)"
