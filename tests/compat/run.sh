@@ -16,17 +16,7 @@ cd "$(dirname "$0")/../.."
 export PGCURSOR_URL
 
 venv=.venv/compat
-req=tests/compat/requirements.txt
-
-if [[ ! -x $venv/bin/python ]]; then
-    "${PYTHON:-python3}" -m venv "$venv"
-fi
-stamp=$venv/.requirements.sha256
-want=$(sha256sum "$req" | cut -d' ' -f1)
-if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
-    echo "$want" >"$stamp"
-fi
+scripts/venv.sh "$venv" tests/compat/requirements.txt
 
 "$venv/bin/python" - "${PGCURSOR_WAIT:-15}" <<'PY'
 import os, sys, time, urllib.request
