@@ -474,7 +474,7 @@ RETURNS jsonb LANGUAGE sql AS $$
                              'offset', m.msg_offset, 'leaseId', m.lease_id, 'consumerGroup', m.consumer_group,
                              'data', m.payload, 'payload', m.payload,
                              'createdAt', pgcursor_internal.rfc3339_utc(m.created_at), 'traceId', m.trace_id,
-                             'retryCount', m.retry_count) ORDER BY m.ordinality), '[]'::jsonb)
+                             'producerSub', NULL, 'retryCount', m.retry_count) ORDER BY m.ordinality), '[]'::jsonb)
                            FROM popped m WHERE m.msg_offset IS NOT NULL))
     END
     FROM popped first

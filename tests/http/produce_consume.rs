@@ -24,7 +24,7 @@ const HEADER_FIELDS: [&str; 8] = [
     "messages",
     "partitionsClaimed",
 ];
-const MESSAGE_FIELDS: [&str; 13] = [
+const MESSAGE_FIELDS: [&str; 14] = [
     "id",
     "transactionId",
     "partitionId",
@@ -37,6 +37,7 @@ const MESSAGE_FIELDS: [&str; 13] = [
     "payload",
     "createdAt",
     "traceId",
+    "producerSub",
     "retryCount",
 ];
 
@@ -45,8 +46,9 @@ async fn pop_answers_exactly_the_wire_fields() {
     let gw = Gateway::start().await;
     let queue = fresh_queue("fields");
     let trace = Uuid::now_v7();
+    // producerSub is Queen's JWT subject of the pusher: never taken from the body.
     let item = json!({"queue": queue, "partition": "eu", "payload": {"id": 7},
-                      "transactionId": "order-7", "traceId": trace});
+                      "transactionId": "order-7", "traceId": trace, "producerSub": "spoofed"});
     let (status, pushed) = post(&gw, "/api/v1/push", &json!({"items": [item]})).await;
     assert_eq!(status, 200, "{pushed}");
 
@@ -74,7 +76,7 @@ async fn pop_answers_exactly_the_wire_fields() {
         &json!({"id": pushed[0]["message_id"], "transactionId": "order-7", "partitionId": partition_id, "partition": "eu",
                 "queue": queue, "offset": 1, "leaseId": lease, "consumerGroup": "billing",
                 "data": {"id": 7}, "payload": {"id": 7}, "createdAt": created_at,
-                "traceId": trace, "retryCount": 0})
+                "traceId": trace, "producerSub": null, "retryCount": 0})
     );
     assert_rfc3339_utc_is_stored_time(&created_at, &queue).await;
 }

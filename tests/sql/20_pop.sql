@@ -38,7 +38,8 @@ SELECT is((r ->> 'partitionId')::uuid, (SELECT id FROM pgcursor.partitions WHERE
 SELECT matches(r ->> 'leaseId', '^[0-9a-f]{8}-[0-9a-f]{4}-7', 'leaseId is a UUIDv7') FROM a1;
 SELECT is((r -> 'messages' -> 0) - 'leaseId' - 'partitionId' - 'createdAt' - 'id',
           '{"transactionId":"p1-1","partition":"p1","queue":"t20","offset":1,"consumerGroup":"__QUEUE_MODE__",
-            "data":{"k":1},"payload":{"k":1},"traceId":null,"retryCount":0}', 'message fields') FROM a1;
+            "data":{"k":1},"payload":{"k":1},"traceId":null,"producerSub":null,"retryCount":0}',
+          'message fields (producerSub: null, there is no JWT subject)') FROM a1;
 SELECT is(r -> 'messages' -> 0 ->> 'id', (SELECT m.message_id::text FROM pgcursor.messages m
                                           JOIN pgcursor.partitions p ON p.id = m.partition_id
                                          WHERE p.queue = 't20' AND p.name = 'p1' AND m.msg_offset = 1),

@@ -122,7 +122,7 @@ impl<'a> PopBatch<'a> {
     }
 
     /// What the answer's length will be, about: the payload twice per
-    /// message (data and payload), and its other fields' 420 bytes or so
+    /// message (data and payload), and its other fields' 440 bytes or so
     /// with room for longer names. Sized once, the answer is not copied
     /// again as it grows.
     fn answer_size(&self) -> usize {
@@ -163,7 +163,7 @@ impl<'a> PopBatch<'a> {
             let payload = m.payload.map_or("null", |p| p.0);
             let _ = write!(
                 out,
-                r#"{{"id":{},"transactionId":{},"partitionId":"{}","partition":{},"queue":{},"offset":{},"leaseId":{lease},"consumerGroup":{group},"data":{payload},"payload":{payload},"createdAt":"{}","traceId":{},"retryCount":{}}}"#,
+                r#"{{"id":{},"transactionId":{},"partitionId":"{}","partition":{},"queue":{},"offset":{},"leaseId":{lease},"consumerGroup":{group},"data":{payload},"payload":{payload},"createdAt":"{}","traceId":{},"producerSub":null,"retryCount":{}}}"#,
                 JsonUuid(m.id.as_ref()),
                 JsonText(Some(m.transaction_id)),
                 m.partition_id,
@@ -357,7 +357,7 @@ mod tests {
                 "messages": [{"id": null, "transactionId": "t1", "partitionId": Uuid::nil(), "partition": "p",
                     "queue": "q", "offset": 1, "leaseId": null, "consumerGroup": "g", "data": null,
                     "payload": null, "createdAt": "1970-01-01T00:00:00.000000Z", "traceId": null,
-                    "retryCount": 0}]})
+                    "producerSub": null, "retryCount": 0}]})
         );
     }
 }
