@@ -122,6 +122,11 @@ impl Exposition {
 }
 
 async fn scrape(gw: &Gateway) -> Exposition {
+    Exposition::parse(&scrape_text(gw).await)
+}
+
+/// One scrape as written, its status and headers checked.
+async fn scrape_text(gw: &Gateway) -> String {
     let response = client()
         .get(gw.url("/metrics/prometheus"))
         .send()
@@ -139,7 +144,7 @@ async fn scrape(gw: &Gateway) -> Exposition {
         Some("text/plain; version=0.0.4; charset=utf-8")
     );
     assert_eq!(header("cache-control").as_deref(), Some("no-cache"));
-    Exposition::parse(&response.text().await.unwrap())
+    response.text().await.unwrap()
 }
 
 /// Acks one item on the single route; answers its result.
@@ -383,7 +388,7 @@ async fn a_group_name_with_line_breaks_and_quotes_is_one_escaped_label() {
     let popped = pop(&gw, &queue, "consumerGroup=cr%0Dlf%0Aquote%22back%5Cend").await;
     assert_eq!(popped["consumerGroup"], group, "{popped}");
 
-    let text = get_text(&gw, "/metrics/prometheus").await;
+    let text = scrape_text(&gw).await;
     let written = format!(
         r#"pgcursor_consumer_group_partitions{{queue="{queue}",consumer_group="cr{}lf\nquote\"back\\end"}} 1"#,
         '\r'
@@ -399,12 +404,6 @@ async fn a_group_name_with_line_breaks_and_quotes_is_one_escaped_label() {
         ),
         1.0
     );
-}
-
-async fn get_text(gw: &Gateway, path: &str) -> String {
-    let response = client().get(gw.url(path)).send().await.unwrap();
-    assert_eq!(response.status().as_u16(), 200);
-    response.text().await.unwrap()
 }
 
 /// Makes the group's leases on the queue run out now.
