@@ -30,11 +30,20 @@ deps:
 build:
 	cargo build --workspace --all-targets
 
-# Serves on 0.0.0.0:6632; without DATABASE_URL, on the private cluster in .data/pg.
+# Serves on 0.0.0.0:6632; without DATABASE_URL, on the private cluster in
+# .data/pg, and then, unless a key is set, with the encryption key of that
+# cluster's data (.data/encryption-key, made once), so encrypted queues work
+# as they would in a deployment.
 run: deps
 	cargo build --release -p gateway
 	@if [ -z "$$DATABASE_URL" ]; then \
 		DATABASE_URL=$$(scripts/pg.sh start $(PG_DATA) | tail -n1); \
+		if [ -z "$$PGCURSOR_ENCRYPTION_KEY$$QUEEN_ENCRYPTION_KEY" ]; then \
+			key=.data/encryption-key; \
+			[ -s $$key ] || (umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >$$key); \
+			export PGCURSOR_ENCRYPTION_KEY=$$(cat $$key); \
+			echo "encryption key: $$key"; \
+		fi; \
 	fi; \
 	export DATABASE_URL; \
 	echo "database: $$DATABASE_URL"; \
