@@ -15,14 +15,7 @@ cd "$(dirname "$0")/.."
 
 suite=tests/queen-suite
 venv=.venv/queen-suite
-tmp=$(mktemp -d)
-cleanup() {
-    [[ -n ${gateway_pid:-} ]] && kill "$gateway_pid" 2>/dev/null
-    scripts/pg.sh stop "$tmp/pg" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+source scripts/throwaway.sh
 
 # The virtualenv, and the pinned sdist's tests unpacked beside it.
 scripts/venv.sh "$venv" "$suite/requirements.txt"
@@ -36,19 +29,10 @@ if [[ ! -d $tests ]]; then
 fi
 cp "$suite/conftest.py" "$tests/conftest.py"
 
-DATABASE_URL=$(scripts/pg.sh start "$tmp/pg" | tail -n1)
-export DATABASE_URL
+start_throwaway_cluster
 cargo build -q -p gateway
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-PGCURSOR_ENCRYPTION_KEY=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n') \
-    PGCURSOR_BIND=127.0.0.1:$port RUST_LOG=warn target/debug/gateway >"$tmp/gateway.log" 2>&1 &
-gateway_pid=$!
-export QUEEN_SERVER_URL=http://127.0.0.1:$port
-for _ in $(seq 1 60); do
-    curl -sf "$QUEEN_SERVER_URL/health" >/dev/null && break
-    kill -0 "$gateway_pid" 2>/dev/null || { cat "$tmp/gateway.log"; exit 1; }
-    sleep 0.5
-done
+start_gateway
+export QUEEN_SERVER_URL=$GATEWAY_URL
 
 ignores=()
 while read -r kind what; do

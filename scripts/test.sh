@@ -7,22 +7,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-tmp=$(mktemp -d)
-cleanup() {
-    [[ -n ${compat_pid:-} ]] && kill "$compat_pid" 2>/dev/null
-    scripts/pg.sh stop "$tmp/pg" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+source scripts/throwaway.sh
 
 step() { printf '\n==> %s\n' "$*"; }
 
 step "throwaway cluster in $tmp"
-DATABASE_URL=$(scripts/pg.sh start "$tmp/pg" | tail -n1)
+start_throwaway_cluster
 PGCURSOR_PG_BINDIR=$(scripts/pg.sh bindir)
 GATEWAY_BIN=$(pwd)/target/debug/gateway
-export DATABASE_URL PGCURSOR_PG_BINDIR GATEWAY_BIN
+export PGCURSOR_PG_BINDIR GATEWAY_BIN
 
 step "gateway migrate"
 "$GATEWAY_BIN" migrate
@@ -49,14 +42,9 @@ step "docs-check (docs/sql-api.md examples against their recorded output)"
 scripts/docs-check.sh
 
 step "queen-mq compatibility (tests/compat)"
-compat_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-# With an encryption key, so the suite can use encrypted queues as a Queen user would.
-PGCURSOR_ENCRYPTION_KEY=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n') \
-    PGCURSOR_BIND=127.0.0.1:$compat_port RUST_LOG=warn "$GATEWAY_BIN" >"$tmp/compat-gateway.log" 2>&1 &
-compat_pid=$!
-PGCURSOR_URL=http://127.0.0.1:$compat_port tests/compat/run.sh || { cat "$tmp/compat-gateway.log"; exit 1; }
-kill "$compat_pid"
-compat_pid=
+start_gateway
+PGCURSOR_URL=$GATEWAY_URL tests/compat/run.sh || { cat "$tmp/gateway.log"; exit 1; }
+stop_gateway
 
 step "cargo fmt --check"
 cargo fmt --all --check
