@@ -25,6 +25,25 @@ BEGIN
     RETURN req ->> key;
 END $$;
 
+-- Names that become index keys (queue, partition, consumer group, namespace,
+-- task, trace name) and transactionIds are at most 1024 bytes. PostgreSQL
+-- refuses a btree key past about 2,700 bytes, and some keys hold two names:
+-- an INSERT failing there names no field (on Citus, an internal error), so
+-- a name is checked where one is created. (SQL, so it inlines.)
+CREATE OR REPLACE FUNCTION pgcursor_internal.too_long_for_a_key(name text)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+    SELECT octet_length(name) > 1024
+$$;
+
+-- Raises 22023 "<label> must be at most 1024 bytes" for a name too long for a key.
+CREATE OR REPLACE FUNCTION pgcursor_internal.refuse_long_key(label text, name text)
+RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF pgcursor_internal.too_long_for_a_key(name) THEN
+        RAISE EXCEPTION '% must be at most 1024 bytes', label USING ERRCODE = '22023';
+    END IF;
+END $$;
+
 -- An integer field (JSON number or digit string) from lowest to highest;
 -- absent or null = NULL. Anything else raises 22023 "<label> must be <what>".
 CREATE OR REPLACE FUNCTION pgcursor_internal.integer_arg(

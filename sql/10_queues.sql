@@ -37,6 +37,9 @@ BEGIN
     IF qname IS NULL THEN
         RAISE EXCEPTION 'queue is required and must be a string' USING ERRCODE = '22023';
     END IF;
+    PERFORM pgcursor_internal.refuse_long_key('queue', qname);
+    PERFORM pgcursor_internal.refuse_long_key('namespace', ns);
+    PERFORM pgcursor_internal.refuse_long_key('task', tk);
     IF jsonb_typeof(opts) <> 'object' THEN
         RAISE EXCEPTION 'options must be an object' USING ERRCODE = '22023';
     END IF;

@@ -4,21 +4,15 @@
 --   SELECT pgcursor.push('{"items":[{"queue":"orders","payload":{"id":1}},
 --                                   {"queue":"orders","partition":"eu","payload":"x","transactionId":"t-2"}]}');
 
--- Is a given transactionId too long? At most 1024 bytes: it is an index
--- key, and a key past about 2,700 bytes makes the INSERT fail with an error
--- naming no field (on Citus, an internal error). (SQL, so it inlines.)
-CREATE OR REPLACE FUNCTION pgcursor_internal.transaction_id_too_long(transaction_id text)
-RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
-    SELECT octet_length(transaction_id) > 1024
-$$;
-
 -- The message for a bad field of push item i; field 'item' is the item itself.
 CREATE OR REPLACE FUNCTION pgcursor_internal.push_field_error(i bigint, field text)
 RETURNS text LANGUAGE sql STABLE AS $$  -- STABLE like format(), so it inlines
     SELECT format('items[%s]', i) || CASE field
         WHEN 'item' THEN ' must be an object'
         WHEN 'queue' THEN '.queue is required and must be a string'
+        WHEN 'queueLength' THEN '.queue must be at most 1024 bytes'
         WHEN 'partition' THEN '.partition must be a non-empty string'
+        WHEN 'partitionLength' THEN '.partition must be at most 1024 bytes'
         WHEN 'payload' THEN '.payload is required'
         WHEN 'transactionId' THEN '.transactionId must be a non-empty string'
         WHEN 'transactionIdLength' THEN '.transactionId must be at most 1024 bytes'
@@ -33,12 +27,14 @@ RETURNS text LANGUAGE sql STABLE AS $$
     SELECT pgcursor_internal.push_field_error(i, CASE
         WHEN jsonb_typeof(item) IS DISTINCT FROM 'object' THEN 'item'
         WHEN jsonb_typeof(item -> 'queue') IS DISTINCT FROM 'string' THEN 'queue'
+        WHEN pgcursor_internal.too_long_for_a_key(item ->> 'queue') THEN 'queueLength'
         WHEN coalesce(jsonb_typeof(item -> 'partition'), 'null') NOT IN ('null', 'string')
              OR item ->> 'partition' = '' THEN 'partition'
+        WHEN pgcursor_internal.too_long_for_a_key(item ->> 'partition') THEN 'partitionLength'
         WHEN NOT item ? 'payload' THEN 'payload'
         WHEN coalesce(jsonb_typeof(item -> 'transactionId'), 'null') NOT IN ('null', 'string')
              OR item ->> 'transactionId' = '' THEN 'transactionId'
-        WHEN pgcursor_internal.transaction_id_too_long(item ->> 'transactionId') THEN 'transactionIdLength'
+        WHEN pgcursor_internal.too_long_for_a_key(item ->> 'transactionId') THEN 'transactionIdLength'
         WHEN NOT pgcursor_internal.is_uuid_value(item -> 'traceId', true) THEN 'traceId'
     END)
 $$;
@@ -59,6 +55,26 @@ BEGIN
     ORDER BY v.n LIMIT 1;
     IF err IS NOT NULL THEN
         RAISE EXCEPTION '%', err USING ERRCODE = '22023';
+    END IF;
+END $$;
+
+-- Raises 22023 naming the first item whose queue or partition name is too
+-- long for a key. push_items asks only before it creates partitions (names
+-- already stored passed here when they were created), and
+-- check_push_arrays when an item is bad anyway.
+CREATE OR REPLACE FUNCTION pgcursor_internal.refuse_long_names(queues text[], partitions text[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    bad record;
+BEGIN
+    SELECT u.n, pgcursor_internal.too_long_for_a_key(u.q) AS queue INTO bad
+      FROM unnest(queues, partitions) WITH ORDINALITY u(q, p, n)
+     WHERE pgcursor_internal.too_long_for_a_key(u.q) OR pgcursor_internal.too_long_for_a_key(u.p)
+     ORDER BY u.n LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION '%', pgcursor_internal.push_field_error(
+            bad.n - 1, CASE WHEN bad.queue THEN 'queueLength' ELSE 'partitionLength' END)
+            USING ERRCODE = '22023';
     END IF;
 END $$;
 
@@ -93,12 +109,16 @@ BEGIN
                  array_position(payloads, NULL), array_position(transaction_ids, ''));
     IF transaction_ids IS NOT NULL THEN
         bad := least(bad, (SELECT min(t.i) FROM unnest(transaction_ids) WITH ORDINALITY t(id, i)
-                            WHERE pgcursor_internal.transaction_id_too_long(t.id)));
+                            WHERE pgcursor_internal.too_long_for_a_key(t.id)));
     END IF;
     IF bad IS NOT NULL THEN
+        -- Failing anyway: an earlier name too long for a key comes first.
+        PERFORM pgcursor_internal.refuse_long_names(queues[1:bad - 1], partitions[1:bad - 1]);
         err := pgcursor_internal.push_field_error(bad - 1, CASE
                    WHEN queues[bad] IS NULL THEN 'queue'
+                   WHEN pgcursor_internal.too_long_for_a_key(queues[bad]) THEN 'queueLength'
                    WHEN partitions[bad] = '' THEN 'partition'
+                   WHEN pgcursor_internal.too_long_for_a_key(partitions[bad]) THEN 'partitionLength'
                    WHEN payloads[bad] IS NULL THEN 'payload'
                    WHEN transaction_ids[bad] = '' THEN 'transactionId'
                    ELSE 'transactionIdLength' END);
@@ -421,6 +441,7 @@ BEGIN
         FROM pgcursor.partitions p
         JOIN unnest(pair_queues, pair_names) u(q, n) ON p.queue = u.q AND p.name = u.n;
         EXIT WHEN coalesce(cardinality(ids), 0) = coalesce(cardinality(pair_queues), 0);
+        PERFORM pgcursor_internal.refuse_long_names(queues, partitions);
         PERFORM pgcursor_internal.ensure_partitions(pair_queues, pair_names);
     END LOOP;
     pair_queues := found_queues;

@@ -92,6 +92,7 @@ BEGIN
     -- of its INSERT, asked for the UPDATE's stronger one (so the UPDATE,
     -- when there is one, comes first).
     IF cardinality(unsubscribed) + cardinality(emptied) > 0 THEN
+        PERFORM pgcursor_internal.refuse_long_key('consumerGroup', grp);  -- the group's first rows
         PERFORM pgcursor_internal.lock_partition_set(unsubscribed || emptied, shared => false);
     END IF;
     IF cardinality(emptied) > 0 THEN

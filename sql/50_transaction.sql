@@ -26,8 +26,11 @@ RETURNS text LANGUAGE sql STABLE AS $$
                        WHERE v.e IS NOT NULL ORDER BY v.n LIMIT 1)
             END
         -- An ack operation is one acknowledgement: ack_group's own rules (docs/ack-contract.md §13).
+        -- Its consumerGroup is checked as a pop's is where a group's rows are made.
         ELSE coalesce(pgcursor_internal.ack_item_error(op, format('operations[%s]', i)),
-                      pgcursor_internal.ack_target_error(op, format('operations[%s].', i)))
+                      pgcursor_internal.ack_target_error(op, format('operations[%s].', i)),
+                      CASE WHEN pgcursor_internal.too_long_for_a_key(op ->> 'consumerGroup')
+                           THEN format('operations[%s].consumerGroup must be at most 1024 bytes', i) END)
     END
 $$;
 

@@ -14,13 +14,20 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.trace_names_arg(req jsonb)
 RETURNS text[] LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     v jsonb := req -> 'traceNames';
+    long bigint;
 BEGIN
     IF v IS NULL OR v = 'null'::jsonb THEN
         RETURN '{}';
     ELSIF jsonb_typeof(v) = 'string' THEN
+        PERFORM pgcursor_internal.refuse_long_key('traceNames', v #>> '{}');
         RETURN ARRAY[v #>> '{}'];
     ELSIF jsonb_typeof(v) = 'array'
           AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v) e WHERE jsonb_typeof(e) <> 'string') THEN
+        SELECT min(e.n) INTO long FROM jsonb_array_elements_text(v) WITH ORDINALITY e(name, n)
+         WHERE pgcursor_internal.too_long_for_a_key(e.name);
+        IF long IS NOT NULL THEN
+            RAISE EXCEPTION 'traceNames[%] must be at most 1024 bytes', long - 1 USING ERRCODE = '22023';
+        END IF;
         RETURN ARRAY(SELECT DISTINCT e FROM jsonb_array_elements_text(v) e ORDER BY 1);
     END IF;
     RAISE EXCEPTION 'traceNames must be an array of strings, a string or null' USING ERRCODE = '22023';

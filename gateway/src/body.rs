@@ -1,6 +1,10 @@
 //! Request bodies: read as bytes and parsed here, so every malformed body
 //! gets our own 400 naming what is wrong (never actix's extractor errors).
+//! PostgreSQL cannot store U+0000 in text or jsonb: a body, path segment or
+//! query value with one is refused up front, naming where it was found,
+//! rather than failing half-way in the database with no name.
 
+use actix_web::HttpRequest;
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -10,30 +14,46 @@ use crate::error::ApiError;
 pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::BadRequest(format!("request body is not valid JSON: {e}")))?;
-    // JSON carries U+0000 only as the escape \u0000 (a raw control character
-    // is invalid): without one in the body there is nothing to look for.
-    if bytes.windows(6).any(|w| w == br"\u0000") {
+    if may_hold_nul(bytes) {
         reject_nul(&value, "body")?;
     }
     Ok(value)
 }
 
-/// PostgreSQL cannot store U+0000 in text or jsonb: refuse it up front,
-/// naming where it was found, rather than fail half-way in the database.
+/// Whether a JSON text may hold U+0000: JSON carries it only as the escape
+/// \u0000 (a raw control character is invalid), so without one it cannot.
+pub fn may_hold_nul(json: &[u8]) -> bool {
+    json.windows(6).any(|w| w == br"\u0000")
+}
+
+/// A 400 naming `name` when `value` holds U+0000.
+pub fn no_nul(name: &str, value: &str) -> Result<(), ApiError> {
+    if value.contains('\0') {
+        return Err(ApiError::BadRequest(format!(
+            "{name} contains a NUL character"
+        )));
+    }
+    Ok(())
+}
+
+/// Every path segment of the route matched (`{queue}`, `{group}`, ...)
+/// without U+0000 (`%00`); else a 400 naming the segment.
+pub fn path_without_nul(req: &HttpRequest) -> Result<(), ApiError> {
+    req.match_info()
+        .iter()
+        .try_for_each(|(name, value)| no_nul(name, value))
+}
+
 fn reject_nul(value: &Value, path: &str) -> Result<(), ApiError> {
-    let nul = |at: &str| ApiError::BadRequest(format!("{at} contains a NUL character"));
     match value {
-        Value::String(s) if s.contains('\0') => Err(nul(path)),
+        Value::String(s) => no_nul(path, s),
         Value::Array(items) => items
             .iter()
             .enumerate()
             .try_for_each(|(i, v)| reject_nul(v, &format!("{path}[{i}]"))),
         Value::Object(map) => map.iter().try_for_each(|(k, v)| {
-            let at = format!("{path}.{k}");
-            if k.contains('\0') {
-                return Err(nul(&format!("a key in {path}")));
-            }
-            reject_nul(v, &at)
+            no_nul(&format!("a key in {path}"), k)?;
+            reject_nul(v, &format!("{path}.{k}"))
         }),
         _ => Ok(()),
     }

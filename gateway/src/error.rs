@@ -86,7 +86,8 @@ impl From<deadpool_postgres::PoolError> for ApiError {
 /// Two more are the client's input, refused before anything is written:
 /// a NUL character in a path or query value (22021 as text, 22P05 inside
 /// jsonb; PostgreSQL cannot store it) and a value too long for an index
-/// (54000, e.g. a 1 MB queue name). PC503 is pgcursor's own: maintenance
+/// (54000; names are refused at 1024 bytes where they are created, so this
+/// is the fallback). PC503 is pgcursor's own: maintenance
 /// mode refused a push before it wrote anything.
 impl From<tokio_postgres::Error> for ApiError {
     fn from(e: tokio_postgres::Error) -> Self {

@@ -85,6 +85,21 @@ impl Bench {
         slots
     }
 
+    /// What an error about `slot` calls it: the path parameter, the query
+    /// parameter, or the body field (the last name in its pointer).
+    fn slot_name(&self, op: &Operation, slot: &Slot) -> String {
+        match slot {
+            Slot::Nothing => String::new(),
+            Slot::Path(name) => name.clone(),
+            Slot::Query(i) => self.scene.valid_query_and_body(op).0[*i].0.clone(),
+            Slot::Body(pointer) => pointer
+                .rsplit('/')
+                .find(|s| s.parse::<usize>().is_err())
+                .unwrap_or_default()
+                .to_string(),
+        }
+    }
+
     /// The valid request with `slot` set to `value`: a string for a path or
     /// query slot; for a body slot, raw JSON text when `raw`, else a string.
     fn render(
@@ -215,7 +230,21 @@ async fn nul_huge_and_injected_strings_in_every_string_field() {
             };
             for value in values.iter().chain([big]) {
                 let request = bench.render(op, &slot, value, false);
-                bench.expect_sane(op, request).await;
+                let (status, answer) = bench.expect_sane(op, request).await;
+                // PostgreSQL holds no U+0000 and indexes no key past about
+                // 2.7 kB: a 400 for either names the field. (A lookup may
+                // answer 404; a flag such as deleteMetadata reads it as false.)
+                if status == 400 && (value.contains('\0') || value.len() > 10_000) {
+                    let name = bench.slot_name(op, &slot);
+                    let error = answer["error"].as_str().unwrap_or_default();
+                    assert!(
+                        error.contains(&name),
+                        "{} {}, {} bytes into {name}: {answer}",
+                        op.method,
+                        op.path,
+                        value.len()
+                    );
+                }
             }
         }
     }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio_postgres::types::{FromSql, ToSql, Type};
 
 use crate::app::AppState;
-use crate::body::parse_json;
+use crate::body::{no_nul, parse_json};
 use crate::encryption::Items;
 use crate::error::ApiError;
 
@@ -34,11 +34,7 @@ pub fn query_fields(query: &BTreeMap<String, String>, names: &[&str]) -> Result<
         let Some(value) = query.get(name).filter(|v| !v.is_empty()) else {
             continue;
         };
-        if value.contains('\0') {
-            return Err(ApiError::BadRequest(format!(
-                "{name} contains a NUL character"
-            )));
-        }
+        no_nul(name, value)?;
         fields.insert(name.to_string(), Value::String(value.clone()));
     }
     Ok(Value::Object(fields))

@@ -14,6 +14,7 @@ use serde_json::json;
 
 use crate::app::AppState;
 use crate::auth::Level;
+use crate::body::path_without_nul;
 use crate::error::ApiError;
 use crate::routes::call::{call_json, optional_object_body};
 
@@ -77,6 +78,7 @@ async fn describe(
     group: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
+    path_without_nul(&req)?;
     let group = group.into_inner();
     let answer = call_json(&state.pool, "SELECT pgcursor.consumer_group($1)", &[&group]).await?;
     Ok(answer.respond())
@@ -89,6 +91,7 @@ async fn delete(
     query: Query,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::Admin)?;
+    path_without_nul(&req)?;
     let group = group.into_inner();
     let metadata = delete_metadata(&query);
     let answer = call_json(
@@ -107,6 +110,7 @@ async fn delete_on_queue(
     query: Query,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::Admin)?;
+    path_without_nul(&req)?;
     let (group, queue) = path.into_inner();
     let metadata = delete_metadata(&query);
     let answer = call_json(
@@ -127,6 +131,7 @@ async fn update_subscription(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
+    path_without_nul(&req)?;
     let group = group.into_inner();
     let request = optional_object_body(&body)?;
     // newTimestamp echoes the string sent, as Queen does.
@@ -151,6 +156,7 @@ async fn seek(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
+    path_without_nul(&req)?;
     let (group, queue) = path.into_inner();
     let request = optional_object_body(&body)?;
     let answer = call_json(
@@ -171,6 +177,7 @@ async fn seek_partition(
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
+    path_without_nul(&req)?;
     let (group, queue, partition) = path.into_inner();
     let answer = call_json(
         &state.pool,

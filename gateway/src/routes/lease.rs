@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::app::AppState;
 use crate::auth::Level;
+use crate::body::path_without_nul;
 use crate::error::ApiError;
 use crate::routes::call::{call_json, optional_object_body};
 
@@ -21,6 +22,7 @@ async fn extend(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
+    path_without_nul(&req)?;
     let request = extend_request(&body, lease_id.into_inner())?;
     let answer = call_json(
         &state.pool,

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
+use crate::body::no_nul;
 use crate::error::ApiError;
 use crate::routes::call::{call_json, call_listing, plaintext_refused};
 
@@ -99,11 +100,7 @@ pub fn partition_id_of(raw: &str) -> Result<Uuid, ApiError> {
 /// second without NUL (PostgreSQL cannot hold one); else a 400.
 pub fn message_address((partition_id, transaction_id): (String, String)) -> Result<(Uuid, String), ApiError> {
     let partition_id = partition_id_of(&partition_id)?;
-    if transaction_id.contains('\0') {
-        return Err(ApiError::BadRequest(
-            "transactionId contains a NUL character".into(),
-        ));
-    }
+    no_nul("transactionId", &transaction_id)?;
     Ok((partition_id, transaction_id))
 }
 

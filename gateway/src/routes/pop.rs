@@ -19,6 +19,7 @@ use deadpool_postgres::Client;
 
 use crate::app::AppState;
 use crate::auth::Level;
+use crate::body::{no_nul, path_without_nul};
 use crate::error::ApiError;
 use crate::minutes::{record, Target};
 use crate::routes::call::{again_after_deadlock, RawJson};
@@ -59,6 +60,7 @@ async fn pop_queue(
     queue: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
+    path_without_nul(&req)?;
     let mut selection = Map::new();
     selection.insert("queue".into(), Value::String(queue.into_inner()));
     respond(&state, &req, selection).await
@@ -70,6 +72,7 @@ async fn pop_partition(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
+    path_without_nul(&req)?;
     let (queue, partition) = path.into_inner();
     let mut selection = Map::new();
     selection.insert("queue".into(), Value::String(queue));
@@ -123,6 +126,7 @@ impl PopRequest {
         let mut arguments = selection;
         for key in SQL_PARAMETERS {
             if let Some(value) = given(key) {
+                no_nul(key, value)?;
                 arguments
                     .entry(key)
                     .or_insert_with(|| Value::String(value.into()));

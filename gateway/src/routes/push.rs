@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
+use crate::body::may_hold_nul;
 use crate::encryption::Items;
 use crate::error::ApiError;
 use crate::minutes::{item_queues, record_each, Target};
@@ -40,7 +41,13 @@ async fn push(
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
     crate::metrics::counters().push_requests.increment(1);
-    if let Ok(request) = serde_json::from_slice::<PushRequest>(&body) {
+    // A body that may hold U+0000 goes the long way, whose parse names the field.
+    let arrays = if may_hold_nul(&body) {
+        None
+    } else {
+        serde_json::from_slice::<PushRequest>(&body).ok()
+    };
+    if let Some(request) = arrays {
         check_item_count(request.items.len(), state.config.max_push_items)?;
         let queues: BTreeSet<&str> = request.items.iter().map(|i| i.queue.as_ref()).collect();
         if state.encryption.known_of(queues.iter().copied()).is_empty() {

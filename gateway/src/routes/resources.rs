@@ -11,6 +11,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 
 use crate::app::AppState;
 use crate::auth::Level;
+use crate::body::path_without_nul;
 use crate::error::ApiError;
 use crate::routes::call::{call_json, call_listing};
 
@@ -50,6 +51,7 @@ async fn queue_detail(
     queue: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
+    path_without_nul(&req)?;
     let queue = queue.into_inner();
     let answer = call_json(&state.pool, "SELECT pgcursor.queue_detail($1)", &[&queue]).await?;
     Ok(answer.respond())
@@ -62,6 +64,7 @@ async fn delete_queue(
     queue: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::Admin)?;
+    path_without_nul(&req)?;
     let queue = queue.into_inner();
     let answer = call_json(&state.pool, "SELECT pgcursor.delete_queue($1)", &[&queue]).await?;
     Ok(answer.respond())

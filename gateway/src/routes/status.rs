@@ -16,6 +16,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 
 use crate::app::AppState;
 use crate::auth::Level;
+use crate::body::path_without_nul;
 use crate::error::ApiError;
 use crate::routes::call::{call_json, call_listing, query_fields};
 
@@ -101,6 +102,7 @@ async fn queue(
     queue: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
+    path_without_nul(&req)?;
     let queue = queue.into_inner();
     let answer = call_json(&state.pool, "SELECT pgcursor.status_queue($1)", &[&queue]).await?;
     Ok(answer.respond())
@@ -114,6 +116,7 @@ async fn queue_messages(
     query: Query,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
+    path_without_nul(&req)?;
     let queue = queue.into_inner();
     let filter = query_fields(&query, &["limit", "offset"])?;
     let answer = call_json(

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::app::AppState;
 use crate::auth::Level;
+use crate::body::path_without_nul;
 use crate::error::ApiError;
 use crate::routes::call::{call_json, object_body};
 use crate::routes::messages::message_address;
@@ -94,11 +95,7 @@ async fn by_name(
     query: web::Query<BTreeMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
-    if name.contains('\0') {
-        return Err(ApiError::BadRequest(
-            "traceName contains a NUL character".into(),
-        ));
-    }
+    path_without_nul(&req)?;
     let limit = int_param(&query, "limit", 100)?;
     let offset = int_param(&query, "offset", 0)?;
     let answer = call_json(
