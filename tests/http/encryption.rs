@@ -8,7 +8,9 @@ use pgcursor_tests::{db, Gateway, GatewayConfig};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::broker::{fresh_queue, get, keys, messages, pop, post, stored_column, stored_messages};
+use crate::broker::{
+    fresh_queue, get, keys, messages, pop, post, send, stored_column, stored_messages,
+};
 
 const KEY: &str = "8f3a1c5e7b9d2f4a6c8e0b1d3f5a7c9e2b4d6f8a0c1e3b5d7f9a2c4e6b8d0f1a";
 
@@ -172,6 +174,64 @@ async fn transaction_pushes_are_stored_encrypted() {
         popped["messages"][0]["payload"],
         json!({"pin": "tx-secret-4321"})
     );
+}
+
+/// Numbers are data: a 30-digit integer, a 22-digit fraction and 1e400 come
+/// back as sent, from a plain queue and an encrypted one, pushed alone or
+/// in a transaction. (The gateway once read payloads it seals as f64s, and
+/// 123456789012345678901234567890 came back as 1.2345678901234568e+29.)
+#[tokio::test]
+async fn payload_numbers_come_back_digit_for_digit() {
+    let gw = keyed_gateway().await;
+    let db = db().await;
+    let payload = r#"{"big": 123456789012345678901234567890, "fine": 0.1000000000000000000001, "huge": 1e400}"#;
+    let sealed = fresh_queue("digits-enc");
+    configure_encrypted(&gw, &sealed).await;
+    for queue in [fresh_queue("digits"), sealed] {
+        let items = format!(r#"[{{"queue": "{queue}", "payload": {payload}}}]"#);
+        for (route, body) in [
+            ("push", format!(r#"{{"items": {items}}}"#)),
+            (
+                "transaction",
+                format!(r#"{{"operations": [{{"type": "push", "items": {items}}}]}}"#),
+            ),
+        ] {
+            let request = pgcursor_tests::client()
+                .post(gw.url(&format!("/api/v1/{route}")))
+                .header("content-type", "application/json")
+                .body(body);
+            let (status, answer) = send(request).await;
+            assert_eq!(status, 200, "{route} to {queue}: {answer}");
+        }
+        // Read by PostgreSQL, whose jsonb keeps every digit, not by serde.
+        let popped = pgcursor_tests::client()
+            .get(gw.url(&format!("/api/v1/pop/queue/{queue}?batch=2")))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let rows = db
+            .query(
+                "SELECT m -> f ->> 'big', m -> f ->> 'fine', (m -> f -> 'huge')::numeric = 1e400
+                   FROM jsonb_array_elements($1::text::jsonb -> 'messages') m,
+                        unnest(ARRAY['data', 'payload']) f",
+                &[&popped],
+            )
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 4, "two messages, data and payload: {popped}");
+        for row in rows {
+            let got: (&str, &str, bool) = (row.get(0), row.get(1), row.get(2));
+            let want = (
+                "123456789012345678901234567890",
+                "0.1000000000000000000001",
+                true,
+            );
+            assert_eq!(got, want, "{queue}: {popped:.2000}");
+        }
+    }
 }
 
 #[tokio::test]
