@@ -35,12 +35,21 @@ RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
     SELECT octet_length(name) > 1024
 $$;
 
--- Raises 22023 "<label> must be at most 1024 bytes" for a name too long for a key.
+-- "<label> must be at most 1024 bytes" for a name too long for a key; NULL
+-- when it fits.
+CREATE OR REPLACE FUNCTION pgcursor_internal.long_key_error(label text, name text)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN pgcursor_internal.too_long_for_a_key(name) THEN label || ' must be at most 1024 bytes' END
+$$;
+
+-- Raises that error as a 22023.
 CREATE OR REPLACE FUNCTION pgcursor_internal.refuse_long_key(label text, name text)
 RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    err text := pgcursor_internal.long_key_error(label, name);
 BEGIN
-    IF pgcursor_internal.too_long_for_a_key(name) THEN
-        RAISE EXCEPTION '% must be at most 1024 bytes', label USING ERRCODE = '22023';
+    IF err IS NOT NULL THEN
+        RAISE EXCEPTION '%', err USING ERRCODE = '22023';
     END IF;
 END $$;
 

@@ -29,8 +29,8 @@ RETURNS text LANGUAGE sql STABLE AS $$
         -- Its consumerGroup is checked as a pop's is where a group's rows are made.
         ELSE coalesce(pgcursor_internal.ack_item_error(op, format('operations[%s]', i)),
                       pgcursor_internal.ack_target_error(op, format('operations[%s].', i)),
-                      CASE WHEN pgcursor_internal.too_long_for_a_key(op ->> 'consumerGroup')
-                           THEN format('operations[%s].consumerGroup must be at most 1024 bytes', i) END)
+                      pgcursor_internal.long_key_error(format('operations[%s].consumerGroup', i),
+                                                       op ->> 'consumerGroup'))
     END
 $$;
 

@@ -14,7 +14,7 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.trace_names_arg(req jsonb)
 RETURNS text[] LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     v jsonb := req -> 'traceNames';
-    long bigint;
+    err text;
 BEGIN
     IF v IS NULL OR v = 'null'::jsonb THEN
         RETURN '{}';
@@ -23,10 +23,12 @@ BEGIN
         RETURN ARRAY[v #>> '{}'];
     ELSIF jsonb_typeof(v) = 'array'
           AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v) e WHERE jsonb_typeof(e) <> 'string') THEN
-        SELECT min(e.n) INTO long FROM jsonb_array_elements_text(v) WITH ORDINALITY e(name, n)
-         WHERE pgcursor_internal.too_long_for_a_key(e.name);
-        IF long IS NOT NULL THEN
-            RAISE EXCEPTION 'traceNames[%] must be at most 1024 bytes', long - 1 USING ERRCODE = '22023';
+        SELECT pgcursor_internal.long_key_error(format('traceNames[%s]', e.n - 1), e.name) INTO err
+          FROM jsonb_array_elements_text(v) WITH ORDINALITY e(name, n)
+         WHERE pgcursor_internal.too_long_for_a_key(e.name)
+         ORDER BY e.n LIMIT 1;
+        IF err IS NOT NULL THEN
+            RAISE EXCEPTION '%', err USING ERRCODE = '22023';
         END IF;
         RETURN ARRAY(SELECT DISTINCT e FROM jsonb_array_elements_text(v) e ORDER BY 1);
     END IF;
