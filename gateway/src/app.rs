@@ -204,6 +204,7 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
             })
             .configure(configure)
     })
+    .on_connect(crate::peer::note_socket)
     .workers(workers)
     .shutdown_timeout(10)
     .bind(bind)

@@ -30,6 +30,10 @@ pub enum ApiError {
         encrypted_queues(.0)
     )]
     EncryptedQueues(Vec<String>),
+    /// The client hung up before it was answered (routes/pop.rs): 499, as
+    /// nginx logs it. Nobody reads the answer; the request metrics count it.
+    #[error("the client closed the connection before it was answered")]
+    ClientClosed,
     /// A failure that is nobody's input: a bug or an unexpected SQL error.
     #[error("{0}")]
     Internal(String),
@@ -46,6 +50,8 @@ impl ResponseError for ApiError {
             ApiError::Unavailable(_) | ApiError::Maintenance(_) | ApiError::EncryptedQueues(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
+            // nginx's "client closed request": no standard code says it.
+            ApiError::ClientClosed => StatusCode::from_u16(499).expect("499 is in 100..=999"),
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

@@ -14,6 +14,7 @@ pub mod housekeeping;
 pub mod metrics;
 pub mod minutes;
 pub mod notify;
+pub mod peer;
 pub mod routes;
 
 use std::io::IsTerminal;

@@ -1,13 +1,18 @@
 //! `wait=true`: a push wakes a waiting pop through LISTEN/NOTIFY, a waiting
-//! pop holds no pooled connection, and long-polls outlive a database outage.
+//! pop holds no pooled connection, long-polls outlive a database outage,
+//! and one whose client hung up leases nothing.
 
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use pgcursor_tests::{client, db, Gateway, PrivateCluster};
 use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
 
-use crate::broker::{configure_queue, fresh_queue, get, messages, offsets, post, push_n, send};
+use crate::broker::{
+    configure_queue, eventually, fresh_queue, get, messages, offsets, post, push_n, send,
+};
+use crate::metrics::scrape;
 
 /// Starts `GET path` now; the answer and how long it took.
 fn start_pop(gw: &Gateway, path: String) -> tokio::task::JoinHandle<(u16, Value, Duration)> {
@@ -108,6 +113,46 @@ async fn a_waiting_pop_answers_empty_at_its_timeout() {
     assert!(
         took >= Duration::from_millis(1200) && took < Duration::from_millis(2500),
         "{took:?}"
+    );
+}
+
+/// A long-poll whose client hung up leases nothing: the push that would
+/// have woken it stays for the next pop. (actix-web runs a handler on after
+/// its client has gone, so the pop looks at the socket before it pops.) The
+/// abandoned pop answers 499 to nobody, and the request metrics count it.
+#[tokio::test]
+async fn a_long_poll_whose_client_hung_up_leases_nothing() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("hung-up");
+    configure_queue(&gw, &queue).await;
+    let waits = || async { scrape(&gw).await.value("pgcursor_push_waits", &[]) };
+    let address = gw.url("").trim_start_matches("http://").to_string();
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {address}\r\n\r\n",
+        long_poll(&queue)
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    eventually("the pop waits", Duration::from_secs(5), || async {
+        waits().await == 1.0
+    })
+    .await;
+    drop(socket);
+    push_one(&gw, &queue).await;
+    eventually(
+        "the abandoned pop is over",
+        Duration::from_secs(5),
+        || async { waits().await == 0.0 },
+    )
+    .await;
+    let (status, answer) = get(&gw, &format!("/api/v1/pop/queue/{queue}")).await;
+    assert_eq!((status, offsets(&answer)), (200, vec![1]), "{answer}");
+    let closed = [("route", "/api/v1/pop/queue/{queue}"), ("status", "499")];
+    assert_eq!(
+        scrape(&gw)
+            .await
+            .value("pgcursor_http_requests_total", &closed),
+        1.0
     );
 }
 

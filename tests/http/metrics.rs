@@ -62,7 +62,7 @@ type Family = MetricFamily<PrometheusType, PrometheusValue>;
 const CR: &str = "\u{240d}";
 
 /// One scrape, parsed.
-struct Exposition(MetricsExposition<PrometheusType, PrometheusValue>);
+pub(crate) struct Exposition(MetricsExposition<PrometheusType, PrometheusValue>);
 
 impl Exposition {
     /// The text format ends a line only at \n and lets a label value hold a
@@ -101,7 +101,7 @@ impl Exposition {
     }
 
     /// The value of the one sample of `family` with `labels` (0 when none).
-    fn value(&self, family: &str, labels: &[(&str, &str)]) -> f64 {
+    pub(crate) fn value(&self, family: &str, labels: &[(&str, &str)]) -> f64 {
         let found = self.samples(family, labels);
         assert!(
             found.len() <= 1,
@@ -121,7 +121,7 @@ impl Exposition {
     }
 }
 
-async fn scrape(gw: &Gateway) -> Exposition {
+pub(crate) async fn scrape(gw: &Gateway) -> Exposition {
     Exposition::parse(&scrape_text(gw).await)
 }
 

@@ -5,7 +5,9 @@
 //!
 //! The gateway owns only the long-poll (`wait=true`): look, and when nothing
 //! is there wait for a push notification (notify.rs) without holding a
-//! pooled connection, then look again, until `timeout`.
+//! pooled connection, then look again, until `timeout`. Every look first
+//! checks that the client is still connected (peer.rs): a pop whose client
+//! hung up leases nothing and answers 499 to nobody.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -97,7 +99,7 @@ async fn respond(
     let pop = PopRequest::parse(req.query_string(), selection)?;
     let counters = crate::metrics::counters();
     counters.pop_requests.increment(1);
-    let look = pop_or_wait(state, &pop).await?;
+    let look = pop_or_wait(state, req, &pop).await?;
     counters.pop_messages.increment(look.messages);
     record_minute(pop.queue(), &look.delivered);
     let answer = look.answer;
@@ -177,8 +179,12 @@ struct Look {
     delivered: Vec<Delivered>,
 }
 
-async fn look(client: &Client, pop: &PopRequest) -> Result<Look, ApiError> {
+async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest) -> Result<Look, ApiError> {
     let statement = client.prepare_cached(POP_MESSAGES_SQL).await?;
+    if crate::peer::has_hung_up(req) {
+        debug!("a pop's client hung up before its look: nothing leased");
+        return Err(ApiError::ClientClosed);
+    }
     // (A group's first pop writes its subscription: on Citus such writers
     // of the reference tables can be cancelled as a distributed deadlock.)
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&pop.arguments];
@@ -222,20 +228,24 @@ fn record_minute(path_queue: Option<&str>, delivered: &[Delivered]) {
 /// Looks once; with `wait`, looks again on every relevant push (and every
 /// RECHECK) until something is claimed, the deadline passes or the server
 /// stops, holding no pooled connection in between.
-async fn pop_or_wait(state: &AppState, pop: &PopRequest) -> Result<Look, ApiError> {
+async fn pop_or_wait(
+    state: &AppState,
+    req: &HttpRequest,
+    pop: &PopRequest,
+) -> Result<Look, ApiError> {
     let Some(wait) = pop.wait else {
-        return look(&state.pool.get().await?, pop).await;
+        return look(&state.pool.get().await?, req, pop).await;
     };
     let deadline = Instant::now() + wait; // from arrival
     let mut waiter = state.wakeups.subscribe(pop.queue()); // before the look: no lost wake-up
-    let mut answer = look(&state.pool.get().await?, pop).await?;
+    let mut answer = look(&state.pool.get().await?, req, pop).await?;
     while !answer.settled && Instant::now() < deadline && !waiter.is_stopping() {
         let until = deadline.min(Instant::now() + RECHECK);
         waiter.wait_for(until).await;
         if waiter.is_stopping() {
             break; // the server is shutting down: answer what we have
         }
-        match look_again(state, pop, deadline).await? {
+        match look_again(state, req, pop, deadline).await? {
             Some(again) => answer = again,
             None if Instant::now() >= deadline => break,
             None => {} // database unreachable right now: keep waiting
@@ -249,6 +259,7 @@ async fn pop_or_wait(state: &AppState, pop: &PopRequest) -> Result<Look, ApiErro
 /// (a pop cancelled mid-flight could lease messages nobody receives).
 async fn look_again(
     state: &AppState,
+    req: &HttpRequest,
     pop: &PopRequest,
     deadline: Instant,
 ) -> Result<Option<Look>, ApiError> {
@@ -263,7 +274,7 @@ async fn look_again(
         }
         Err(_) => return Ok(None),
     };
-    match look(&client, pop).await {
+    match look(&client, req, pop).await {
         Ok(answer) => Ok(Some(answer)),
         Err(ApiError::Unavailable(why)) => {
             debug!("long-poll re-check failed: {why}");
