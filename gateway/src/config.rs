@@ -102,6 +102,16 @@ pub struct Config {
     )]
     pub max_push_items: usize,
 
+    /// Most messages one pop answers: a larger batch is capped to it (the gateway holds a pop's answer in memory)
+    #[arg(
+        long,
+        env = "PGCURSOR_MAX_POP_BATCH",
+        value_name = "PGCURSOR_MAX_POP_BATCH",
+        default_value = "10000",
+        value_parser = positive_usize,
+    )]
+    pub max_pop_batch: usize,
+
     /// How long a request waits for a database connection, in milliseconds, before a 503
     #[arg(
         long,
@@ -288,6 +298,7 @@ mod tests {
         assert_eq!(c.max_body_bytes, 8_388_608);
         assert_eq!(c.max_ack_items, 10_000);
         assert_eq!(c.max_push_items, 10_000);
+        assert_eq!(c.max_pop_batch, 10_000);
         assert_eq!(c.db_timeout(), Duration::from_millis(5000));
         assert_eq!(c.housekeeping_seconds, 60);
         assert_eq!(c.stats_flush_interval(), Duration::from_secs(60));

@@ -514,6 +514,26 @@ async fn too_many_items_or_too_many_bytes_is_413() {
     assert_eq!(stored_messages(&queue).await, 0);
 }
 
+/// A pop answers at most PGCURSOR_MAX_POP_BATCH messages, whatever batch
+/// it asks (the gateway holds an answer in memory); the rest stay for the
+/// next pops. A batch that is no positive integer is still a 400.
+#[tokio::test]
+async fn a_pop_answers_at_most_the_max_pop_batch() {
+    let gw = Gateway::start_with(&[("PGCURSOR_MAX_POP_BATCH", "3")]).await;
+    let queue = fresh_queue("capped");
+    push_n(&gw, &queue, "Default", 5).await;
+    let path = format!("/api/v1/pop/queue/{queue}?batch=1000&autoAck=true");
+    let (status, first) = get(&gw, &path).await;
+    assert_eq!((status, offsets(&first)), (200, vec![1, 2, 3]), "{first}");
+    let (status, rest) = get(&gw, &path).await;
+    assert_eq!((status, offsets(&rest)), (200, vec![4, 5]), "{rest}");
+    let (status, body) = get(&gw, &format!("/api/v1/pop/queue/{queue}?batch=0")).await;
+    assert_eq!(
+        (status, body),
+        (400, json!({"error": "batch must be a positive integer"}))
+    );
+}
+
 #[tokio::test]
 async fn pop_errors_are_404_or_400_with_a_reason() {
     let gw = Gateway::start().await;

@@ -96,7 +96,7 @@ async fn respond(
     req: &HttpRequest,
     selection: Map<String, Value>,
 ) -> Result<HttpResponse, ApiError> {
-    let pop = PopRequest::parse(req.query_string(), selection)?;
+    let pop = PopRequest::parse(req.query_string(), selection, state.config.max_pop_batch)?;
     let counters = crate::metrics::counters();
     counters.pop_requests.increment(1);
     let look = pop_or_wait(state, req, &pop).await?;
@@ -116,8 +116,16 @@ pub struct PopRequest {
 }
 
 impl PopRequest {
-    /// Empty query values count as absent (`?namespace=&task=x`).
-    pub fn parse(query: &str, selection: Map<String, Value>) -> Result<PopRequest, ApiError> {
+    /// Empty query values count as absent (`?namespace=&task=x`). A valid
+    /// `batch` over `max_batch` is capped to it: an answer may always hold
+    /// fewer messages than asked, and the gateway holds it in memory (a pop
+    /// of 100,000 messages of 1 kB took 670 MB). Invalid ones are left for
+    /// `pgcursor.pop` to refuse.
+    pub fn parse(
+        query: &str,
+        selection: Map<String, Value>,
+        max_batch: usize,
+    ) -> Result<PopRequest, ApiError> {
         let query = web::Query::<HashMap<String, String>>::from_query(query)
             .map_err(|e| ApiError::BadRequest(format!("invalid query string: {e}")))?
             .into_inner();
@@ -132,6 +140,11 @@ impl PopRequest {
                 arguments
                     .entry(key)
                     .or_insert_with(|| Value::String(value.into()));
+            }
+        }
+        if let Some(asked) = given("batch").and_then(|b| b.trim().parse::<usize>().ok()) {
+            if asked > max_batch && asked <= i32::MAX as usize {
+                arguments.insert("batch".into(), Value::String(max_batch.to_string()));
             }
         }
         let timeout = wait_timeout(given("timeout"))?;
@@ -292,7 +305,7 @@ mod tests {
     fn parse(query: &str) -> Result<PopRequest, ApiError> {
         let mut selection = Map::new();
         selection.insert("queue".into(), json!("orders"));
-        PopRequest::parse(query, selection)
+        PopRequest::parse(query, selection, 10_000)
     }
 
     fn bad(query: &str) -> String {
@@ -330,6 +343,19 @@ mod tests {
     fn the_path_wins_over_the_query() {
         let pop = parse("queue=other&batch=7").unwrap();
         assert_eq!(pop.arguments, json!({"queue": "orders", "batch": "7"}));
+    }
+
+    #[test]
+    fn batch_is_capped_and_invalid_ones_are_left_for_sql() {
+        let batch = |query: &str| parse(query).unwrap().arguments["batch"].clone();
+        assert_eq!(batch("batch=10000"), json!("10000"));
+        assert_eq!(batch("batch=10001"), json!("10000"));
+        assert_eq!(batch("batch=%2010001%20"), json!("10000"));
+        assert_eq!(batch("batch=2147483647"), json!("10000"));
+        // pgcursor.pop's own 400s: not a positive int4.
+        for left in ["2147483648", "0", "-5", "abc", "1e6", "12.5"] {
+            assert_eq!(batch(&format!("batch={left}")), json!(left));
+        }
     }
 
     #[test]
