@@ -236,24 +236,41 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
         p.id, CASE WHEN s.since IS NULL THEN 0 ELSE pgcursor_internal.cursor_before(p, s.since) END)
 $$;
 
+-- The second key of an advisory lock on `name`: one of 256 buckets, 0..255.
+-- Advisory locks take entries of PostgreSQL's shared lock table
+-- (max_locks_per_transaction x connections), which every session of the
+-- database needs. With a lock per name, one push to 3,000 new queues or a
+-- gateway long-polling 4,000 queues filled it on a small cluster, and
+-- every session then failed with "out of shared memory". Bucketed, a
+-- transaction or session holds at most 256 locks of a class; names of one
+-- bucket share a lock, which only ever makes someone wait or skip a
+-- little more.
+CREATE OR REPLACE FUNCTION pgcursor_internal.lock_bucket(name text)
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT hashtext(name) & 255 $$;
+
+-- The advisory lock class (first key) of lock_partition_set ("pgcp").
+CREATE OR REPLACE FUNCTION pgcursor_internal.partition_set_class()
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 1885823856 $$;
+
 -- Serialises a change to which partitions a queue has (a push creating
 -- one, shared: pushes do not wait for each other) with a change to which
 -- groups are subscribed there (a pop recording or renewing a subscription,
--- exclusive), for the queues given, in name order. Without it each can miss
--- the other: a pop that sees no new partition writes its rows and marks its
--- new subscription complete while the push, not seeing that subscription,
--- cannot mark it pending, and the group never gets a row on the partition.
--- With it the later one starts after the earlier commits, and sees it.
+-- exclusive), for the queues given, bucket by bucket (lock_bucket) in
+-- bucket order. Without it each can miss the other: a pop that sees no new
+-- partition writes its rows and marks its new subscription complete while
+-- the push, not seeing that subscription, cannot mark it pending, and the
+-- group never gets a row on the partition. With it the later one starts
+-- after the earlier commits, and sees it.
 CREATE OR REPLACE FUNCTION pgcursor_internal.lock_partition_set(queues text[], shared boolean)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    q text;
+    bucket integer;
 BEGIN
-    FOR q IN SELECT DISTINCT x FROM unnest(queues) x ORDER BY x LOOP
+    FOR bucket IN SELECT DISTINCT pgcursor_internal.lock_bucket(x) FROM unnest(queues) x ORDER BY 1 LOOP
         IF shared THEN
-            PERFORM pg_advisory_xact_lock_shared(hashtextextended('partitions of ' || q, 0));
+            PERFORM pg_advisory_xact_lock_shared(pgcursor_internal.partition_set_class(), bucket);
         ELSE
-            PERFORM pg_advisory_xact_lock(hashtextextended('partitions of ' || q, 0));
+            PERFORM pg_advisory_xact_lock(pgcursor_internal.partition_set_class(), bucket);
         END IF;
     END LOOP;
 END $$;

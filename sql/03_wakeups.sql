@@ -35,18 +35,14 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.drain_class()
 RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 1885823864 $$;
 
 -- The advisory key of a queue's waiters (NULL: waiters on every queue):
--- one of 256 buckets, 1..256, so a session holds at most 257 waiting locks
--- however many queues it waits on. Session advisory locks live in the
--- shared lock table (max_locks_per_transaction x connections): with a key
--- per queue, a gateway long-polling 4,000 queues filled it on a small
--- cluster, and every new connection and lock of the database then failed
--- with "out of shared memory". Queues in one bucket share its lock (taken
--- once per wait, so waits still nest): a push to a queue nobody waits on
--- whose bucket is held notifies for nothing, and the gateway wakes only
--- that queue's waiters, i.e. none.
+-- 1 + its lock_bucket, so a session holds at most 257 waiting locks
+-- however many queues it waits on. Queues of a bucket share its lock
+-- (taken once per wait, so waits still nest): a push to a queue nobody
+-- waits on whose bucket is held notifies for nothing, and the gateway
+-- wakes only that queue's waiters, i.e. none.
 CREATE OR REPLACE FUNCTION pgcursor_internal.waiting_key(queue text)
 RETURNS integer LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN queue IS NULL THEN 0 ELSE 1 + (hashtext(queue) & 255) END
+    SELECT CASE WHEN queue IS NULL THEN 0 ELSE 1 + pgcursor_internal.lock_bucket(queue) END
 $$;
 
 -- Does another session hold waiting(key) in any mode?

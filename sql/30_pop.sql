@@ -118,6 +118,10 @@ BEGIN
                   ORDER BY q.priority DESC, q.name);
 END $$;
 
+-- The advisory lock class (first key) of add_claimable_cursors ("pgcc").
+CREATE OR REPLACE FUNCTION pgcursor_internal.claim_class()
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 1885823843 $$;
+
 -- Writes the group's cursor rows on up to n partitions of `pending` (queues
 -- whose subscription is pending, in the order subscribe() answers) that it
 -- has none on yet and that hold a message past where the subscription
@@ -129,8 +133,9 @@ END $$;
 -- 5,000 when the statistics are stale). A partition another pop of the
 -- group is writing a row on right now is passed over, as claim_batches
 -- skips locked rows: each takes a transaction advisory lock on (partition,
--- group) first, and only tries. Rows are written in partition order, as
--- every writer of new cursor rows does: writers wait, never deadlock.
+-- group) first (one of 256 buckets: lock_bucket), and only tries. Rows
+-- are written in partition order, as every writer of new cursor rows does:
+-- writers wait, never deadlock.
 CREATE OR REPLACE FUNCTION pgcursor_internal.add_claimable_cursors(
     pending text[], pname text, grp text, n integer)
 RETURNS integer LANGUAGE plpgsql AS $$
@@ -169,7 +174,8 @@ BEGIN
                                                    WHERE c.partition_id = p.id AND c.consumer_group = grp);
                 start := pgcursor_internal.start_cursor(p, sub);
                 CONTINUE WHEN start >= head
-                           OR NOT pg_try_advisory_xact_lock(hashtextextended(p.id::text || grp, 0));
+                           OR NOT pg_try_advisory_xact_lock(pgcursor_internal.claim_class(),
+                                                            pgcursor_internal.lock_bucket(p.id::text || grp));
                 INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
                 VALUES (p.id, grp, start)
                 ON CONFLICT DO NOTHING;
