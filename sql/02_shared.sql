@@ -239,12 +239,12 @@ $$;
 -- The second key of an advisory lock on `name`: one of 256 buckets, 0..255.
 -- Advisory locks take entries of PostgreSQL's shared lock table
 -- (max_locks_per_transaction x connections), which every session of the
--- database needs. With a lock per name, one push to 3,000 new queues or a
--- gateway long-polling 4,000 queues filled it on a small cluster, and
--- every session then failed with "out of shared memory". Bucketed, a
--- transaction or session holds at most 256 locks of a class; names of one
--- bucket share a lock, which only ever makes someone wait or skip a
--- little more.
+-- database needs. With a lock per name, one push to 3,000 new queues
+-- filled it on a small cluster, and every session then failed with "out
+-- of shared memory". Bucketed, a transaction holds at most 256 locks of a
+-- class; names of one bucket share a lock, which only ever makes someone
+-- wait or skip a little more. (The long-poll waits keep a lock per queue,
+-- sql/03_wakeups.sql: a shared one would make pushes notify.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.lock_bucket(name text)
 RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT hashtext(name) & 255 $$;
 

@@ -16,8 +16,7 @@
 --
 -- How no wake-up is lost, with two kinds of advisory lock:
 --   waiting(queue)  (waiting_class(), waiting_key(queue)): held shared,
---                   session-long, by each session waiting on the queue
---                   (or on another queue of its bucket);
+--                   session-long, by each session waiting on the queue;
 --   drain           (drain_class(), 1): held shared by a waking transaction
 --                   from before it looks for waiters until it commits.
 -- wake_pops takes drain, then looks at waiting(queue). wait_for_pushes
@@ -34,15 +33,16 @@ RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 1885823863 $$;
 CREATE OR REPLACE FUNCTION pgcursor_internal.drain_class()
 RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 1885823864 $$;
 
--- The advisory key of a queue's waiters (NULL: waiters on every queue):
--- 1 + its lock_bucket, so a session holds at most 257 waiting locks
--- however many queues it waits on. Queues of a bucket share its lock
--- (taken once per wait, so waits still nest): a push to a queue nobody
--- waits on whose bucket is held notifies for nothing, and the gateway
--- wakes only that queue's waiters, i.e. none.
+-- The advisory key of a queue's waiters (NULL: waiters on every queue).
+-- One per queue, so a push to a queue nobody waits on never notifies. Each
+-- takes an entry of PostgreSQL's shared lock table, which every session
+-- needs: a session waiting on thousands of queues fills it, and every
+-- session of the database then fails with "out of shared memory" (4,000 on
+-- a small cluster). So the gateway's listener waits on at most 1,000
+-- queues of its own, and on every queue beyond (gateway/src/notify.rs).
 CREATE OR REPLACE FUNCTION pgcursor_internal.waiting_key(queue text)
 RETURNS integer LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN queue IS NULL THEN 0 ELSE 1 + pgcursor_internal.lock_bucket(queue) END
+    SELECT CASE WHEN queue IS NULL THEN 0 ELSE hashtext(queue) END
 $$;
 
 -- Does another session hold waiting(key) in any mode?

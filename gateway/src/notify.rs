@@ -16,11 +16,17 @@
 //! their timeout. After every (re)connect the waits are put in place again
 //! and everyone is woken once, since pushes made meanwhile were not heard.
 //!
+//! Each wait is an advisory lock, an entry of PostgreSQL's shared lock
+//! table, which every session of the database needs. So the listener waits
+//! on at most OWN_WAITS_MAX queues of its own; pops on more queues than
+//! that are covered by its wait on every queue (4,000 queues of their own
+//! filled the table of a small cluster: "out of shared memory" for all).
+//!
 //! On SIGTERM/SIGINT/SIGQUIT every waiter stops waiting for good, so the
 //! server's graceful shutdown (10 s) is not held up, and then cut short, by
 //! long-polls waiting for a 30 s timeout: they answer what they have.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +48,10 @@ const CHANNEL: &str = "pgcursor_push";
 const LISTEN: &str = "LISTEN pgcursor_push";
 /// How many wake-ups a slow waiter may fall behind before it just re-checks.
 const CAPACITY: usize = 1024;
+/// Most queues the listener waits on with a lock of their own; pops on
+/// more queues wait through its wait on every queue (one lock for all,
+/// but then every push notifies).
+const OWN_WAITS_MAX: usize = 1000;
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -255,6 +265,11 @@ enum Outcome {
 struct Registrar {
     /// How many waiting pops each interest has.
     waiting: HashMap<Interest, usize>,
+    /// The queues among them waited on through the wait on every queue,
+    /// taken once more for each (waits nest), not with a lock of their own.
+    through_every_queue: HashSet<Arc<str>>,
+    /// Most queues waited on with a lock of their own (OWN_WAITS_MAX).
+    own_waits_max: usize,
     /// waiting.len(), for the metrics.
     waits: Arc<AtomicUsize>,
     /// Waits in place whose pushes in flight have not all committed yet.
@@ -271,6 +286,12 @@ impl Registrar {
         *count += 1;
         if *count == 1 {
             self.waits.store(self.waiting.len(), Ordering::Relaxed);
+            if let Some(queue) = &interest {
+                let own = self.waiting.len() - 1 - self.through_every_queue.len();
+                if own >= self.own_waits_max {
+                    self.through_every_queue.insert(queue.clone());
+                }
+            }
             self.put_in_place(interest).await;
         }
     }
@@ -283,8 +304,21 @@ impl Registrar {
         if *count == 0 {
             self.waiting.remove(&interest);
             self.waits.store(self.waiting.len(), Ordering::Relaxed);
+            let lock = self.lock_of(&interest);
+            if let Some(queue) = &interest {
+                self.through_every_queue.remove(queue);
+            }
             let sql = "SELECT pgcursor.stop_waiting_for_pushes($1::text)";
-            self.call(sql, &[(&interest.as_deref(), Type::TEXT)]).await;
+            self.call(sql, &[(&lock.as_deref(), Type::TEXT)]).await;
+        }
+    }
+
+    /// The wait that stands for `interest` in PostgreSQL: its own, or the
+    /// wait on every queue (None).
+    fn lock_of(&self, interest: &Interest) -> Interest {
+        match interest {
+            Some(queue) if self.through_every_queue.contains(queue) => None,
+            other => other.clone(),
         }
     }
 
@@ -302,7 +336,8 @@ impl Registrar {
     /// now, or once the pushes still in flight are done (drain).
     async fn put_in_place(&mut self, interest: Interest) {
         let sql = "SELECT pgcursor.wait_for_pushes($1::text)";
-        match self.call(sql, &[(&interest.as_deref(), Type::TEXT)]).await {
+        let lock = self.lock_of(&interest);
+        match self.call(sql, &[(&lock.as_deref(), Type::TEXT)]).await {
             Outcome::Done => self.wake(interest),
             Outcome::PushesInFlight => {
                 if self.undrained.is_empty() {
@@ -369,6 +404,8 @@ async fn register_waits(
 ) {
     let mut registrar = Registrar {
         waiting: HashMap::new(),
+        through_every_queue: HashSet::new(),
+        own_waits_max: OWN_WAITS_MAX,
         waits,
         undrained: Vec::new(),
         next_drain: Instant::now(),
@@ -566,5 +603,86 @@ mod tests {
         drop(namespace);
         assert_eq!(seen(requests.try_recv().unwrap()), r#"stop Some("orders")"#);
         assert_eq!(seen(requests.try_recv().unwrap()), "stop None");
+    }
+
+    /// The listener's waits in PostgreSQL: a lock of its own for up to
+    /// own_waits_max queues, the wait on every queue for the others, each
+    /// given back with its queue's last waiter.
+    #[tokio::test]
+    async fn queues_past_the_own_waits_max_wait_through_the_every_queue_wait() {
+        let listener = Arc::new(pgcursor_tests::db().await);
+        let pid: i32 = listener
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        let (sender, mut woken) = broadcast::channel(16);
+        let mut registrar = Registrar {
+            waiting: HashMap::new(),
+            through_every_queue: HashSet::new(),
+            own_waits_max: 3,
+            waits: Arc::new(AtomicUsize::new(0)),
+            undrained: Vec::new(),
+            next_drain: Instant::now(),
+            client: Some(listener),
+            sender,
+        };
+        let prefix = format!("own-waits-{}", uuid::Uuid::now_v7());
+        let queue = |i: usize| -> Interest { Some(format!("{prefix}-{i}").into()) };
+        let observer = pgcursor_tests::db().await;
+        // The listener's waiting locks: own ones (by queue) and the wait on every queue.
+        let held = || async {
+            let row = observer
+                .query_one(
+                    "SELECT count(*) FILTER (WHERE l.objid <> 0), count(*) FILTER (WHERE l.objid = 0)
+                       FROM pg_locks l
+                      WHERE l.locktype = 'advisory' AND l.pid = $1
+                        AND l.classid = pgcursor_internal.waiting_class()::oid",
+                    &[&pid],
+                )
+                .await
+                .unwrap();
+            (row.get::<_, i64>(0), row.get::<_, i64>(1))
+        };
+        let notified = |i: usize| {
+            let observer = &observer;
+            let name = queue(i).unwrap().to_string();
+            async move {
+                let row = observer
+                    .query_one(
+                        "SELECT pgcursor_internal.wake_pops(ARRAY[$1::text])",
+                        &[&name],
+                    )
+                    .await
+                    .unwrap();
+                row.get::<_, Vec<String>>(0) == vec![name]
+            }
+        };
+        for i in 1..=5 {
+            registrar.wait(queue(i)).await;
+        }
+        assert_eq!(
+            held().await,
+            (3, 1),
+            "queues 1-3 own locks, 4 and 5 the every-queue one"
+        );
+        assert!(notified(5).await, "a push to queue 5 notifies");
+        for i in 1..=5 {
+            match woken.try_recv() {
+                Ok(Wake::Queue(q)) => assert_eq!(Some(q), queue(i), "woken in turn"),
+                other => panic!("queue {i}: {other:?}"),
+            }
+        }
+        registrar.wait(queue(5)).await; // a second pop on queue 5: nothing more
+        registrar.stop(queue(4)).await;
+        registrar.stop(queue(5)).await;
+        assert_eq!(held().await, (3, 1), "queue 5 still has a waiter");
+        registrar.stop(queue(5)).await;
+        assert_eq!(held().await, (3, 0), "the every-queue wait is given back");
+        assert!(!notified(5).await, "nobody waits on queue 5");
+        for i in 1..=3 {
+            registrar.stop(queue(i)).await;
+        }
+        assert_eq!(held().await, (0, 0));
     }
 }

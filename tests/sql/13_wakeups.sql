@@ -5,7 +5,7 @@
 -- end). This transaction looks for waiters itself only at the end: from
 -- then on it holds up every session starting to wait.
 BEGIN;
-SELECT plan(20);
+SELECT plan(15);
 \ir lib/dblink.sql
 CREATE FUNCTION pg_temp.on(session text, sql text) RETURNS void LANGUAGE sql AS $$
     SELECT FROM dblink(session, sql) AS t(x text)
@@ -28,8 +28,7 @@ SELECT pg_temp.open_sessions('t13w', 't13l', 't13p');
 SELECT dblink_exec('t13l', 'LISTEN pgcursor_push');
 SELECT dblink_exec('t13w', $$SET statement_timeout = '5s'$$);  -- a wait held up by mistake fails, not hangs
 
--- Nobody waits: nothing to notify. (t13a, t13b and t13c are in three
--- different buckets of waiting_key.)
+-- Nobody waits: nothing to notify.
 SELECT is(pg_temp.woken('t13a', 't13b'), '{}'::text[], 'nobody waits: no queue is notified');
 
 SELECT pg_temp.on('t13w', $$SELECT pgcursor.wait_for_pushes('t13a')::text$$);
@@ -70,36 +69,6 @@ SELECT pg_temp.on('t13p', $$SELECT (SELECT pgcursor.ack_group(jsonb_build_object
 SELECT pg_sleep(0.1);
 SELECT is(pg_temp.heard(), '{t13a}'::text[], 'a nack of a queue waited on notifies it');
 SELECT pg_temp.on('t13w', $$SELECT pgcursor.stop_waiting_for_pushes('t13a')::text$$);
-
--- Queues share 256 waiting locks (waiting_key): a session waiting on
--- 1,000 queues holds at most 256 of them in PostgreSQL's shared lock table.
-CREATE FUNCTION pg_temp.waiting_locks_of_t13w() RETURNS bigint LANGUAGE sql AS $$
-    SELECT count(*) FROM pg_locks l
-     WHERE l.locktype = 'advisory' AND l.classid = pgcursor_internal.waiting_class()
-       AND l.pid = (SELECT pid FROM dblink('t13w', 'SELECT pg_backend_pid()') AS t(pid integer))
-$$;
-SELECT pg_temp.on('t13w', $$SELECT count(pgcursor.wait_for_pushes('t13many' || i))::text
-                             FROM generate_series(1, 1000) i$$);
-SELECT cmp_ok(pg_temp.waiting_locks_of_t13w(), '<=', 256::bigint,
-              'waiting on 1,000 queues holds at most 256 waiting locks');
-SELECT pg_temp.on('t13w', $$SELECT count(pgcursor.stop_waiting_for_pushes('t13many' || i))::text
-                             FROM generate_series(1, 1000) i$$);
-SELECT is(pg_temp.waiting_locks_of_t13w(), 0::bigint, 'after the 1,000 stops, it holds none');
-
--- t13a and a queue in t13a's bucket: waits on either nest with the other's.
-CREATE TEMP TABLE t13_twin AS
-    SELECT 't13twin' || i AS queue FROM generate_series(1, 100000) i
-     WHERE pgcursor_internal.waiting_key('t13twin' || i) = pgcursor_internal.waiting_key('t13a')
-     LIMIT 1;
-SELECT pg_temp.on('t13w', $$SELECT pgcursor.wait_for_pushes('t13a')::text$$);
-SELECT is(pg_temp.woken((SELECT queue FROM t13_twin)), ARRAY[(SELECT queue FROM t13_twin)],
-          'a queue in the bucket of a queue waited on is notified (for nothing: nobody waits on it)');
-SELECT pg_temp.on('t13w', format('SELECT pgcursor.wait_for_pushes(%L)::text', (SELECT queue FROM t13_twin)));
-SELECT pg_temp.on('t13w', $$SELECT pgcursor.stop_waiting_for_pushes('t13a')::text$$);
-SELECT is(pg_temp.woken('t13a'), '{t13a}'::text[],
-          'waits nest across a bucket: after t13a stops, the other queue''s wait still holds it');
-SELECT pg_temp.on('t13w', format('SELECT pgcursor.stop_waiting_for_pushes(%L)::text', (SELECT queue FROM t13_twin)));
-SELECT is(pg_temp.woken('t13a'), '{}'::text[], 'after both stops, nobody waits');
 
 -- The drain: once this transaction has looked for waiters, a session
 -- starting to wait is held until it ends: its first look then comes after

@@ -4,7 +4,8 @@
 -- kind however many queues or partitions it touches. With one per queue a
 -- push to 3,000 new queues failed "out of shared memory" on a small
 -- cluster, and so did every other session meanwhile. (The long-poll
--- waits' share of this: 13_wakeups.)
+-- waits keep a lock per queue, for at most 1,000 queues: the gateway's
+-- notify.rs tests.)
 BEGIN;
 SELECT plan(7);
 
