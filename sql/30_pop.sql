@@ -118,10 +118,6 @@ BEGIN
                   ORDER BY q.priority DESC, q.name);
 END $$;
 
--- The advisory lock class (first key) of add_claimable_cursors ("pgcc").
-CREATE OR REPLACE FUNCTION pgcursor_internal.claim_class()
-RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 1885823843 $$;
-
 -- Writes the group's cursor rows on up to n partitions of `pending` (queues
 -- whose subscription is pending, in the order subscribe() answers) that it
 -- has none on yet and that hold a message past where the subscription
@@ -132,10 +128,12 @@ RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 1885823843 $$;
 -- per-partition checks on every partition before ordering them: 600 ms at
 -- 5,000 when the statistics are stale). A partition another pop of the
 -- group is writing a row on right now is passed over, as claim_batches
--- skips locked rows: each takes a transaction advisory lock on (partition,
--- group) first (one of 256 buckets: lock_bucket), and only tries. Rows
--- are written in partition order, as every writer of new cursor rows does:
--- writers wait, never deadlock.
+-- skips locked rows: each takes a transaction advisory lock on (group,
+-- partition) first, and only tries. Its keys are the group's hash and one
+-- of 256 buckets of partitions (lock_bucket), so a pop holds at most 256
+-- of them, and pops of different groups never pass over each other's
+-- partitions. Rows are written in partition order, as every writer of new
+-- cursor rows does: writers wait, never deadlock.
 CREATE OR REPLACE FUNCTION pgcursor_internal.add_claimable_cursors(
     pending text[], pname text, grp text, n integer)
 RETURNS integer LANGUAGE plpgsql AS $$
@@ -174,8 +172,7 @@ BEGIN
                                                    WHERE c.partition_id = p.id AND c.consumer_group = grp);
                 start := pgcursor_internal.start_cursor(p, sub);
                 CONTINUE WHEN start >= head
-                           OR NOT pg_try_advisory_xact_lock(pgcursor_internal.claim_class(),
-                                                            pgcursor_internal.lock_bucket(p.id::text || grp));
+                           OR NOT pg_try_advisory_xact_lock(hashtext(grp), pgcursor_internal.lock_bucket(p.id::text));
                 INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
                 VALUES (p.id, grp, start)
                 ON CONFLICT DO NOTHING;
