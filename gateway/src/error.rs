@@ -94,7 +94,10 @@ impl From<deadpool_postgres::PoolError> for ApiError {
 /// jsonb; PostgreSQL cannot store it) and a value too long for an index
 /// (54000; names are refused at 1024 bytes where they are created, so this
 /// is the fallback). PC503 is pgcursor's own: maintenance
-/// mode refused a push before it wrote anything.
+/// mode refused a push before it wrote anything. Class 53 (insufficient
+/// resources: out of memory or shared memory, disk full, too many
+/// connections) is the server's state, not a bug or the input: a 503 to
+/// retry later, as for a lost connection.
 impl From<tokio_postgres::Error> for ApiError {
     fn from(e: tokio_postgres::Error) -> Self {
         let detail = crate::db::error_detail(&e);
@@ -109,6 +112,9 @@ impl From<tokio_postgres::Error> for ApiError {
             Some("PCENC") => ApiError::EncryptedQueues(crate::encryption::refused_queues(
                 e.as_db_error().and_then(|db| db.detail()),
             )),
+            Some(code) if code.starts_with("53") => {
+                ApiError::Unavailable(format!("database out of resources: {detail}"))
+            }
             _ if crate::db::is_connection_error(&e) => {
                 ApiError::Unavailable(format!("database unavailable: {detail}"))
             }
@@ -135,6 +141,37 @@ mod tests {
         let response = ApiError::Maintenance("paused".into()).error_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(response.headers().get("Retry-After").unwrap(), "30");
+    }
+
+    /// SQLSTATEs raised by a real server, as the routes see them.
+    #[tokio::test]
+    async fn insufficient_resources_are_503_and_other_errors_500() {
+        let db = pgcursor_tests::db().await;
+        let raised = |code: &'static str| {
+            let db = &db;
+            async move {
+                let sql =
+                    format!("DO $$ BEGIN RAISE EXCEPTION 'boom' USING ERRCODE = '{code}'; END $$");
+                ApiError::from(db.batch_execute(&sql).await.unwrap_err())
+            }
+        };
+        for code in ["53200", "53100", "53300"] {
+            let error = raised(code).await;
+            assert_eq!(
+                error.status_code(),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "{code}: {error}"
+            );
+            assert!(
+                error.to_string().starts_with("database out of resources: "),
+                "{error}"
+            );
+        }
+        assert_eq!(
+            raised("XX000").await.status_code(),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+        assert_eq!(raised("22023").await.status_code(), StatusCode::BAD_REQUEST);
     }
 
     #[test]
