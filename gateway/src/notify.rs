@@ -281,6 +281,20 @@ struct Registrar {
 }
 
 impl Registrar {
+    /// No session yet: waits asked for meanwhile are put in place at connect.
+    fn new(sender: broadcast::Sender<Wake>, waits: Arc<AtomicUsize>, own_waits_max: usize) -> Self {
+        Registrar {
+            waiting: HashMap::new(),
+            through_every_queue: HashSet::new(),
+            own_waits_max,
+            waits,
+            undrained: Vec::new(),
+            next_drain: Instant::now(),
+            client: None,
+            sender,
+        }
+    }
+
     async fn wait(&mut self, interest: Interest) {
         let count = self.waiting.entry(interest.clone()).or_insert(0);
         *count += 1;
@@ -402,16 +416,7 @@ async fn register_waits(
     sender: broadcast::Sender<Wake>,
     waits: Arc<AtomicUsize>,
 ) {
-    let mut registrar = Registrar {
-        waiting: HashMap::new(),
-        through_every_queue: HashSet::new(),
-        own_waits_max: OWN_WAITS_MAX,
-        waits,
-        undrained: Vec::new(),
-        next_drain: Instant::now(),
-        client: None,
-        sender,
-    };
+    let mut registrar = Registrar::new(sender, waits, OWN_WAITS_MAX);
     loop {
         let draining = !registrar.undrained.is_empty();
         tokio::select! {
@@ -617,16 +622,8 @@ mod tests {
             .unwrap()
             .get(0);
         let (sender, mut woken) = broadcast::channel(16);
-        let mut registrar = Registrar {
-            waiting: HashMap::new(),
-            through_every_queue: HashSet::new(),
-            own_waits_max: 3,
-            waits: Arc::new(AtomicUsize::new(0)),
-            undrained: Vec::new(),
-            next_drain: Instant::now(),
-            client: Some(listener),
-            sender,
-        };
+        let mut registrar = Registrar::new(sender, Arc::new(AtomicUsize::new(0)), 3);
+        registrar.client = Some(listener);
         let prefix = format!("own-waits-{}", uuid::Uuid::now_v7());
         let queue = |i: usize| -> Interest { Some(format!("{prefix}-{i}").into()) };
         let observer = pgcursor_tests::db().await;
