@@ -142,7 +142,7 @@ impl PopRequest {
                     .or_insert_with(|| Value::String(value.into()));
             }
         }
-        if let Some(asked) = given("batch").and_then(|b| b.trim().parse::<usize>().ok()) {
+        if let Some(asked) = given("batch").and_then(digits_only) {
             if asked > max_batch && asked <= i32::MAX as usize {
                 arguments.insert("batch".into(), Value::String(max_batch.to_string()));
             }
@@ -158,6 +158,14 @@ impl PopRequest {
     fn queue(&self) -> Option<&str> {
         self.arguments.get("queue").and_then(Value::as_str)
     }
+}
+
+/// A number as `pgcursor.pop` reads a digit string: ASCII digits, maybe
+/// between ASCII spaces (no sign).
+fn digits_only(value: &str) -> Option<usize> {
+    let digits = value.trim_matches(|c: char| c.is_ascii_whitespace());
+    let all_digits = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    all_digits.then(|| digits.parse().ok()).flatten()
 }
 
 /// `true` / `false`; absent is false.
@@ -353,8 +361,9 @@ mod tests {
         assert_eq!(batch("batch=%2010001%20"), json!("10000"));
         assert_eq!(batch("batch=2147483647"), json!("10000"));
         // pgcursor.pop's own 400s: not a positive int4.
-        for left in ["2147483648", "0", "-5", "abc", "1e6", "12.5"] {
-            assert_eq!(batch(&format!("batch={left}")), json!(left));
+        for left in ["2147483648", "0", "-5", "+20000", "\u{a0}20000", "abc", "1e6", "12.5"] {
+            let query = format!("batch={}", left.replace('+', "%2B").replace('\u{a0}', "%C2%A0"));
+            assert_eq!(batch(&query), json!(left));
         }
     }
 
