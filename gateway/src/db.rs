@@ -61,6 +61,7 @@ pub fn pool(config: &Config, size: usize) -> Pool {
     if pg.get_application_name().is_none() {
         pg.application_name("pgcursor-gateway");
     }
+    read_timestamps_as_utc(&mut pg);
     // Fast recycling: a connection PostgreSQL closed is noticed and replaced.
     let manager = Manager::from_connect(
         pg,
@@ -154,6 +155,17 @@ pub async fn connect(pg: &tokio_postgres::Config) -> Result<Client, tokio_postgr
         }
     });
     Ok(client)
+}
+
+/// Sessions in TimeZone UTC: a timestamp in a request without an offset
+/// (`subscriptionFrom`, the `from`/`to` filters) is then read as UTC, as
+/// every answer is written, whatever the server's default zone. A TimeZone
+/// in DATABASE_URL's options wins.
+fn read_timestamps_as_utc(pg: &mut tokio_postgres::Config) {
+    let options = pg.get_options().unwrap_or_default();
+    if !options.to_ascii_lowercase().contains("timezone") {
+        pg.options(format!("{options} -c TimeZone=UTC").trim_start());
+    }
 }
 
 /// Applies the migrations, then the SQL functions, under the bootstrap lock.

@@ -348,3 +348,44 @@ async fn retry_requeues_the_dead_letters_of_a_message() {
     let (status, _) = send(client().post(gw.url("/api/v1/messages/nope/x/retry"))).await;
     assert_eq!(status, 400);
 }
+
+/// A timestamp without an offset in a request is read as UTC, as every
+/// answer is written, even on a database whose default TimeZone is another
+/// (the gateway's sessions run in UTC).
+#[tokio::test]
+async fn a_timestamp_without_an_offset_is_utc_whatever_the_servers_zone() {
+    let database = format!("pgcursor_tz_{}", uuid::Uuid::now_v7().simple());
+    let admin = db().await;
+    // (Two calls: CREATE DATABASE cannot run in a multi-statement batch.)
+    for sql in [
+        format!("CREATE DATABASE {database}"),
+        format!("ALTER DATABASE {database} SET TimeZone = 'Asia/Kolkata'"),
+    ] {
+        admin.batch_execute(&sql).await.unwrap();
+    }
+    let url = format!(
+        "{}/{database}",
+        pgcursor_tests::database_url().rsplit_once('/').unwrap().0
+    );
+    let gw = Gateway::start_with(&[("DATABASE_URL", &url)]).await;
+    let queue = fresh_queue("tz");
+    for n in 1..=2 {
+        let body = json!({"items": [{"queue": queue, "payload": n}]});
+        assert_eq!(post(&gw, "/api/v1/push", &body).await.0, 200);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let all = listing(&gw, &format!("queue={queue}")).await;
+    let newest = all["messages"][0]["createdAt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let zoneless = newest.trim_end_matches('Z');
+    assert_ne!(zoneless, newest, "{all}");
+    let answer = listing(&gw, &format!("queue={queue}&from={zoneless}")).await;
+    assert_eq!(rows(&answer), vec!["Default:2:pending"], "{answer}");
+    drop(gw);
+    admin
+        .batch_execute(&format!("DROP DATABASE {database} WITH (FORCE)"))
+        .await
+        .unwrap();
+}
