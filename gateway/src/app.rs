@@ -40,6 +40,8 @@ pub struct Shared {
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     /// Whether pushes and acks go through Citus's delegated functions.
     pub deployment: db::Deployment,
+    /// The most client connections the workers hold at once (connections.rs).
+    pub max_connections: usize,
     /// Every worker's pool, by worker index.
     pools: Mutex<Vec<Option<Pool>>>,
 }
@@ -141,7 +143,15 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
     let metrics = crate::metrics::install();
     spawn_metrics_upkeep(metrics.clone());
     let workers = config.workers();
+    // Before any connection is opened: the cap depends on it.
+    let open_files = crate::connections::raise_open_files_limit();
+    // The pool, the push listener and the background connection.
+    let database_connections = config.pool_size + 2;
+    let per_worker = crate::connections::per_worker_cap(open_files, database_connections, workers);
+    let max_connections = per_worker * workers;
+    log_connection_cap(open_files, max_connections);
     let shared = Arc::new(Shared {
+        max_connections,
         pools: Mutex::new(vec![None; workers]),
         metrics,
         deployment,
@@ -204,8 +214,11 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
             })
             .configure(configure)
     })
-    .on_connect(crate::peer::note_socket)
+    .on_connect(move |connection, data| {
+        crate::connections::opened(connection, data, max_connections)
+    })
     .workers(workers)
+    .max_connections(per_worker)
     .shutdown_timeout(10)
     .bind(bind)
     .map_err(|source| StartupError::Bind { bind, source })?;
@@ -216,6 +229,19 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
         warn!("flushing the gateway's per-minute figures at shutdown failed: {why}");
     }
     served
+}
+
+/// What the open-files limit allows, at startup: an operator expecting
+/// more waiting consumers than that learns it here, not from clients that
+/// cannot connect.
+fn log_connection_cap(open_files: Option<u64>, cap: usize) {
+    match open_files {
+        Some(limit) if cap < 1000 => warn!(
+            "open files limit {limit}: serving at most {cap} HTTP connections at once, and a long-poll holds one; raise the limit (LimitNOFILE, ulimit -n) to serve more"
+        ),
+        Some(limit) => info!("open files limit {limit}: serving at most {cap} HTTP connections at once"),
+        None => info!("serving at most {cap} HTTP connections at once"),
+    }
 }
 
 /// Histogram samples wait in the recorder until a scrape folds them in;

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod body;
 pub mod clock;
 pub mod config;
+pub mod connections;
 pub mod cors;
 pub mod db;
 pub mod encryption;

@@ -6,6 +6,7 @@ mod ack;
 mod broker;
 mod browser;
 mod config;
+mod connections;
 mod consumer_groups;
 mod cors;
 mod dashboard;

@@ -113,6 +113,8 @@ pub struct GatewayConfig {
     env: Vec<(String, String)>,
     /// Inherited variables the gateway must not see.
     remove: Vec<String>,
+    /// Its limit on open files, (soft, hard); else the harness's own.
+    open_files: Option<(u64, u64)>,
 }
 
 impl Default for GatewayConfig {
@@ -129,6 +131,7 @@ impl GatewayConfig {
             bin: gateway_bin(),
             env: Vec::new(),
             remove: Vec::new(),
+            open_files: None,
         }
     }
 
@@ -160,6 +163,13 @@ impl GatewayConfig {
         self
     }
 
+    /// Starts it with this limit on open files (RLIMIT_NOFILE), as a shell's
+    /// `ulimit -Sn soft -Hn hard` would.
+    pub fn open_files(mut self, soft: u64, hard: u64) -> Self {
+        self.open_files = Some((soft, hard));
+        self
+    }
+
     /// Spawns the gateway and waits until `/health` answers 200; panics
     /// (with its stderr) if it does not.
     pub async fn start(self) -> Gateway {
@@ -188,6 +198,9 @@ impl GatewayConfig {
 
 fn spawn(config: &GatewayConfig, port: u16, log: &Path) -> Result<Child, String> {
     let mut cmd = command(&config.bin, port, &config.env, &config.remove);
+    if let Some((soft, hard)) = config.open_files {
+        limit_open_files(&mut cmd, soft, hard);
+    }
     let stderr = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -202,6 +215,31 @@ fn spawn(config: &GatewayConfig, port: u16, log: &Path) -> Result<Child, String>
                 config.bin.display()
             )
         })
+}
+
+#[cfg(unix)]
+fn limit_open_files(cmd: &mut Command, soft: u64, hard: u64) {
+    use std::os::unix::process::CommandExt;
+    let limit = libc::rlimit {
+        rlim_cur: soft as libc::rlim_t,
+        rlim_max: hard as libc::rlim_t,
+    };
+    // SAFETY: runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed; setrlimit is one.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
+#[cfg(not(unix))]
+fn limit_open_files(_: &mut Command, _: u64, _: u64) {
+    panic!("open-files limits are set only on unix");
 }
 
 /// A running gateway process, killed when dropped.

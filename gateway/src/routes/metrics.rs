@@ -146,6 +146,13 @@ fn process_gauges(state: &AppState) {
         set(gauge!("queen_process_resident_memory_bytes"), rss as f64);
         set(gauge!("queen_process_virtual_memory_bytes"), virt as f64);
     }
+    describe_gauge!("pgcursor_http_connections", "Client connections open now (a waiting long-poll holds one)");
+    describe_gauge!(
+        "pgcursor_http_connections_max",
+        "The most client connections the gateway holds at once, from its open-files limit; more wait to be accepted"
+    );
+    set(gauge!("pgcursor_http_connections"), crate::connections::open() as f64);
+    set(gauge!("pgcursor_http_connections_max"), state.max_connections as f64);
     let pool = state.pool_status();
     describe_gauge!("queen_db_pool_size", "Database connections open in the pool");
     describe_gauge!("queen_db_pool_idle", "Pool connections open and not checked out");
