@@ -200,6 +200,16 @@ RETURNS TABLE (pid uuid, at timestamptz) LANGUAGE sql STABLE AS $$
       FROM unnest(ids) u(id)
 $$;
 
+-- The largest of a push's payloads, in bytes as handed over: what
+-- partition_heads.max_weight keeps the largest of (one figure for every
+-- partition of the push: a bound, never an underestimate). PL/pgSQL, so
+-- the statement is planned once per session.
+CREATE OR REPLACE FUNCTION pgcursor_internal.largest_weight(payloads jsonb[])
+RETURNS integer LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT coalesce(max(pg_column_size(x)), 0) FROM unnest(payloads) x);
+END $$;
+
 -- Writes the items into the partitions the caller has locked: item i is
 -- element i of the item arrays; partition j is (pair_queues[j],
 -- pair_names[j]) with id ids[j] and head heads[j] as read under that lock.
@@ -227,6 +237,7 @@ DECLARE
     run uuid := pgcursor_internal.uuidv7();  -- the message ids' run (uuidv7_step)
     run_head text := pgcursor_internal.uuidv7_head(run);
     run_rand bigint := pgcursor_internal.uuidv7_rand_b(run);
+    weight integer := pgcursor_internal.largest_weight(payloads);
 BEGIN
     IF coalesce(cardinality(array_remove(transaction_ids, NULL)), 0) = 0 AND full_queues IS NULL THEN
         -- Nothing can be a duplicate (no transactionId given) or refused (no
@@ -242,7 +253,7 @@ BEGIN
             JOIN unnest(pair_queues, pair_names, ids, heads) AS l(q, n, id, head)
               ON l.q = u.q AND l.n = coalesce(u.p, 'Default')
         ), bumped AS (
-            UPDATE pgcursor.partition_heads h SET head = f.last
+            UPDATE pgcursor.partition_heads h SET head = f.last, max_weight = greatest(h.max_weight, weight)
             FROM (SELECT pid, max(off) AS last FROM placed GROUP BY pid) f
             WHERE h.partition_id = f.pid
         ), stamps AS MATERIALIZED (  -- one read per partition, not per message
@@ -298,7 +309,7 @@ BEGIN
                bool_or(r.no_room) OVER (PARTITION BY r.pid, r.txid) AND r.existing IS NULL AS refused
         FROM ranked r
     ), bumped AS (
-        UPDATE pgcursor.partition_heads h SET head = h.head + f.n
+        UPDATE pgcursor.partition_heads h SET head = h.head + f.n, max_weight = greatest(h.max_weight, weight)
         FROM (SELECT pid, max(k) AS n FROM ranked GROUP BY pid HAVING max(k) > 0) f
         WHERE h.partition_id = f.pid
     ), stamps AS MATERIALIZED (  -- one read per partition, not per message

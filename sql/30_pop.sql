@@ -1,11 +1,13 @@
 -- Pop: lease, for one consumer group, the next batch of one or more
 -- partitions: cursor+1 .. min(cursor+batch, head), skipping partitions whose
 -- lease for that group is live. All partitions claimed by one call share one
--- leaseId and the total number of messages is capped at batch.
+-- leaseId and the total number of messages is capped at batch (and, with
+-- maxBytes, their payloads' bytes: fit_claims_to_bytes).
 --
 --   SELECT pgcursor.pop('{"queue":"orders","batch":10}');
 --   SELECT pgcursor.pop('{"namespace":"shop","partitions":4,"batch":100,"consumerGroup":"billing"}');
 --   SELECT pgcursor.pop('{"queue":"orders","consumerGroup":"audit","subscriptionMode":"new","autoAck":true}');
+--   SELECT pgcursor.pop('{"queue":"scans","batch":1000,"maxBytes":1048576}');
 
 -- subscriptionMode, Queen's rule: "new" and "new-only" mean new; any other
 -- string (absent: all) means all.
@@ -339,6 +341,118 @@ BEGIN
     SELECT * FROM claimed ORDER BY rank;
 END $$;
 
+-- maxBytes: what a stored payload weighs. Its size as stored, which is
+-- about its size as text; but a compressed payload is weighed as text: its
+-- stored size can be a hundredth of that.
+CREATE OR REPLACE FUNCTION pgcursor_internal.payload_weight(payload jsonb)
+RETURNS integer LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN pg_column_compression(payload) IS NULL THEN pg_column_size(payload)
+                ELSE octet_length(payload::text) END
+$$;
+
+-- maxBytes: how far one claim's messages, from its first, fit in what is
+-- left of a pop's byte budget: while the payloads up to a message weigh at
+-- most `budget` (the first message of the range fits in any case when
+-- `first_of_pop`: a pop delivers at least one). Answers the last offset
+-- that fits, the weight up to it, and whether every stored message fits
+-- (null when retention deleted them all: nothing to weigh). The range is
+-- weighed whole first: when it fits, as it mostly does, that is all (a
+-- running sum costs twice as much). Planned once per session, as
+-- claimed_messages is.
+CREATE OR REPLACE FUNCTION pgcursor_internal.claim_fit(
+    pid uuid, first bigint, last bigint, budget bigint, first_of_pop boolean,
+    OUT fit_end bigint, OUT fit_bytes bigint, OUT all_fit boolean)
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+BEGIN
+    SELECT max(m.msg_offset), sum(pgcursor_internal.payload_weight(m.payload))
+      INTO fit_end, fit_bytes
+      FROM pgcursor.messages m
+     WHERE m.partition_id = pid AND m.msg_offset BETWEEN first AND last;
+    IF fit_bytes IS NULL THEN
+        fit_bytes := 0;
+        RETURN;
+    END IF;
+    all_fit := fit_bytes <= budget;
+    IF all_fit THEN
+        RETURN;
+    END IF;
+    SELECT max(x.msg_offset), coalesce(max(x.upto), 0)
+      INTO fit_end, fit_bytes
+      FROM (SELECT m.msg_offset, pgcursor_internal.payload_weight(m.payload) AS weight,
+                   sum(pgcursor_internal.payload_weight(m.payload))
+                       OVER (ORDER BY m.msg_offset ROWS UNBOUNDED PRECEDING) AS upto
+              FROM pgcursor.messages m
+             WHERE m.partition_id = pid AND m.msg_offset BETWEEN first AND last) x
+     WHERE x.upto <= budget OR (first_of_pop AND x.upto = x.weight);
+END $$;
+
+-- maxBytes: keeps a pop's claims, in claim order, to what fits in `budget`
+-- bytes of payload (claim_fit), so that a large batch of large messages
+-- cannot make an answer of gigabytes. The claim where the budget runs out
+-- is cut after its last message that fits; later claims are given back,
+-- as if never made. The first message is kept whatever its size. A leased claim
+-- keeps a lease on what it delivers only; an autoAck claim completes only
+-- that (its cursor and completed count go back to match; its last_ack_at,
+-- which orders partitions for fairness, stays the pop's). The messages are
+-- weighed only when they could outweigh the budget: when each claim's
+-- count times twice the largest payload its partition ever got
+-- (partition_heads.max_weight; twice, as text can take twice the bytes,
+-- escapes and all) adds up to more. A pop of small messages so costs a
+-- key lookup per claim; weighing costs a read of the claimed messages'
+-- sizes per claim, and cutting or giving back a write.
+CREATE OR REPLACE FUNCTION pgcursor_internal.fit_claims_to_bytes(
+    claims pgcursor_internal.pop_claim[], grp text, lease uuid, budget bigint)
+RETURNS pgcursor_internal.pop_claim[] LANGUAGE plpgsql AS $$
+DECLARE
+    claim pgcursor_internal.pop_claim;
+    kept pgcursor_internal.pop_claim[] := '{}';
+    bound bigint := 0;
+    fit_end bigint;     -- claim_fit's answer for the claim
+    fit_bytes bigint;
+    all_fit boolean;
+BEGIN
+    FOREACH claim IN ARRAY claims LOOP  -- one key lookup each: routed on Citus
+        bound := bound + 2 * (claim.batch_end - claim.batch_start + 1)
+                           * (SELECT h.max_weight FROM pgcursor.partition_heads h
+                               WHERE h.partition_id = claim.partition_id);
+    END LOOP;
+    IF bound <= budget THEN
+        RETURN claims;
+    END IF;
+    FOREACH claim IN ARRAY claims LOOP
+        IF budget > 0 THEN
+            SELECT f.fit_end, f.fit_bytes, f.all_fit INTO fit_end, fit_bytes, all_fit
+              FROM pgcursor_internal.claim_fit(claim.partition_id, claim.batch_start, claim.batch_end,
+                                               budget, cardinality(kept) = 0) f;
+            budget := budget - fit_bytes;
+        ELSE  -- nothing left: nothing fits
+            fit_end := NULL;
+            all_fit := false;
+        END IF;
+        IF all_fit IS DISTINCT FROM false THEN
+            kept := kept || claim;
+        ELSIF fit_end IS NULL THEN  -- give the claim back
+            UPDATE pgcursor.cursors c SET
+                lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL,
+                cursor = CASE WHEN lease IS NULL THEN claim.batch_start - 1 ELSE c.cursor END,
+                completed_total = c.completed_total
+                    - CASE WHEN lease IS NULL THEN claim.batch_end - claim.batch_start + 1 ELSE 0 END,
+                retry_count = claim.retry_count
+             WHERE c.partition_id = claim.partition_id AND c.consumer_group = grp;
+        ELSE  -- cut it after fit_end
+            UPDATE pgcursor.cursors c SET
+                batch_end = CASE WHEN lease IS NULL THEN NULL ELSE fit_end END,
+                cursor = CASE WHEN lease IS NULL THEN fit_end ELSE c.cursor END,
+                completed_total = c.completed_total
+                    - CASE WHEN lease IS NULL THEN claim.batch_end - fit_end ELSE 0 END
+             WHERE c.partition_id = claim.partition_id AND c.consumer_group = grp;
+            claim.batch_end := fit_end;
+            kept := kept || claim;
+        END IF;
+    END LOOP;
+    RETURN kept;
+END $$;
+
 -- What one pop claims, before pop_messages reads the messages: whether
 -- pops are paused (maintenance mode; then nothing else), the lease, the
 -- group, and the claims of claim_batches in claim order (empty: nothing
@@ -358,6 +472,7 @@ DECLARE
     since  timestamptz := pgcursor_internal.subscription_from(req);
     queues text[] := pgcursor_internal.pop_queues(req);
     pname  text := pgcursor_internal.optional_text(req, 'partition');
+    max_bytes integer := pgcursor_internal.positive_int_arg(req, 'maxBytes', NULL);
     pending text[];
     want   integer := nparts;
     made   integer;
@@ -379,6 +494,9 @@ BEGIN
         EXIT WHEN cardinality(claims) > 0 OR made = 0;
         want := want * 2;
     END LOOP;
+    IF max_bytes IS NOT NULL AND cardinality(claims) > 0 THEN
+        claims := pgcursor_internal.fit_claims_to_bytes(claims, grp, lease, max_bytes);
+    END IF;
 END $$;
 
 -- The stored messages of partition pid from offset first to last, in

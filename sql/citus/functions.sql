@@ -204,6 +204,7 @@ DECLARE
     newest timestamptz;
     stamp_pids uuid[] := '{}';        -- push_stamps (sql/20_push.sql), one routed read per partition
     stamp_ats timestamptz[] := '{}';
+    weight integer := pgcursor_internal.largest_weight(payloads);
     -- The queues are a reference table: read here, on the coordinator.
     horizons timestamptz[] := ARRAY(
         SELECT pgcursor_internal.transaction_index_horizon(q.transaction_index_from,
@@ -267,7 +268,8 @@ BEGIN
     FOR bump IN SELECT r.pid, max(r.k) AS n FROM jsonb_to_recordset(placed) AS r(pid uuid, k bigint)
                  GROUP BY r.pid HAVING max(r.k) > 0
     LOOP
-        UPDATE pgcursor.partition_heads h SET head = h.head + bump.n WHERE h.partition_id = bump.pid;
+        UPDATE pgcursor.partition_heads h SET head = h.head + bump.n, max_weight = greatest(h.max_weight, weight)
+         WHERE h.partition_id = bump.pid;
         SELECT m.created_at INTO newest FROM pgcursor.messages m
          WHERE m.partition_id = bump.pid ORDER BY m.msg_offset DESC LIMIT 1;
         stamp_pids := stamp_pids || bump.pid;

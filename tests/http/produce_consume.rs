@@ -534,6 +534,44 @@ async fn a_pop_answers_at_most_the_max_pop_batch() {
     );
 }
 
+/// A pop also stops at `PGCURSOR_MAX_POP_BYTES` of payload (a batch of
+/// large messages would otherwise be an answer of gigabytes, held in the
+/// gateway's memory), the first message aside. A client may ask for less
+/// with `maxBytes`, not for more; an invalid one is a 400 naming it.
+#[tokio::test]
+async fn a_pop_answers_at_most_the_max_pop_bytes() {
+    let gw = Gateway::start_with(&[("PGCURSOR_MAX_POP_BYTES", "5000")]).await;
+    let queue = fresh_queue("heavy");
+    let items: Vec<Value> = (0..10)
+        .map(|i| json!({"queue": queue, "payload": format!("{i}{}", "x".repeat(1999))}))
+        .collect();
+    let (status, body) = post(&gw, "/api/v1/push", &json!({ "items": items })).await;
+    assert_eq!(status, 200, "{body}");
+    let path = |query: &str| format!("/api/v1/pop/queue/{queue}?batch=10&autoAck=true{query}");
+    // Payloads of 2,000 characters: two fit in 5,000 bytes, three do not.
+    let (status, answer) = get(&gw, &path("")).await;
+    assert_eq!((status, offsets(&answer)), (200, vec![1, 2]), "{answer}");
+    let (status, answer) = get(&gw, &path("&maxBytes=2500")).await;
+    assert_eq!((status, offsets(&answer)), (200, vec![3]), "{answer}");
+    let (status, answer) = get(&gw, &path("&maxBytes=1")).await;
+    assert_eq!(
+        (status, offsets(&answer)),
+        (200, vec![4]),
+        "the first comes whatever its size: {answer}"
+    );
+    let (status, answer) = get(&gw, &path("&maxBytes=1000000")).await;
+    assert_eq!(
+        (status, offsets(&answer)),
+        (200, vec![5, 6]),
+        "capped at the gateway's: {answer}"
+    );
+    let (status, body) = get(&gw, &path("&maxBytes=0")).await;
+    assert_eq!(
+        (status, body),
+        (400, json!({"error": "maxBytes must be a positive integer"}))
+    );
+}
+
 #[tokio::test]
 async fn pop_errors_are_404_or_400_with_a_reason() {
     let gw = Gateway::start().await;

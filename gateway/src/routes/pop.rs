@@ -36,8 +36,9 @@ const DEFAULT_WAIT: Duration = Duration::from_millis(30_000);
 /// push after a nack or an expired lease.
 pub const RECHECK: Duration = Duration::from_secs(5);
 /// Query parameters handed to `pgcursor.pop` as they are (it checks them).
-const SQL_PARAMETERS: [&str; 8] = [
+const SQL_PARAMETERS: [&str; 9] = [
     "batch",
+    "maxBytes",
     "partitions",
     "consumerGroup",
     "autoAck",
@@ -96,7 +97,11 @@ async fn respond(
     req: &HttpRequest,
     selection: Map<String, Value>,
 ) -> Result<HttpResponse, ApiError> {
-    let pop = PopRequest::parse(req.query_string(), selection, state.config.max_pop_batch)?;
+    let limits = PopLimits {
+        batch: state.config.max_pop_batch,
+        bytes: state.config.max_pop_bytes,
+    };
+    let pop = PopRequest::parse(req.query_string(), selection, limits)?;
     let counters = crate::metrics::counters();
     counters.pop_requests.increment(1);
     let look = pop_or_wait(state, req, &pop).await?;
@@ -105,6 +110,16 @@ async fn respond(
     let answer = look.answer;
     // Envelopes of encrypted queues are opened here; other answers go out as written.
     Ok(state.encryption.open_answer(answer).respond())
+}
+
+/// The most one pop answers (PGCURSOR_MAX_POP_BATCH, PGCURSOR_MAX_POP_BYTES):
+/// the gateway holds an answer in memory.
+#[derive(Debug, Clone, Copy)]
+pub struct PopLimits {
+    /// Messages (`batch`).
+    pub batch: usize,
+    /// Payload bytes (`maxBytes`).
+    pub bytes: usize,
 }
 
 /// A validated pop: the `pgcursor.pop` argument and how long to wait.
@@ -117,14 +132,15 @@ pub struct PopRequest {
 
 impl PopRequest {
     /// Empty query values count as absent (`?namespace=&task=x`). A valid
-    /// `batch` over `max_batch` is capped to it: an answer may always hold
-    /// fewer messages than asked, and the gateway holds it in memory (a pop
-    /// of 100,000 messages of 1 kB took 670 MB). Invalid ones are left for
-    /// `pgcursor.pop` to refuse.
+    /// `batch` or `maxBytes` over its limit is capped to it, and an absent
+    /// `maxBytes` is the limit: an answer may always hold fewer messages
+    /// than asked, and the gateway holds it in memory (a pop of 100,000
+    /// messages of 1 kB took 670 MB, one of 2,000 of 100 kB 870 MB).
+    /// Invalid ones are left for `pgcursor.pop` to refuse.
     pub fn parse(
         query: &str,
         selection: Map<String, Value>,
-        max_batch: usize,
+        limits: PopLimits,
     ) -> Result<PopRequest, ApiError> {
         let query = web::Query::<HashMap<String, String>>::from_query(query)
             .map_err(|e| ApiError::BadRequest(format!("invalid query string: {e}")))?
@@ -142,11 +158,11 @@ impl PopRequest {
                     .or_insert_with(|| Value::String(value.into()));
             }
         }
-        if let Some(asked) = given("batch").and_then(digits_only) {
-            if asked > max_batch && asked <= i32::MAX as usize {
-                arguments.insert("batch".into(), Value::String(max_batch.to_string()));
-            }
-        }
+        cap(&mut arguments, "batch", limits.batch);
+        cap(&mut arguments, "maxBytes", limits.bytes);
+        arguments
+            .entry("maxBytes")
+            .or_insert_with(|| Value::String(limits.bytes.to_string()));
         let timeout = wait_timeout(given("timeout"))?;
         Ok(PopRequest {
             arguments: Value::Object(arguments),
@@ -157,6 +173,15 @@ impl PopRequest {
     /// The queue a push must name to be worth a new look (`None`: any).
     fn queue(&self) -> Option<&str> {
         self.arguments.get("queue").and_then(Value::as_str)
+    }
+}
+
+/// Caps the argument `key` at `max` when it is a number `pgcursor.pop`
+/// accepts (a positive int4) and more than that.
+fn cap(arguments: &mut Map<String, Value>, key: &str, max: usize) {
+    let asked = arguments.get(key).and_then(Value::as_str).and_then(digits_only);
+    if asked.is_some_and(|n| n > max && n <= i32::MAX as usize) {
+        arguments.insert(key.into(), Value::String(max.to_string()));
     }
 }
 
@@ -313,7 +338,11 @@ mod tests {
     fn parse(query: &str) -> Result<PopRequest, ApiError> {
         let mut selection = Map::new();
         selection.insert("queue".into(), json!("orders"));
-        PopRequest::parse(query, selection, 10_000)
+        let limits = PopLimits {
+            batch: 10_000,
+            bytes: 1 << 20,
+        };
+        PopRequest::parse(query, selection, limits)
     }
 
     fn bad(query: &str) -> String {
@@ -326,7 +355,7 @@ mod tests {
     #[test]
     fn defaults_look_once() {
         let pop = parse("").unwrap();
-        assert_eq!(pop.arguments, json!({"queue": "orders"}));
+        assert_eq!(pop.arguments, json!({"queue": "orders", "maxBytes": "1048576"}));
         assert_eq!(pop.wait, None);
     }
 
@@ -342,7 +371,7 @@ mod tests {
             pop.arguments,
             json!({"queue": "orders", "consumerGroup": "billing", "partitions": "3",
                    "subscriptionMode": "new", "subscriptionFrom": "2025-01-01T00:00:00Z",
-                   "autoAck": "true", "task": "ship"})
+                   "autoAck": "true", "task": "ship", "maxBytes": "1048576"})
         );
         assert_eq!(pop.wait, Some(Duration::from_millis(2500)));
     }
@@ -350,7 +379,10 @@ mod tests {
     #[test]
     fn the_path_wins_over_the_query() {
         let pop = parse("queue=other&batch=7").unwrap();
-        assert_eq!(pop.arguments, json!({"queue": "orders", "batch": "7"}));
+        assert_eq!(
+            pop.arguments,
+            json!({"queue": "orders", "batch": "7", "maxBytes": "1048576"})
+        );
     }
 
     #[test]
@@ -364,6 +396,19 @@ mod tests {
         for left in ["2147483648", "0", "-5", "+20000", "\u{a0}20000", "abc", "1e6", "12.5"] {
             let query = format!("batch={}", left.replace('+', "%2B").replace('\u{a0}', "%C2%A0"));
             assert_eq!(batch(&query), json!(left));
+        }
+    }
+
+    #[test]
+    fn max_bytes_is_the_limit_unless_a_valid_smaller_one_is_asked() {
+        let bytes = |query: &str| parse(query).unwrap().arguments["maxBytes"].clone();
+        assert_eq!(bytes(""), json!("1048576"));
+        assert_eq!(bytes("maxBytes="), json!("1048576"));
+        assert_eq!(bytes("maxBytes=5000"), json!("5000"));
+        assert_eq!(bytes("maxBytes=1048577"), json!("1048576"));
+        assert_eq!(bytes("maxBytes=2147483647"), json!("1048576"));
+        for left in ["2147483648", "0", "-5", "abc"] {
+            assert_eq!(bytes(&format!("maxBytes={left}")), json!(left));
         }
     }
 
