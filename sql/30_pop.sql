@@ -356,18 +356,22 @@ $$;
 -- `first_of_pop`: a pop delivers at least one). Answers the last offset
 -- that fits, the weight up to it, and whether every stored message fits
 -- (null when retention deleted them all: nothing to weigh). The range is
--- weighed whole first: when it fits, as it mostly does, that is all (a
--- running sum costs twice as much). Planned once per session, as
--- claimed_messages is.
+-- weighed whole first: when it fits, as it mostly does, that is all; else
+-- its messages are read in order only as far as they fit. Planned once
+-- per session, as claimed_messages is. (Each a plain one-partition query:
+-- Citus routes those with their parameters; a running sum in a subquery
+-- it could not plan at all.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.claim_fit(
     pid uuid, first bigint, last bigint, budget bigint, first_of_pop boolean,
     OUT fit_end bigint, OUT fit_bytes bigint, OUT all_fit boolean)
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+DECLARE
+    m record;
 BEGIN
-    SELECT max(m.msg_offset), sum(pgcursor_internal.payload_weight(m.payload))
+    SELECT max(x.msg_offset), sum(pgcursor_internal.payload_weight(x.payload))
       INTO fit_end, fit_bytes
-      FROM pgcursor.messages m
-     WHERE m.partition_id = pid AND m.msg_offset BETWEEN first AND last;
+      FROM pgcursor.messages x
+     WHERE x.partition_id = pid AND x.msg_offset BETWEEN first AND last;
     IF fit_bytes IS NULL THEN
         fit_bytes := 0;
         RETURN;
@@ -376,14 +380,17 @@ BEGIN
     IF all_fit THEN
         RETURN;
     END IF;
-    SELECT max(x.msg_offset), coalesce(max(x.upto), 0)
-      INTO fit_end, fit_bytes
-      FROM (SELECT m.msg_offset, pgcursor_internal.payload_weight(m.payload) AS weight,
-                   sum(pgcursor_internal.payload_weight(m.payload))
-                       OVER (ORDER BY m.msg_offset ROWS UNBOUNDED PRECEDING) AS upto
-              FROM pgcursor.messages m
-             WHERE m.partition_id = pid AND m.msg_offset BETWEEN first AND last) x
-     WHERE x.upto <= budget OR (first_of_pop AND x.upto = x.weight);
+    fit_end := NULL;
+    fit_bytes := 0;
+    FOR m IN SELECT x.msg_offset, pgcursor_internal.payload_weight(x.payload) AS weight
+               FROM pgcursor.messages x
+              WHERE x.partition_id = pid AND x.msg_offset BETWEEN first AND last
+              ORDER BY x.msg_offset
+    LOOP
+        EXIT WHEN fit_bytes + m.weight > budget AND NOT (first_of_pop AND fit_end IS NULL);
+        fit_end := m.msg_offset;
+        fit_bytes := fit_bytes + m.weight;
+    END LOOP;
 END $$;
 
 -- maxBytes: keeps a pop's claims, in claim order, to what fits in `budget`

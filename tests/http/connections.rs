@@ -75,7 +75,13 @@ fn sockets_of(pid: u32) -> usize {
 async fn a_gateway_started_with_a_low_soft_limit_serves_more_long_polls_than_it() {
     const SOFT: u64 = 128;
     const POLLS: usize = 300;
-    let gw = GatewayConfig::new().open_files(SOFT, 2048).start().await;
+    // The pops the push wakes all want a pool connection at once: let them
+    // wait their turn (the first pops of 300 groups take seconds on Citus).
+    let gw = GatewayConfig::new()
+        .env("PGCURSOR_DB_TIMEOUT_MS", "60000")
+        .open_files(SOFT, 2048)
+        .start()
+        .await;
     let queue = fresh_queue("many-polls");
     configure_queue(&gw, &queue).await;
     let address = gw.url("").trim_start_matches("http://").to_string();
