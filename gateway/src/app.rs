@@ -27,6 +27,8 @@ use crate::routes;
 pub struct AppState {
     /// This worker's share of PGCURSOR_POOL_SIZE, driven on its own thread.
     pub pool: Pool,
+    /// How many of its connections may serve reads at once (reads.rs).
+    pub reads: Arc<tokio::sync::Semaphore>,
     shared: Arc<Shared>,
 }
 
@@ -58,12 +60,20 @@ impl AppState {
     /// Worker `index`'s state: a pool of its share of the connections, built
     /// here, on the worker's thread, so its connections are driven there.
     fn for_worker(shared: Arc<Shared>, index: usize) -> AppState {
-        let pool = db::pool(&shared.config, shared.config.pool_share(index));
+        let connections = shared.config.pool_share(index);
+        let pool = db::pool(&shared.config, connections);
+        let reads = Arc::new(tokio::sync::Semaphore::new(crate::reads::read_share(
+            connections,
+        )));
         let mut pools = shared.pools.lock().unwrap_or_else(PoisonError::into_inner);
         // A worker actix restarts takes its index, and its place, again.
         pools[index] = Some(pool.clone());
         drop(pools);
-        AppState { pool, shared }
+        AppState {
+            pool,
+            reads,
+            shared,
+        }
     }
 }
 
@@ -177,6 +187,8 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
                     .content_type_required(false)
                     .error_handler(json_payload_error),
             )
+            // Innermost: the answers it refuses reads with pass the layers below.
+            .wrap(actix_web::middleware::from_fn(crate::reads::limit_reads))
             .wrap(ErrorHandlers::new().default_handler(move |res| json_errors(res, limit)))
             // So every answer (errors, 404s) carries the CORS headers, but
             // the Prometheus exposition (docs/http-api.md "CORS").

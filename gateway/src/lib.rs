@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod minutes;
 pub mod notify;
 pub mod peer;
+pub mod reads;
 pub mod routes;
 
 use std::io::IsTerminal;

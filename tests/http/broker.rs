@@ -104,6 +104,37 @@ pub async fn ack_all_as(gw: &Gateway, answer: &Value, status: &str) -> Value {
     results
 }
 
+/// A database of its own on the tests' server, for a test that changes
+/// what every session of its database sees (a setting, a table lock):
+/// created with `settings` (`ALTER DATABASE ... SET` clauses, e.g.
+/// `TimeZone = 'UTC'`); answers its name and URL. `drop_database` removes it.
+pub async fn scratch_database(settings: &[&str]) -> (String, String) {
+    let name = format!("pgcursor_scratch_{}", Uuid::now_v7().simple());
+    let admin = db().await;
+    // One statement a call: CREATE DATABASE cannot run in a multi-statement batch.
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    for setting in settings {
+        admin
+            .batch_execute(&format!("ALTER DATABASE {name} SET {setting}"))
+            .await
+            .unwrap();
+    }
+    let server = pgcursor_tests::database_url();
+    let url = format!("{}/{name}", server.rsplit_once('/').unwrap().0);
+    (name, url)
+}
+
+/// Drops a `scratch_database`, closing its sessions.
+pub async fn drop_database(name: &str) {
+    db().await
+        .batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .await
+        .unwrap();
+}
+
 /// Polls `done` every 200 ms until it holds; fails naming `what` after `within`.
 pub async fn eventually<F, Fut>(what: &str, within: Duration, mut done: F)
 where

@@ -5,7 +5,7 @@
 use pgcursor_tests::{client, db, Gateway};
 use serde_json::{json, Value};
 
-use crate::broker::{fresh_queue, get, pop, post, push_n, send};
+use crate::broker::{drop_database, fresh_queue, get, pop, post, push_n, scratch_database, send};
 
 /// "partition:offset:status" of a listing, in answer order.
 fn rows(answer: &Value) -> Vec<String> {
@@ -354,19 +354,7 @@ async fn retry_requeues_the_dead_letters_of_a_message() {
 /// (the gateway's sessions run in UTC).
 #[tokio::test]
 async fn a_timestamp_without_an_offset_is_utc_whatever_the_servers_zone() {
-    let database = format!("pgcursor_tz_{}", uuid::Uuid::now_v7().simple());
-    let admin = db().await;
-    // (Two calls: CREATE DATABASE cannot run in a multi-statement batch.)
-    for sql in [
-        format!("CREATE DATABASE {database}"),
-        format!("ALTER DATABASE {database} SET TimeZone = 'Asia/Kolkata'"),
-    ] {
-        admin.batch_execute(&sql).await.unwrap();
-    }
-    let url = format!(
-        "{}/{database}",
-        pgcursor_tests::database_url().rsplit_once('/').unwrap().0
-    );
+    let (database, url) = scratch_database(&["TimeZone = 'Asia/Kolkata'"]).await;
     let gw = Gateway::start_with(&[("DATABASE_URL", &url)]).await;
     let queue = fresh_queue("tz");
     for n in 1..=2 {
@@ -384,8 +372,5 @@ async fn a_timestamp_without_an_offset_is_utc_whatever_the_servers_zone() {
     let answer = listing(&gw, &format!("queue={queue}&from={zoneless}")).await;
     assert_eq!(rows(&answer), vec!["Default:2:pending"], "{answer}");
     drop(gw);
-    admin
-        .batch_execute(&format!("DROP DATABASE {database} WITH (FORCE)"))
-        .await
-        .unwrap();
+    drop_database(&database).await;
 }

@@ -1,7 +1,8 @@
 //! The gateway when PostgreSQL goes away: every database route answers 503
 //! within `PGCURSOR_DB_TIMEOUT_MS`, `/health` says so, and the gateway comes
 //! back by itself. And on SIGTERM: in-flight requests (a long-poll too) get
-//! a complete answer, then the process exits 0.
+//! a complete answer, then the process exits 0. And slow reads: they never
+//! take the connections pushes, pops and /health need.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -9,7 +10,10 @@ use std::time::{Duration, Instant};
 use pgcursor_tests::{client, db, Gateway, PrivateCluster};
 use serde_json::{json, Value};
 
-use crate::broker::{configure_queue, fresh_queue, get, messages, pop, post, push_n, send};
+use crate::broker::{
+    configure_queue, drop_database, eventually, fresh_queue, get, messages, pop, post, push_n,
+    scratch_database, send,
+};
 
 /// The database timeout the outage tests give the gateway.
 const DB_TIMEOUT: Duration = Duration::from_millis(1000);
@@ -310,4 +314,86 @@ async fn a_lock_timeout_for_requests_does_not_cut_the_bootstrap_short() {
     release.await.unwrap();
     let (status, body) = get(&gw, "/health").await;
     assert_eq!(status, 200, "{body}");
+}
+
+/// Reads get at most half of a worker's connections at once (gateway
+/// src/reads.rs): with every read stuck behind a lock, a push, a pop and
+/// /health are still answered at once, and the reads finish once the lock
+/// goes; reads that wait longer than PGCURSOR_DB_TIMEOUT_MS for their turn
+/// answer 503, saying so. Before, slow reads took the whole pool, and a push waited
+/// PGCURSOR_DB_TIMEOUT_MS for a connection, then answered 503.
+#[tokio::test]
+async fn slow_reads_leave_connections_for_pushes_pops_and_health() {
+    let (database, url) = scratch_database(&[]).await;
+    let gw = pgcursor_tests::GatewayConfig::new()
+        .database_url(&url)
+        .pool_size(2)
+        .env("PGCURSOR_HTTP_WORKERS", "1")
+        .env("PGCURSOR_DB_TIMEOUT_MS", "2000")
+        .start()
+        .await;
+    let queue = fresh_queue("beside-reads");
+    configure_queue(&gw, &queue).await;
+    let (locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    // The trace-name listing reads this table, and nothing pushes or pops use.
+    locker
+        .batch_execute("BEGIN; LOCK TABLE pgcursor.trace_names IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let reads: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(send(client().get(gw.url("/api/v1/traces/names")))))
+        .collect();
+    eventually("a read waits for the lock", Duration::from_secs(10), || async {
+        let waiting: i64 = locker
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%trace_names%'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        waiting >= 1
+    })
+    .await;
+    let started = Instant::now();
+    let body = json!({"items": [{"queue": queue, "payload": "beside the reads"}]});
+    let (status, answer) = post(&gw, "/api/v1/push", &body).await;
+    assert_eq!(status, 200, "push: {answer}");
+    let (status, answer) = get(&gw, &format!("/api/v1/pop/queue/{queue}")).await;
+    assert_eq!((status, messages(&answer).len()), (200, 1), "pop: {answer}");
+    let (status, answer) = get(&gw, "/health").await;
+    assert_eq!(status, 200, "health: {answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "answered only after {:?}",
+        started.elapsed()
+    );
+    // The two reads waiting for the one read permit give up after
+    // PGCURSOR_DB_TIMEOUT_MS, saying why; the one holding it answers once
+    // the lock goes.
+    eventually("two reads give up", Duration::from_secs(10), || async {
+        reads.iter().filter(|r| r.is_finished()).count() == 2
+    })
+    .await;
+    locker.batch_execute("COMMIT").await.unwrap();
+    let mut answers = Vec::new();
+    for read in reads {
+        let (status, answer) = read.await.unwrap();
+        answers.push((status, answer["error"].as_str().unwrap_or("").to_string()));
+    }
+    answers.sort();
+    let busy = "too many reads at once: every read connection of this gateway was busy for 2000 ms; retry later";
+    assert_eq!(
+        answers,
+        vec![
+            (200, String::new()),
+            (503, busy.to_string()),
+            (503, busy.to_string())
+        ]
+    );
+    drop(gw);
+    drop_database(&database).await;
 }
