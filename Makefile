@@ -3,16 +3,18 @@
 
 SHELL := /bin/bash
 PG_DATA := .data/pg
-APT_PACKAGES := postgresql postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl chromium chromium-driver
+APT_PACKAGES := postgresql postgresql-15-pgtap postgresql-15-plpgsql-check libtap-parser-sourcehandler-pgtap-perl chromium chromium-driver
 
 .PHONY: deps build run db-up db-down test test-failover test-citus test-queen-suite bench-citus soak docs-check fmt lint bench bench-quick screenshots
 
-# Install what is missing: PostgreSQL 15 server, pgTAP, pg_prove, Chromium and
-# chromedriver (the dashboard's browser test); rustfmt and clippy.
+# Install what is missing: PostgreSQL 15 server, pgTAP, pg_prove, plpgsql_check
+# (tests/sql/01_static_check.sql), Chromium and chromedriver (the dashboard's
+# browser test); rustfmt and clippy.
 deps:
 	@missing=; \
 	[ -x /usr/lib/postgresql/15/bin/initdb ] || missing="$$missing postgresql"; \
 	[ -f /usr/share/postgresql/15/extension/pgtap.control ] || missing="$$missing pgtap"; \
+	[ -f /usr/share/postgresql/15/extension/plpgsql_check.control ] || missing="$$missing plpgsql_check"; \
 	command -v pg_prove >/dev/null || missing="$$missing pg_prove"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null || missing="$$missing chromedriver"; \
