@@ -135,6 +135,23 @@ pub async fn drop_database(name: &str) {
         .unwrap();
 }
 
+/// A session of its own on `url` that holds `table` locked ACCESS
+/// EXCLUSIVE in an open transaction: whatever reads the table waits until
+/// the caller runs COMMIT on it (or drops it).
+pub async fn lock_table(url: &str, table: &str) -> tokio_postgres::Client {
+    let (locker, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    locker
+        .batch_execute(&format!(
+            "BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"
+        ))
+        .await
+        .unwrap();
+    locker
+}
+
 /// Polls `done` every 200 ms until it holds; fails naming `what` after `within`.
 pub async fn eventually<F, Fut>(what: &str, within: Duration, mut done: F)
 where

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use pgcursor_tests::{GatewayConfig, PrivateCluster};
+use pgcursor_tests::{Gateway, GatewayConfig, PrivateCluster};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
@@ -42,6 +42,24 @@ fn long_poll(
             .unwrap_or(0);
         (status, serde_json::from_str(body).unwrap_or(Value::Null))
     })
+}
+
+/// A new queue, and `n` long-polls of it, each for a consumer group of its
+/// own (so that each gets the message pushed next), each on a connection
+/// of its own.
+async fn long_polls_on_a_new_queue(
+    gw: &Gateway,
+    prefix: &str,
+    n: usize,
+    timeout: Duration,
+) -> (String, Vec<JoinHandle<(u16, Value)>>) {
+    let queue = fresh_queue(prefix);
+    configure_queue(gw, &queue).await;
+    let address = gw.url("").trim_start_matches("http://").to_string();
+    let polls = (0..n)
+        .map(|i| long_poll(&address, &queue, &format!("g{i}"), timeout))
+        .collect();
+    (queue, polls)
 }
 
 /// Every long-poll answered 200 with the one message pushed.
@@ -82,12 +100,8 @@ async fn a_gateway_started_with_a_low_soft_limit_serves_more_long_polls_than_it(
         .open_files(SOFT, 2048)
         .start()
         .await;
-    let queue = fresh_queue("many-polls");
-    configure_queue(&gw, &queue).await;
-    let address = gw.url("").trim_start_matches("http://").to_string();
-    let polls: Vec<_> = (0..POLLS)
-        .map(|i| long_poll(&address, &queue, &format!("g{i}"), Duration::from_secs(20)))
-        .collect();
+    let (queue, polls) =
+        long_polls_on_a_new_queue(&gw, "many-polls", POLLS, Duration::from_secs(20)).await;
     eventually(
         "every long-poll is accepted",
         Duration::from_secs(10),
@@ -125,12 +139,8 @@ async fn at_its_cap_the_gateway_still_reopens_its_database_connections() {
         gauges.value("pgcursor_http_connections_max", &[]),
         CAP as f64
     );
-    let queue = fresh_queue("capped");
-    configure_queue(&gw, &queue).await;
-    let address = gw.url("").trim_start_matches("http://").to_string();
-    let polls: Vec<_> = (0..POLLS)
-        .map(|i| long_poll(&address, &queue, &format!("g{i}"), Duration::from_secs(25)))
-        .collect();
+    let (queue, polls) =
+        long_polls_on_a_new_queue(&gw, "capped", POLLS, Duration::from_secs(25)).await;
     // The cap's connections accepted, besides the listening socket and the
     // database connections.
     eventually(

@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::broker::{
-    configure_queue, eventually, fresh_queue, get, messages, pop, post, push_n, request, send,
+    configure_queue, eventually, fresh_queue, get, lock_table, messages, pop, post, push_n,
+    request, send,
 };
 
 /// (family, type) of everything a scrape shows with a database behind it.
@@ -509,14 +510,7 @@ async fn without_the_database_a_scrape_still_answers_the_process_families() {
     }
 
     // A slow database: the query waits on a lock, its timeout ends it.
-    let (locker, connection) = tokio_postgres::connect(cluster.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    locker
-        .batch_execute("BEGIN; LOCK TABLE pgcursor.dead_letters IN ACCESS EXCLUSIVE MODE")
-        .await
-        .unwrap();
+    let locker = lock_table(cluster.url(), "pgcursor.dead_letters").await;
     let started = Instant::now();
     let slow = scrape(&gw).await;
     let took = started.elapsed();

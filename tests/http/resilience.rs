@@ -11,8 +11,8 @@ use pgcursor_tests::{client, db, Gateway, PrivateCluster};
 use serde_json::{json, Value};
 
 use crate::broker::{
-    configure_queue, drop_database, eventually, fresh_queue, get, messages, pop, post, push_n,
-    scratch_database, send,
+    configure_queue, drop_database, eventually, fresh_queue, get, lock_table, messages, pop, post,
+    push_n, scratch_database, send,
 };
 
 /// The database timeout the outage tests give the gateway.
@@ -334,15 +334,8 @@ async fn slow_reads_leave_connections_for_pushes_pops_and_health() {
         .await;
     let queue = fresh_queue("beside-reads");
     configure_queue(&gw, &queue).await;
-    let (locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
     // The trace-name listing reads this table, and nothing pushes or pops use.
-    locker
-        .batch_execute("BEGIN; LOCK TABLE pgcursor.trace_names IN ACCESS EXCLUSIVE MODE")
-        .await
-        .unwrap();
+    let locker = lock_table(&url, "pgcursor.trace_names").await;
     let reads: Vec<_> = (0..3)
         .map(|_| tokio::spawn(send(client().get(gw.url("/api/v1/traces/names")))))
         .collect();

@@ -345,6 +345,11 @@ mod tests {
         PopRequest::parse(query, selection, limits)
     }
 
+    /// The `key` argument `pgcursor.pop` gets for `query`.
+    fn argument(query: &str, key: &str) -> Value {
+        parse(query).unwrap().arguments[key].clone()
+    }
+
     fn bad(query: &str) -> String {
         match parse(query) {
             Err(ApiError::BadRequest(m)) => m,
@@ -387,7 +392,7 @@ mod tests {
 
     #[test]
     fn batch_is_capped_and_invalid_ones_are_left_for_sql() {
-        let batch = |query: &str| parse(query).unwrap().arguments["batch"].clone();
+        let batch = |query: &str| argument(query, "batch");
         assert_eq!(batch("batch=10000"), json!("10000"));
         assert_eq!(batch("batch=10001"), json!("10000"));
         assert_eq!(batch("batch=%2010001%20"), json!("10000"));
@@ -401,7 +406,7 @@ mod tests {
 
     #[test]
     fn max_bytes_is_the_limit_unless_a_valid_smaller_one_is_asked() {
-        let bytes = |query: &str| parse(query).unwrap().arguments["maxBytes"].clone();
+        let bytes = |query: &str| argument(query, "maxBytes");
         assert_eq!(bytes(""), json!("1048576"));
         assert_eq!(bytes("maxBytes="), json!("1048576"));
         assert_eq!(bytes("maxBytes=5000"), json!("5000"));
