@@ -397,16 +397,16 @@ END $$;
 -- bytes of payload (claim_fit), so that a large batch of large messages
 -- cannot make an answer of gigabytes. The claim where the budget runs out
 -- is cut after its last message that fits; later claims are given back,
--- as if never made. The first message is kept whatever its size. A leased claim
--- keeps a lease on what it delivers only; an autoAck claim completes only
--- that (its cursor and completed count go back to match; its last_ack_at,
--- which orders partitions for fairness, stays the pop's). The messages are
--- weighed only when they could outweigh the budget: when each claim's
--- count times twice the largest payload its partition ever got
+-- as if never made. The first message is kept whatever its size. A leased
+-- claim keeps a lease on what it delivers only; an autoAck claim completes
+-- only that (its cursor and completed count go back to match; its
+-- last_ack_at, which orders partitions for fairness, stays the pop's). The
+-- messages are weighed only when they could outweigh the budget: when each
+-- claim's count times twice the largest payload its partition ever got
 -- (partition_heads.max_weight; twice, as text can take twice the bytes,
--- escapes and all) adds up to more. A pop of small messages so costs a
--- key lookup per claim; weighing costs a read of the claimed messages'
--- sizes per claim, and cutting or giving back a write.
+-- escapes and all) adds up to more. A pop of small messages so costs a key
+-- lookup per claim; weighing costs a read of the claimed messages' sizes
+-- per claim, and cutting or giving back a write.
 CREATE OR REPLACE FUNCTION pgcursor_internal.fit_claims_to_bytes(
     claims pgcursor_internal.pop_claim[], grp text, lease uuid, budget bigint)
 RETURNS pgcursor_internal.pop_claim[] LANGUAGE plpgsql AS $$

@@ -187,7 +187,8 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
                     .content_type_required(false)
                     .error_handler(json_payload_error),
             )
-            // Innermost: the answers it refuses reads with pass the layers below.
+            // Innermost, so the 503s it answers pass through the layers
+            // registered after it (error handlers, CORS, request metrics).
             .wrap(actix_web::middleware::from_fn(crate::reads::limit_reads))
             .wrap(ErrorHandlers::new().default_handler(move |res| json_errors(res, limit)))
             // So every answer (errors, 404s) carries the CORS headers, but
