@@ -1,6 +1,6 @@
 -- The largest payload pushed into each partition, in bytes as the push
 -- handed it over (pg_column_size of the jsonb). A pop capped by maxBytes
--- (PGCURSOR_MAX_POP_BYTES) weighs the messages it claimed only when their
+-- (PGCURSOR_MAX_ANSWER_BYTES) weighs the messages it claimed only when their
 -- count times this could exceed the cap, so a queue of small messages pays
 -- nothing for the cap (sql/30_pop.sql, fit_claims_to_bytes). It only
 -- grows. Partitions made before this migration hold messages of unknown

@@ -4,20 +4,31 @@
 --   SELECT pgcursor.dead_letters('{"queue":"orders","consumerGroup":"billing","limit":"20"}');
 --   SELECT pgcursor.requeue_dead_letter('0190...'::uuid);
 
--- One dead letter as the listing shows it; data is the payload snapshot.
-CREATE OR REPLACE FUNCTION pgcursor_internal.dead_letter_json(d pgcursor.dead_letters, p pgcursor.partitions)
+-- One dead letter as the listing shows it; data is the payload snapshot,
+-- or, when the listing has no room left for it (with_data false), null,
+-- with "dataOmitted": true.
+CREATE OR REPLACE FUNCTION pgcursor_internal.dead_letter_json(
+    d pgcursor.dead_letters, p pgcursor.partitions, with_data boolean)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
         'id', d.id, 'queue', p.queue, 'partition', p.name, 'partitionId', p.id,
         'offset', d.msg_offset, 'transactionId', d.transaction_id, 'consumerGroup', d.consumer_group,
-        'data', d.payload, 'errorMessage', d.error, 'retryCount', d.retry_count,
+        'data', CASE WHEN with_data THEN d.payload END, 'errorMessage', d.error, 'retryCount', d.retry_count,
         'createdAt', pgcursor_internal.rfc3339_utc(d.created_at), 'failedAt', pgcursor_internal.rfc3339_utc(d.failed_at))
+        || CASE WHEN with_data THEN '{}'::jsonb ELSE '{"dataOmitted": true}'::jsonb END
 $$;
 
 -- dead_letters: {queue?, consumerGroup?, partition? (name), from?, to? (on
--- failedAt, inclusive), limit? (100, at most 1000), offset? (0)} ->
--- {"messages":[...], "total": <matches before limit/offset>}, newest first.
--- Query-string values may come as strings; empty strings mean "not given".
+-- failedAt, inclusive), limit? (100, at most 1000), offset? (0), maxBytes?
+-- (16777216)} -> {"messages":[...], "total": <matches before
+-- limit/offset>}, newest first. Query-string values may come as strings;
+-- empty strings mean "not given". Every dead letter of the page is listed,
+-- but its payload only while the page's payloads weigh at most maxBytes
+-- (payload_weight; the first one in any case): the rest answer data null
+-- and "dataOmitted": true, and a smaller page shows them. A page of large
+-- payloads was otherwise a jsonb too large to build ("total size of jsonb
+-- array elements exceeds the maximum", 256 MB) and an answer of as much
+-- in the gateway's memory.
 CREATE OR REPLACE FUNCTION pgcursor.dead_letters(req jsonb)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -28,6 +39,7 @@ DECLARE
     upto  timestamptz := pgcursor_internal.timestamp_arg(req, 'to');
     lim   integer := least(pgcursor_internal.positive_int_arg(req, 'limit', 100), 1000);
     skip  integer := pgcursor_internal.non_negative_int_arg(req, 'offset', 0);
+    budget integer := pgcursor_internal.positive_int_arg(req, 'maxBytes', 16777216);
     answer jsonb;
 BEGIN
     WITH matching AS (
@@ -39,10 +51,15 @@ BEGIN
          WHERE (qname IS NULL OR p.queue = qname) AND (part IS NULL OR p.name = part)
            AND (grp IS NULL OR d.consumer_group = grp)
            AND (since IS NULL OR d.failed_at >= since) AND (upto IS NULL OR d.failed_at <= upto)
+    ), page AS (  -- upto: the page's payloads up to this one, weighed
+        SELECT m.*, coalesce(sum(pgcursor_internal.payload_weight((m.d).payload)) OVER (ORDER BY m.pos), 0) AS upto
+          FROM matching m WHERE m.pos > skip AND m.pos <= skip::bigint + lim
     )
     SELECT jsonb_build_object(
-               'messages', coalesce((SELECT jsonb_agg(pgcursor_internal.dead_letter_json(m.d, m.p) ORDER BY m.pos)
-                                       FROM matching m WHERE m.pos > skip AND m.pos <= skip::bigint + lim), '[]'),
+               'messages', coalesce((SELECT jsonb_agg(pgcursor_internal.dead_letter_json(
+                                                          pg.d, pg.p, pg.upto <= budget OR pg.pos = skip + 1)
+                                                      ORDER BY pg.pos)
+                                       FROM page pg), '[]'),
                'total', (SELECT count(*) FROM matching))
       INTO answer;
     RETURN answer;

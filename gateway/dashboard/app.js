@@ -321,10 +321,20 @@ pages.groups = {
 
 pages.dlq = {
   controls: (el, params) => queueGroupFilter(el, params, "Dead letters", "dlq-filter", "dlq"),
-  load(params) {
+  async load(params) {
     const q = new URLSearchParams({ limit: "100" });
     for (const k of ["queue", "consumerGroup"]) if (params[k]) q.set(k, params[k]);
-    return api("/api/v1/dlq?" + q);
+    const page = await api("/api/v1/dlq?" + q);
+    // A payload too large to list with the others (dataOmitted): the one
+    // being inspected comes again, on a page of its own.
+    const i = page.messages.findIndex((m) => m.id === params.open);
+    if (i >= 0 && page.messages[i].dataOmitted) {
+      q.set("limit", "1");
+      q.set("offset", String(i));
+      const alone = (await api("/api/v1/dlq?" + q)).messages[0];
+      if (alone && alone.id === params.open) page.messages[i] = alone;
+    }
+    return page;
   },
   draw(el, { messages, total }, params) {
     const open = messages.find((m) => m.id === params.open);

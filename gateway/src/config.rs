@@ -112,15 +112,15 @@ pub struct Config {
     )]
     pub max_pop_batch: usize,
 
-    /// Most payload bytes one pop answers, the first message aside: a pop stops adding messages there (its answer holds each payload twice, as data and payload)
+    /// Most payload bytes one answer carries: a pop stops adding messages there (the first aside), a page of dead letters lists the rest without their data
     #[arg(
         long,
-        env = "PGCURSOR_MAX_POP_BYTES",
-        value_name = "PGCURSOR_MAX_POP_BYTES",
+        env = "PGCURSOR_MAX_ANSWER_BYTES",
+        value_name = "PGCURSOR_MAX_ANSWER_BYTES",
         default_value = "16777216",
         value_parser = positive_int4,
     )]
-    pub max_pop_bytes: usize,
+    pub max_answer_bytes: usize,
 
     /// How long a request waits for a database connection, in milliseconds, before a 503
     #[arg(
@@ -273,7 +273,7 @@ fn positive_usize(s: &str) -> Result<usize, String> {
     positive(s)
 }
 
-/// A positive number SQL's integer holds (PGCURSOR_MAX_POP_BYTES goes to
+/// A positive number SQL's integer holds (PGCURSOR_MAX_ANSWER_BYTES goes to
 /// `pgcursor.pop` as its maxBytes).
 fn positive_int4(s: &str) -> Result<usize, String> {
     let n: usize = positive(s)?;
@@ -319,7 +319,7 @@ mod tests {
         assert_eq!(c.max_ack_items, 10_000);
         assert_eq!(c.max_push_items, 10_000);
         assert_eq!(c.max_pop_batch, 10_000);
-        assert_eq!(c.max_pop_bytes, 16 << 20);
+        assert_eq!(c.max_answer_bytes, 16 << 20);
         assert_eq!(c.db_timeout(), Duration::from_millis(5000));
         assert_eq!(c.housekeeping_seconds, 60);
         assert_eq!(c.stats_flush_interval(), Duration::from_secs(60));

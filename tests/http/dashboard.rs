@@ -469,3 +469,54 @@ async fn a_person_signs_in_reads_every_page_requeues_and_seeks() {
     browser.quit().await;
     assert!(errors.is_empty(), "console errors: {errors:?}");
 }
+
+/// A dead letter whose payload did not fit its page of the listing
+/// (`dataOmitted`) is fetched on a page of its own when a person inspects
+/// it: the detail shows its payload all the same.
+#[tokio::test]
+async fn inspecting_a_dead_letter_left_out_of_its_page_shows_its_payload() {
+    // Room for the first payload of a page only.
+    let gw = Gateway::start_with(&[("PGCURSOR_MAX_ANSWER_BYTES", "1")]).await;
+    let queue = format!("dash-heavy-{}", &Uuid::now_v7().simple().to_string()[20..]);
+    let items: Vec<Value> = (1..=2)
+        .map(|n| json!({"queue": queue, "payload": {"order": n}, "transactionId": format!("Default-{n}")}))
+        .collect();
+    let pushed = call(
+        &gw,
+        reqwest::Method::POST,
+        "/api/v1/push",
+        Some(json!({ "items": items })),
+    )
+    .await;
+    let partition_id = pushed[0]["partitionId"].as_str().unwrap().to_string();
+    // Newest first: the second dead letter heads the page, the first follows without its data.
+    crate::dlq::kill(&gw, &partition_id, "Default", "g", 1).await;
+    crate::dlq::kill(&gw, &partition_id, "Default", "g", 2).await;
+    let listed = call(
+        &gw,
+        reqwest::Method::GET,
+        &format!("/api/v1/dlq?queue={queue}"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        listed["messages"][1]["dataOmitted"],
+        json!(true),
+        "{listed}"
+    );
+
+    let browser = Browser::start(1280, 900).await;
+    browser
+        .goto(&gw.url(&format!("/#/dlq?queue={queue}")))
+        .await;
+    browser.wait_text("#dlq-list", "2 dead letter(s).").await;
+    browser.click("#dlq-list [data-inspect='1']").await;
+    let detail = browser.wait_text("#dlq-detail", "Default-1").await;
+    assert!(
+        detail.contains("\"order\": 1"),
+        "payload fetched alone: {detail}"
+    );
+    let errors = unexpected(browser.console_errors().await);
+    browser.quit().await;
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+}

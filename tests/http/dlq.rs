@@ -247,3 +247,57 @@ async fn data_survives_the_message_and_requeue_pushes_it_back() {
         (400, json!({"error": "id must be a UUID string"}))
     );
 }
+
+/// A page of dead letters carries at most PGCURSOR_MAX_ANSWER_BYTES of
+/// payload (or a smaller `maxBytes`), the first one's in any case: every
+/// dead letter is listed, those past it with `data` null and
+/// `"dataOmitted": true`; a page of one shows it. (A page of large payloads
+/// was a jsonb too large to build, a 400, or an answer of hundreds of MB.)
+#[tokio::test]
+async fn a_page_of_dead_letters_carries_at_most_the_max_answer_bytes() {
+    let gw = Gateway::start_with(&[("PGCURSOR_MAX_ANSWER_BYTES", "2500")]).await;
+    let queue = fresh_queue("dlq-heavy");
+    let items: Vec<Value> = (1..=3)
+        .map(|i| json!({"queue": queue, "payload": "x".repeat(1000), "transactionId": format!("Default-{i}")}))
+        .collect();
+    let (status, pushed) = post(&gw, "/api/v1/push", &json!({ "items": items })).await;
+    assert_eq!(status, 200, "{pushed}");
+    let partition_id = pushed[0]["partitionId"].as_str().unwrap().to_string();
+    for offset in 1..=3 {
+        kill(&gw, &partition_id, "Default", "g", offset).await;
+    }
+    let with_data = |answer: &Value| -> Vec<(bool, bool)> {
+        answer["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["data"].is_string(), m["dataOmitted"] == json!(true)))
+            .collect()
+    };
+    let page = listing(&gw, &format!("queue={queue}")).await;
+    assert_eq!(page["total"], 3, "{page}");
+    assert_eq!(
+        with_data(&page),
+        [(true, false), (true, false), (false, true)],
+        "{page}"
+    );
+    let page = listing(&gw, &format!("queue={queue}&maxBytes=1")).await;
+    assert_eq!(
+        with_data(&page),
+        [(true, false), (false, true), (false, true)],
+        "{page}"
+    );
+    let page = listing(&gw, &format!("queue={queue}&maxBytes=1000000000")).await;
+    assert_eq!(
+        with_data(&page),
+        [(true, false), (true, false), (false, true)],
+        "capped: {page}"
+    );
+    let page = listing(&gw, &format!("queue={queue}&limit=1&offset=2")).await;
+    assert_eq!(with_data(&page), [(true, false)], "{page}");
+    let (status, body) = get(&gw, &format!("/api/v1/dlq?queue={queue}&maxBytes=0")).await;
+    assert_eq!(
+        (status, body),
+        (400, json!({"error": "maxBytes must be a positive integer"}))
+    );
+}

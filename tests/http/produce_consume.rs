@@ -534,13 +534,13 @@ async fn a_pop_answers_at_most_the_max_pop_batch() {
     );
 }
 
-/// A pop also stops at `PGCURSOR_MAX_POP_BYTES` of payload (a batch of
+/// A pop also stops at `PGCURSOR_MAX_ANSWER_BYTES` of payload (a batch of
 /// large messages would otherwise be an answer of gigabytes, held in the
 /// gateway's memory), the first message aside. A client may ask for less
 /// with `maxBytes`, not for more; an invalid one is a 400 naming it.
 #[tokio::test]
-async fn a_pop_answers_at_most_the_max_pop_bytes() {
-    let gw = Gateway::start_with(&[("PGCURSOR_MAX_POP_BYTES", "5000")]).await;
+async fn a_pop_answers_at_most_the_max_answer_bytes() {
+    let gw = Gateway::start_with(&[("PGCURSOR_MAX_ANSWER_BYTES", "5000")]).await;
     let queue = fresh_queue("heavy");
     let items: Vec<Value> = (0..10)
         .map(|i| json!({"queue": queue, "payload": format!("{i}{}", "x".repeat(1999))}))

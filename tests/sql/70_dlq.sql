@@ -1,6 +1,6 @@
 -- pgcursor.dead_letters (listing, filters, pagination) and requeue_dead_letter.
 BEGIN;
-SELECT plan(31);
+SELECT plan(36);
 
 -- Dead-letters offsets of queue q (partition part, group grp) with reason 'why-<offset>'.
 CREATE FUNCTION pg_temp.kill(q text, part text, grp text, VARIADIC offs int[]) RETURNS void LANGUAGE plpgsql AS $$
@@ -114,6 +114,31 @@ SELECT is(pgcursor.pop('{"queue":"t70b","consumerGroup":"g1"}') #>> '{messages,0
           'the group that dead-lettered it gets it again');
 SELECT is(pgcursor.pop('{"queue":"t70b","consumerGroup":"fresh","batch":5}') #>> '{messages,0,offset}', '3',
           'a new group starts past the deleted messages, at the requeued one');
+
+-- maxBytes: every dead letter of the page is listed, its payload only while
+-- the page's payloads fit (the first in any case). (One transaction: one
+-- failedAt, so the page is in offset order.)
+SELECT FROM pgcursor.push(jsonb_build_object('items', (
+    SELECT jsonb_agg(jsonb_build_object('queue', 't70big', 'payload', repeat('x', 1000),
+                                        'transactionId', 't70bigDefault' || k) ORDER BY k)
+      FROM generate_series(1, 3) k)));
+SELECT pg_temp.kill('t70big', 'Default', 'g', 1, 2, 3);
+CREATE FUNCTION pg_temp.with_data(r jsonb) RETURNS text LANGUAGE sql AS $$
+    SELECT string_agg(format('%s:%s%s', m ->> 'offset', CASE WHEN m -> 'data' = 'null' THEN 'no data' ELSE 'data' END,
+                             CASE WHEN m ? 'dataOmitted' THEN ' (omitted)' ELSE '' END), ' ' ORDER BY n)
+    FROM jsonb_array_elements(r -> 'messages') WITH ORDINALITY AS x(m, n)
+$$;
+SELECT is(pg_temp.with_data(pgcursor.dead_letters('{"queue": "t70big"}')), '1:data 2:data 3:data',
+          'by default (16 MiB) every payload of a small page is there');
+SELECT is(pg_temp.with_data(pgcursor.dead_letters('{"queue": "t70big", "maxBytes": 2500}')),
+          '1:data 2:data 3:no data (omitted)',
+          'room for two payloads of 1,000 characters: the third is listed without its data, saying so');
+SELECT is(pg_temp.with_data(pgcursor.dead_letters('{"queue": "t70big", "maxBytes": 1}')),
+          '1:data 2:no data (omitted) 3:no data (omitted)', 'the first of the page has its data in any case');
+SELECT is(pg_temp.with_data(pgcursor.dead_letters('{"queue": "t70big", "maxBytes": 1, "offset": 2}')),
+          '3:data', 'a page of its own shows a payload omitted from a larger one');
+SELECT throws_ok($$SELECT pgcursor.dead_letters('{"queue": "t70big", "maxBytes": 0}')$$, '22023',
+                 'maxBytes must be a positive integer', 'maxBytes 0 is refused, named');
 
 SELECT * FROM finish();
 ROLLBACK;

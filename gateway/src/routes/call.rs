@@ -40,6 +40,37 @@ pub fn query_fields(query: &BTreeMap<String, String>, names: &[&str]) -> Result<
     Ok(Value::Object(fields))
 }
 
+/// Caps the argument `key` at `max` when it is a number the SQL functions
+/// accept (a positive int4) and more than that; anything else is left for
+/// them to check.
+pub fn cap(arguments: &mut serde_json::Map<String, Value>, key: &str, max: usize) {
+    let asked = arguments
+        .get(key)
+        .and_then(Value::as_str)
+        .and_then(digits_only);
+    if asked.is_some_and(|n| n > max && n <= i32::MAX as usize) {
+        arguments.insert(key.into(), Value::String(max.to_string()));
+    }
+}
+
+/// `maxBytes`, the most payload bytes an answer carries (a pop's messages,
+/// a page of dead letters): PGCURSOR_MAX_ANSWER_BYTES when absent, and at
+/// most that. The gateway holds an answer in memory.
+pub fn limit_bytes(arguments: &mut serde_json::Map<String, Value>, max: usize) {
+    cap(arguments, "maxBytes", max);
+    arguments
+        .entry("maxBytes")
+        .or_insert_with(|| Value::String(max.to_string()));
+}
+
+/// A number as the SQL functions read a digit string: ASCII digits, maybe
+/// between ASCII spaces (no sign).
+fn digits_only(value: &str) -> Option<usize> {
+    let digits = value.trim_matches(|c: char| c.is_ascii_whitespace());
+    let all_digits = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    all_digits.then(|| digits.parse().ok()).flatten()
+}
+
 /// Runs `sql`, one listing function taking `$1::jsonb`, with the query
 /// parameters it reads (`query_fields`).
 pub async fn call_listing(

@@ -1,5 +1,5 @@
 //! Dead letters:
-//! GET /api/v1/dlq?queue=&consumerGroup=&partition=&from=&to=&limit=&offset=
+//! GET /api/v1/dlq?queue=&consumerGroup=&partition=&from=&to=&limit=&offset=&maxBytes=
 //! (read-only) through `pgcursor.dead_letters`, which checks the parameters
 //! (22023 → 400), and POST /api/v1/dlq/{id}/requeue (read-write) through
 //! `pgcursor.requeue_dead_letter` (unknown id: P0002, a 404).
@@ -7,15 +7,16 @@
 use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, call_listing, plaintext_refused};
+use crate::routes::call::{call_json, limit_bytes, plaintext_refused, query_fields};
 
 /// Query parameters handed to `pgcursor.dead_letters` as strings.
-const PARAMETERS: [&str; 7] = [
+const PARAMETERS: [&str; 8] = [
     "queue",
     "consumerGroup",
     "partition",
@@ -23,6 +24,7 @@ const PARAMETERS: [&str; 7] = [
     "to",
     "limit",
     "offset",
+    "maxBytes",
 ];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -36,8 +38,12 @@ async fn list(
     query: web::Query<BTreeMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
+    let mut filter = query_fields(&query, &PARAMETERS)?;
+    if let Value::Object(fields) = &mut filter {
+        limit_bytes(fields, state.config.max_answer_bytes);
+    }
     let sql = "SELECT pgcursor.dead_letters($1::jsonb)";
-    let answer = call_listing(&state.pool, sql, &query, &PARAMETERS).await?;
+    let answer = call_json(&state.pool, sql, &[&filter]).await?;
     // Dead letters of encrypted queues are listed in plaintext (docs/http-api.md
     // "Encrypted queues").
     Ok(state.encryption.open_answer(answer).respond())

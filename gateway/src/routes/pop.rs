@@ -24,7 +24,7 @@ use crate::auth::Level;
 use crate::body::{no_nul, path_without_nul};
 use crate::error::ApiError;
 use crate::minutes::{record, Target};
-use crate::routes::call::{again_after_deadlock, RawJson};
+use crate::routes::call::{again_after_deadlock, cap, limit_bytes, RawJson};
 use crate::routes::pop_answer::{micros_since_1970, Delivered, PopBatch, POP_MESSAGES_SQL};
 
 /// The longest a pop may wait; a larger `timeout` is capped to it (the queen
@@ -99,7 +99,7 @@ async fn respond(
 ) -> Result<HttpResponse, ApiError> {
     let limits = PopLimits {
         batch: state.config.max_pop_batch,
-        bytes: state.config.max_pop_bytes,
+        bytes: state.config.max_answer_bytes,
     };
     let pop = PopRequest::parse(req.query_string(), selection, limits)?;
     let counters = crate::metrics::counters();
@@ -112,7 +112,7 @@ async fn respond(
     Ok(state.encryption.open_answer(answer).respond())
 }
 
-/// The most one pop answers (PGCURSOR_MAX_POP_BATCH, PGCURSOR_MAX_POP_BYTES):
+/// The most one pop answers (PGCURSOR_MAX_POP_BATCH, PGCURSOR_MAX_ANSWER_BYTES):
 /// the gateway holds an answer in memory.
 #[derive(Debug, Clone, Copy)]
 pub struct PopLimits {
@@ -159,10 +159,7 @@ impl PopRequest {
             }
         }
         cap(&mut arguments, "batch", limits.batch);
-        cap(&mut arguments, "maxBytes", limits.bytes);
-        arguments
-            .entry("maxBytes")
-            .or_insert_with(|| Value::String(limits.bytes.to_string()));
+        limit_bytes(&mut arguments, limits.bytes);
         let timeout = wait_timeout(given("timeout"))?;
         Ok(PopRequest {
             arguments: Value::Object(arguments),
@@ -174,23 +171,6 @@ impl PopRequest {
     fn queue(&self) -> Option<&str> {
         self.arguments.get("queue").and_then(Value::as_str)
     }
-}
-
-/// Caps the argument `key` at `max` when it is a number `pgcursor.pop`
-/// accepts (a positive int4) and more than that.
-fn cap(arguments: &mut Map<String, Value>, key: &str, max: usize) {
-    let asked = arguments.get(key).and_then(Value::as_str).and_then(digits_only);
-    if asked.is_some_and(|n| n > max && n <= i32::MAX as usize) {
-        arguments.insert(key.into(), Value::String(max.to_string()));
-    }
-}
-
-/// A number as `pgcursor.pop` reads a digit string: ASCII digits, maybe
-/// between ASCII spaces (no sign).
-fn digits_only(value: &str) -> Option<usize> {
-    let digits = value.trim_matches(|c: char| c.is_ascii_whitespace());
-    let all_digits = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
-    all_digits.then(|| digits.parse().ok()).flatten()
 }
 
 /// `true` / `false`; absent is false.
