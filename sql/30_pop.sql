@@ -404,9 +404,11 @@ END $$;
 -- messages are weighed only when they could outweigh the budget: when each
 -- claim's count times twice the largest payload its partition ever got
 -- (partition_heads.max_weight; twice, as text can take twice the bytes,
--- escapes and all) adds up to more. A pop of small messages so costs a key
--- lookup per claim; weighing costs a read of the claimed messages' sizes
--- per claim, and cutting or giving back a write.
+-- escapes and all) adds up to more, or when the claim reaches below
+-- weighed_from (messages stored before max_weight was kept). A pop of
+-- small messages so costs a key lookup per claim; weighing costs a read
+-- of the claimed messages' sizes per claim, and cutting or giving back a
+-- write.
 CREATE OR REPLACE FUNCTION pgcursor_internal.fit_claims_to_bytes(
     claims pgcursor_internal.pop_claim[], grp text, lease uuid, budget bigint)
 RETURNS pgcursor_internal.pop_claim[] LANGUAGE plpgsql AS $$
@@ -420,8 +422,9 @@ DECLARE
 BEGIN
     FOREACH claim IN ARRAY claims LOOP  -- one key lookup each: routed on Citus
         bound := bound + 2 * (claim.batch_end - claim.batch_start + 1)
-                           * (SELECT h.max_weight FROM pgcursor.partition_heads h
-                               WHERE h.partition_id = claim.partition_id);
+                           * (SELECT CASE WHEN claim.batch_start >= h.weighed_from THEN h.max_weight
+                                          ELSE 2147483647 END  -- of unknown weight: weigh them
+                                FROM pgcursor.partition_heads h WHERE h.partition_id = claim.partition_id);
     END LOOP;
     IF bound <= budget THEN
         RETURN claims;

@@ -5,7 +5,7 @@
 -- weighed only when partition_heads.max_weight says they could be too
 -- heavy (sql/30_pop.sql, fit_claims_to_bytes).
 BEGIN;
-SELECT plan(29);
+SELECT plan(33);
 
 \ir lib/queue_helpers.sql
 
@@ -38,6 +38,8 @@ $$;
 SELECT pg_temp.push_strings('t26a', 'Default', 10, 1000);
 SELECT is(pg_temp.max_weight('t26a'), pg_column_size(to_jsonb(repeat('x', 1000))),
           'max_weight is the size of the largest payload pushed into the partition');
+SELECT is((SELECT h.weighed_from FROM pgcursor.partition_heads h WHERE h.partition_id = pg_temp.pid('t26a')),
+          1::bigint, 'and it covers every message of a partition made since');
 SELECT pg_temp.push_strings('t26a', 'Default', 1, 10);
 SELECT is(pg_temp.max_weight('t26a'), pg_column_size(to_jsonb(repeat('x', 1000))),
           'a push of smaller payloads leaves it: it only grows');
@@ -79,7 +81,22 @@ SELECT is(pg_temp.popped(jsonb_build_object('queue', 't26a', 'consumerGroup', 'g
                                             'maxBytes', 3 * pg_temp.weight('t26a'))),
           '{1,2,3,4,5,6,7,8,9,10}'::bigint[],
           'messages whose max_weight bound fits the budget are not weighed (so max_weight must never be low)');
-UPDATE pgcursor.partition_heads SET max_weight = 2000 WHERE partition_id = pg_temp.pid('t26a');
+-- Unless the claim reaches below weighed_from: messages stored before
+-- max_weight was kept (migration V14) are weighed whatever it says.
+UPDATE pgcursor.partition_heads SET weighed_from = 4 WHERE partition_id = pg_temp.pid('t26a');
+SELECT is(pg_temp.popped(jsonb_build_object('queue', 't26a', 'consumerGroup', 'g7', 'batch', 10,
+                                            'maxBytes', 3 * pg_temp.weight('t26a'))),
+          '{1,2,3}'::bigint[], 'a claim from below weighed_from is weighed whatever max_weight says');
+SELECT is(pg_temp.popped(jsonb_build_object('queue', 't26a', 'consumerGroup', 'g7', 'batch', 10, 'autoAck', true,
+                                            'maxBytes', 3 * pg_temp.weight('t26a'))),
+          '{}'::bigint[], '(the group''s lease holds the partition)');
+UPDATE pgcursor.cursors SET lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL,
+                            cursor = 3
+ WHERE partition_id = pg_temp.pid('t26a') AND consumer_group = 'g7';
+SELECT is(pg_temp.popped(jsonb_build_object('queue', 't26a', 'consumerGroup', 'g7', 'batch', 10,
+                                            'maxBytes', 3 * pg_temp.weight('t26a'))),
+          '{4,5,6,7,8,9,10,11}'::bigint[], 'one from weighed_from on trusts max_weight again');
+UPDATE pgcursor.partition_heads SET max_weight = 2000, weighed_from = 1 WHERE partition_id = pg_temp.pid('t26a');
 
 -- autoAck completes what it delivers only.
 SELECT is(pg_temp.popped(jsonb_build_object('queue', 't26a', 'consumerGroup', 'auto', 'batch', 10,
