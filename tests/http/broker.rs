@@ -167,8 +167,9 @@ where
 
 /// Until a statement `LIKE` `query` waits for a lock in the database's
 /// pg_stat_activity (10 s at most): a test holding a lock lets the call
-/// reach it before taking its second lock.
-async fn until_waiting_for_a_lock(what: &str, query: &str) {
+/// reach it before taking its second lock. (Each look on a new session:
+/// within one transaction pg_stat_activity stays as it first read.)
+pub async fn until_waiting_for_a_lock(what: &str, query: &str) {
     eventually(what, Duration::from_secs(10), || async {
         let waiting: i64 = db()
             .await

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::broker::{
     configure_queue, drop_database, eventually, fresh_queue, get, lock_table, messages, pop, post,
-    push_n, scratch_database, send,
+    push_n, scratch_database, send, until_waiting_for_a_lock,
 };
 
 /// The database timeout the outage tests give the gateway.
@@ -339,19 +339,11 @@ async fn slow_reads_leave_connections_for_pushes_pops_and_health() {
     let reads: Vec<_> = (0..3)
         .map(|_| tokio::spawn(send(client().get(gw.url("/api/v1/traces/names")))))
         .collect();
-    eventually("a read waits for the lock", Duration::from_secs(10), || async {
-        let waiting: i64 = locker
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%trace_names%'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        waiting >= 1
-    })
-    .await;
-    let started = Instant::now();
+    // (Not looked at through `locker`: within its transaction
+    // pg_stat_activity stays as it first read.)
+    until_waiting_for_a_lock("a read waits for the lock", "%trace_names%").await;
+    // Each within PGCURSOR_DB_TIMEOUT_MS: else its wait for a connection
+    // would have ended in a 503.
     let body = json!({"items": [{"queue": queue, "payload": "beside the reads"}]});
     let (status, answer) = post(&gw, "/api/v1/push", &body).await;
     assert_eq!(status, 200, "push: {answer}");
@@ -359,11 +351,6 @@ async fn slow_reads_leave_connections_for_pushes_pops_and_health() {
     assert_eq!((status, messages(&answer).len()), (200, 1), "pop: {answer}");
     let (status, answer) = get(&gw, "/health").await;
     assert_eq!(status, 200, "health: {answer}");
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "answered only after {:?}",
-        started.elapsed()
-    );
     // The two reads waiting for the one read permit give up after
     // PGCURSOR_DB_TIMEOUT_MS, saying why; the one holding it answers once
     // the lock goes.
