@@ -441,12 +441,12 @@ BEGIN
         END IF;
         IF all_fit IS DISTINCT FROM false THEN
             kept := kept || claim;
-        ELSIF fit_end IS NULL THEN  -- give the claim back
+        ELSIF fit_end IS NULL AND lease IS NOT NULL THEN  -- give the claim back
+            PERFORM pgcursor_internal.give_back_lease(lease, grp, ARRAY[claim.partition_id]);
+        ELSIF fit_end IS NULL THEN  -- give the autoAck claim back: undo its completion
             UPDATE pgcursor.cursors c SET
-                lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL,
-                cursor = CASE WHEN lease IS NULL THEN claim.batch_start - 1 ELSE c.cursor END,
-                completed_total = c.completed_total
-                    - CASE WHEN lease IS NULL THEN claim.batch_end - claim.batch_start + 1 ELSE 0 END,
+                cursor = claim.batch_start - 1,
+                completed_total = c.completed_total - (claim.batch_end - claim.batch_start + 1),
                 retry_count = claim.retry_count
              WHERE c.partition_id = claim.partition_id AND c.consumer_group = grp;
         ELSE  -- cut it after fit_end
@@ -461,6 +461,23 @@ BEGIN
         END IF;
     END LOOP;
     RETURN kept;
+END $$;
+
+-- A pop's lease given back, as if never taken, on the partitions it claimed
+-- (the gateway, when the pop's client hung up while it ran: the messages
+-- go to the next pop instead of waiting out a lease nobody holds). The
+-- cursors did not move (a leased pop completes nothing), so this only
+-- clears the lease. Answers the partitions given back.
+CREATE OR REPLACE FUNCTION pgcursor_internal.give_back_lease(lease uuid, grp text, partition_ids uuid[])
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    UPDATE pgcursor.cursors c
+       SET lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL
+     WHERE c.partition_id = ANY (partition_ids) AND c.consumer_group = grp AND c.lease_id = lease;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
 END $$;
 
 -- What one pop claims, before pop_messages reads the messages: whether

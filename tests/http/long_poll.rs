@@ -1,16 +1,18 @@
 //! `wait=true`: a push wakes a waiting pop through LISTEN/NOTIFY, a waiting
 //! pop holds no pooled connection, long-polls outlive a database outage,
-//! and one whose client hung up leases nothing.
+//! and one whose client hung up leases nothing, or gives its lease back
+//! when the client went while it ran.
 
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use pgcursor_tests::{client, db, Gateway, PrivateCluster};
+use pgcursor_tests::{client, db, Gateway, GatewayConfig, PrivateCluster};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
 use crate::broker::{
-    configure_queue, eventually, fresh_queue, get, messages, offsets, post, push_n, send,
+    configure_queue, drop_database, eventually, fresh_queue, get, lock_table, messages, offsets,
+    post, push_n, scratch_database, send, until_waiting_for_a_lock,
 };
 use crate::metrics::scrape;
 
@@ -154,6 +156,43 @@ async fn a_long_poll_whose_client_hung_up_leases_nothing() {
             .value("pgcursor_http_requests_total", &closed),
         1.0
     );
+}
+
+/// A pop whose client hangs up while its statement runs gives its lease
+/// back: the message goes to the next pop at once instead of waiting out a
+/// lease nobody holds. (Here the statement waits on a lock of the queues
+/// table, in a database of its own, while the client goes.)
+#[tokio::test]
+async fn a_pop_whose_client_hung_up_while_it_ran_gives_its_lease_back() {
+    let (database, url) = scratch_database(&[]).await;
+    let gw = GatewayConfig::new().database_url(&url).start().await;
+    let queue = fresh_queue("hung-up-during");
+    configure_queue(&gw, &queue).await;
+    push_one(&gw, &queue).await;
+    let locker = lock_table(&url, "pgcursor.queues").await;
+    let address = gw.url("").trim_start_matches("http://").to_string();
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let request = format!("GET /api/v1/pop/queue/{queue} HTTP/1.1\r\nHost: {address}\r\n\r\n");
+    socket.write_all(request.as_bytes()).await.unwrap();
+    until_waiting_for_a_lock("the pop waits for the lock", "%pop_messages%").await;
+    drop(socket);
+    locker.batch_execute("COMMIT").await.unwrap();
+    let closed = [("route", "/api/v1/pop/queue/{queue}"), ("status", "499")];
+    eventually(
+        "the abandoned pop is over",
+        Duration::from_secs(10),
+        || async {
+            scrape(&gw)
+                .await
+                .value("pgcursor_http_requests_total", &closed)
+                == 1.0
+        },
+    )
+    .await;
+    let (status, answer) = get(&gw, &format!("/api/v1/pop/queue/{queue}")).await;
+    assert_eq!((status, offsets(&answer)), (200, vec![1]), "{answer}");
+    drop(gw);
+    drop_database(&database).await;
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 -- pgcursor.pop: leasing, capping, live-lease skip, re-lease after expiry,
 -- multi-partition pops, groups, subscription modes, autoAck, concurrency.
 BEGIN;
-SELECT plan(81);
+SELECT plan(85);
 
 \ir lib/queue_helpers.sql
 
@@ -257,6 +257,22 @@ DO $$ BEGIN
     PERFORM * FROM dblink('t20c1', $q$SELECT pgcursor.delete_queue('t20_concurrent')$q$) AS t(x jsonb);
     PERFORM pg_temp.close_sessions(VARIADIC ARRAY(SELECT 't20c' || i FROM generate_series(1, 8) i));
 END $$;
+
+-- give_back_lease: a pop whose client hung up while it ran gives its lease
+-- back (the gateway calls it), as if never taken.
+SELECT pg_temp.fill('t20gb', 'Default', 3);
+SELECT pgcursor.pop('{"queue": "t20gb", "consumerGroup": "gb", "batch": 3}') AS gb_pop \gset
+SELECT is(pgcursor_internal.give_back_lease(gen_random_uuid(), 'gb', ARRAY[pg_temp.pid('t20gb')]), 0,
+          'give_back_lease of another lease gives nothing back');
+SELECT is(pgcursor_internal.give_back_lease((:'gb_pop'::jsonb ->> 'leaseId')::uuid, 'gb',
+                                            ARRAY[pg_temp.pid('t20gb')]), 1,
+          'give_back_lease of the pop''s lease gives its partition back');
+SELECT is((SELECT ROW(c.cursor, c.lease_id, c.lease_expires_at, c.batch_start, c.batch_end)::text
+             FROM pgcursor.cursors c WHERE c.partition_id = pg_temp.pid('t20gb') AND c.consumer_group = 'gb'),
+          ROW(0::bigint, NULL::uuid, NULL::timestamptz, NULL::bigint, NULL::bigint)::text,
+          'the cursor row is as before the pop: not moved, no lease');
+SELECT is(pg_temp.offs(pgcursor.pop('{"queue": "t20gb", "consumerGroup": "gb", "batch": 3}')), '{1,2,3}'::bigint[],
+          'the next pop of the group gets the same messages at once');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use deadpool_postgres::Client;
 
@@ -216,12 +216,31 @@ async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest) -> Result<Lo
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&pop.arguments];
     let rows = again_after_deadlock(POP_MESSAGES_SQL, || client.query(&statement, &params)).await?;
     let batch = PopBatch::from_rows(&rows)?;
+    if let Some((lease, group)) = batch.lease().filter(|_| crate::peer::has_hung_up(req)) {
+        give_back(client, lease, group, &PopBatch::claimed_partitions(&rows)?).await;
+        return Err(ApiError::ClientClosed);
+    }
     Ok(Look {
         settled: batch.paused || batch.partitions_claimed > 0,
         messages: batch.message_count() as u64,
         delivered: batch.delivered(now_us()),
         answer: batch.to_json(),
     })
+}
+
+/// The client hung up while its pop ran: the partitions it leased are
+/// given back, as if never claimed, so the messages go to the next pop and
+/// do not wait out a lease nobody holds. Best effort: on an error they do
+/// wait it out, as before.
+async fn give_back(client: &Client, lease: uuid::Uuid, group: &str, partitions: &[uuid::Uuid]) {
+    let sql = "SELECT pgcursor_internal.give_back_lease($1, $2, $3)";
+    match client.query_one(sql, &[&lease, &group, &partitions]).await {
+        Ok(_) => debug!("a pop's client hung up while it ran: its lease {lease} is given back"),
+        Err(e) => warn!(
+            "a pop's client hung up while it ran, and its lease {lease} could not be given back: {}",
+            crate::db::error_detail(&e)
+        ),
+    }
 }
 
 fn now_us() -> i64 {

@@ -98,6 +98,27 @@ impl<'a> PopBatch<'a> {
         })
     }
 
+    /// The lease the pop took and its group: None when it leased nothing
+    /// (nothing claimed, paused, or autoAck).
+    pub fn lease(&self) -> Option<(Uuid, &'a str)> {
+        let claimed = self.partitions_claimed > 0;
+        self.lease_id.zip(self.consumer_group).filter(|_| claimed)
+    }
+
+    /// The partitions the pop claimed, each once, from every row (a claim
+    /// whose messages retention deleted has a row without messages).
+    pub fn claimed_partitions(rows: &[Row]) -> Result<Vec<Uuid>, ApiError> {
+        let mut ids: Vec<Uuid> = Vec::new();
+        for row in rows {
+            if let Some(id) = row.try_get::<_, Option<Uuid>>(6)? {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
     /// Messages in the answer.
     pub fn message_count(&self) -> usize {
         self.messages.len()
