@@ -24,11 +24,14 @@ pub fn object_body(bytes: &[u8]) -> Result<Value, ApiError> {
     Ok(value)
 }
 
-/// The query parameters a listing function reads, as a JSON object of
-/// strings (the SQL checks each value and names the bad one); an empty
-/// value counts as absent and others are ignored. PostgreSQL cannot hold
-/// U+0000, so a value with one is a 400.
-pub fn query_fields(query: &BTreeMap<String, String>, names: &[&str]) -> Result<Value, ApiError> {
+/// The fields of a JSON object, as a listing function's filter is built.
+pub type Fields = serde_json::Map<String, Value>;
+
+/// The query parameters a listing function reads, as the fields of a JSON
+/// object of strings (the SQL checks each value and names the bad one); an
+/// empty value counts as absent and others are ignored. PostgreSQL cannot
+/// hold U+0000, so a value with one is a 400.
+pub fn query_fields(query: &BTreeMap<String, String>, names: &[&str]) -> Result<Fields, ApiError> {
     let mut fields = serde_json::Map::new();
     for &name in names {
         let Some(value) = query.get(name).filter(|v| !v.is_empty()) else {
@@ -37,13 +40,13 @@ pub fn query_fields(query: &BTreeMap<String, String>, names: &[&str]) -> Result<
         no_nul(name, value)?;
         fields.insert(name.to_string(), Value::String(value.clone()));
     }
-    Ok(Value::Object(fields))
+    Ok(fields)
 }
 
 /// Caps the argument `key` at `max` when it is a number the SQL functions
 /// accept (a positive int4) and more than that; anything else is left for
 /// them to check.
-pub fn cap(arguments: &mut serde_json::Map<String, Value>, key: &str, max: usize) {
+pub fn cap(arguments: &mut Fields, key: &str, max: usize) {
     let asked = arguments
         .get(key)
         .and_then(Value::as_str)
@@ -56,7 +59,7 @@ pub fn cap(arguments: &mut serde_json::Map<String, Value>, key: &str, max: usize
 /// `maxBytes`, the most payload bytes an answer carries (a pop's messages,
 /// a page of dead letters): PGCURSOR_MAX_ANSWER_BYTES when absent, and at
 /// most that. The gateway holds an answer in memory.
-pub fn limit_bytes(arguments: &mut serde_json::Map<String, Value>, max: usize) {
+pub fn limit_bytes(arguments: &mut Fields, max: usize) {
     cap(arguments, "maxBytes", max);
     arguments
         .entry("maxBytes")
@@ -71,16 +74,10 @@ fn digits_only(value: &str) -> Option<usize> {
     all_digits.then(|| digits.parse().ok()).flatten()
 }
 
-/// Runs `sql`, one listing function taking `$1::jsonb`, with the query
-/// parameters it reads (`query_fields`).
-pub async fn call_listing(
-    pool: &Pool,
-    sql: &str,
-    query: &BTreeMap<String, String>,
-    names: &[&str],
-) -> Result<RawJson, ApiError> {
-    let filter = query_fields(query, names)?;
-    call_json(pool, sql, &[&filter]).await
+/// Runs `sql`, one listing function taking `$1::jsonb`, with its filter
+/// (`query_fields`).
+pub async fn call_listing(pool: &Pool, sql: &str, filter: Fields) -> Result<RawJson, ApiError> {
+    call_json(pool, sql, &[&Value::Object(filter)]).await
 }
 
 /// A dead letter goes back onto its partition as stored: when its queue
@@ -298,7 +295,7 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         assert_eq!(
-            query_fields(&query, &["queue", "limit", "offset"]).unwrap(),
+            Value::Object(query_fields(&query, &["queue", "limit", "offset"]).unwrap()),
             serde_json::json!({"queue": "orders", "limit": "5"})
         );
         let nul = BTreeMap::from([("queue".to_string(), "a\0b".to_string())]);

@@ -7,13 +7,12 @@
 use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde_json::Value;
 use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, limit_bytes, plaintext_refused, query_fields};
+use crate::routes::call::{call_json, call_listing, limit_bytes, plaintext_refused, query_fields};
 
 /// Query parameters handed to `pgcursor.dead_letters` as strings.
 const PARAMETERS: [&str; 8] = [
@@ -39,11 +38,9 @@ async fn list(
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
     let mut filter = query_fields(&query, &PARAMETERS)?;
-    if let Value::Object(fields) = &mut filter {
-        limit_bytes(fields, state.config.max_answer_bytes);
-    }
+    limit_bytes(&mut filter, state.config.max_answer_bytes);
     let sql = "SELECT pgcursor.dead_letters($1::jsonb)";
-    let answer = call_json(&state.pool, sql, &[&filter]).await?;
+    let answer = call_listing(&state.pool, sql, filter).await?;
     // Dead letters of encrypted queues are listed in plaintext (docs/http-api.md
     // "Encrypted queues").
     Ok(state.encryption.open_answer(answer).respond())

@@ -13,7 +13,7 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::path_without_nul;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, call_listing};
+use crate::routes::call::{call_json, call_listing, query_fields};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/resources/queues", web::get().to(list_queues))
@@ -40,7 +40,7 @@ async fn list_queues(
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
     let sql = "SELECT pgcursor.queues_overview($1::jsonb)";
-    let answer = call_listing(&state.pool, sql, &query, &LIST_PARAMETERS).await?;
+    let answer = call_listing(&state.pool, sql, query_fields(&query, &LIST_PARAMETERS)?).await?;
     Ok(answer.respond())
 }
 

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::Value;
 
 use crate::app::AppState;
 use crate::auth::Level;
@@ -63,7 +64,8 @@ async fn filtered(
     names: &[&str],
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(req, Level::ReadOnly)?;
-    Ok(call_listing(&state.pool, sql, query, names).await?.respond())
+    let filter = query_fields(query, names)?;
+    Ok(call_listing(&state.pool, sql, filter).await?.respond())
 }
 
 async fn status(
@@ -122,7 +124,7 @@ async fn queue_messages(
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.status_queue_messages($1, $2::jsonb)",
-        &[&queue, &filter],
+        &[&queue, &Value::Object(filter)],
     )
     .await?;
     Ok(answer.respond())
@@ -139,7 +141,7 @@ async fn analytics(
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.analytics($1, $2::jsonb)",
-        &[&kind, &filter],
+        &[&kind, &Value::Object(filter)],
     )
     .await?;
     Ok(answer.respond())
