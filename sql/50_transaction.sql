@@ -67,18 +67,38 @@ END $$;
 
 -- requiredLeases: every listed lease must be live on at least one cursor row
 -- when the bundle starts (checked before the acks, which may release them).
--- One scan of the cursors for all of them (lease_id is not indexed, see
--- migrations/V2), given as an array: Citus runs no query correlating the
--- cursors with a set-returning function.
+-- lease_id is not indexed (migrations/V2), so a lease is first looked for
+-- in the cursor rows the bundle's acks name, by key: that is where a queen
+-- client's leases are, as it lists the leases of the messages it acks. Only
+-- a lease not found there costs a scan of the cursors (one for all such
+-- leases). The leases are given as arrays: Citus runs no query correlating
+-- the cursors with a set-returning function.
 CREATE OR REPLACE FUNCTION pgcursor_internal.required_leases_live(req jsonb)
 RETURNS boolean LANGUAGE plpgsql STABLE AS $$
 DECLARE
     listed uuid[] := ARRAY(SELECT DISTINCT l.id::uuid
                              FROM jsonb_array_elements_text(coalesce(nullif(req -> 'requiredLeases', 'null'), '[]')) AS l(id));
+    acks jsonb := jsonb_path_query_array(req -> 'operations', '$[*] ? (@.type == "ack")');
+    acked_partitions uuid[] := ARRAY(SELECT DISTINCT (op ->> 'partitionId')::uuid
+                                       FROM jsonb_array_elements(acks) op);
+    acked_groups text[] := ARRAY(SELECT DISTINCT coalesce(op ->> 'consumerGroup', '__QUEUE_MODE__')
+                                   FROM jsonb_array_elements(acks) op);
+    found uuid[];
 BEGIN
-    RETURN cardinality(listed) = 0
-        OR (SELECT count(DISTINCT c.lease_id) FROM pgcursor.cursors c
-             WHERE c.lease_id = ANY (listed) AND pgcursor_internal.lease_is_live(c.lease_expires_at)) = cardinality(listed);
+    IF cardinality(listed) = 0 THEN
+        RETURN true;
+    END IF;
+    found := ARRAY(SELECT DISTINCT c.lease_id FROM pgcursor.cursors c
+                    WHERE c.partition_id = ANY (acked_partitions) AND c.consumer_group = ANY (acked_groups)
+                      AND c.lease_id = ANY (listed)
+                      AND pgcursor_internal.lease_is_live(c.lease_expires_at));
+    IF cardinality(found) = cardinality(listed) THEN
+        RETURN true;
+    END IF;
+    listed := ARRAY(SELECT l FROM unnest(listed) l WHERE l <> ALL (found));
+    RETURN (SELECT count(DISTINCT c.lease_id) FROM pgcursor.cursors c
+             WHERE c.lease_id = ANY (listed) AND pgcursor_internal.lease_is_live(c.lease_expires_at))
+           = cardinality(listed);
 END $$;
 
 -- Ack operation i, through ack_group as a one-item group (identical

@@ -1,7 +1,7 @@
 -- pgcursor.transaction: acks (through ack_group) and pushes in one transaction;
 -- a refused ack or requiredLease rolls everything back and still answers.
 BEGIN;
-SELECT plan(44);
+SELECT plan(49);
 
 -- Queue q with messages <q>-1..<q>-n in partition Default; returns its id.
 CREATE FUNCTION pg_temp.fill(q text, n int) RETURNS uuid LANGUAGE sql AS $$
@@ -111,6 +111,28 @@ SELECT is(pgcursor.transaction(jsonb_build_object('requiredLeases', jsonb_build_
 SELECT is(pg_temp.depth('t60i'), 0, '... nothing pushed');
 SELECT is(pgcursor.transaction('{"requiredLeases":[],"operations":[{"type":"push","items":[]}]}') ->> 'success',
           'true', 'requiredLeases [] and an empty push are fine');
+
+-- A required lease is looked for in the rows the acks name first, then
+-- anywhere: one held on a partition no operation names still counts.
+SELECT pg_temp.fill('t60k', 2) AS k \gset
+SELECT pg_temp.fill('t60l', 1) AS l \gset
+SELECT pgcursor.pop('{"queue":"t60k","batch":1}') ->> 'leaseId' AS kl \gset
+SELECT pgcursor.pop('{"queue":"t60l","consumerGroup":"audit"}') ->> 'leaseId' AS ll \gset
+SELECT is(pgcursor.transaction(jsonb_build_object('requiredLeases', jsonb_build_array(:'ll'),
+          'operations', jsonb_build_array(pg_temp.ack(:'k', 't60k-1', :'kl')))) ->> 'success', 'true',
+          'a required lease live on a partition the bundle does not ack passes');
+SELECT is(pg_temp.cursor_of(:'l', 'audit'), 'cursor=0 lease=held counter=0', '... and is left as it was');
+SELECT pgcursor.pop('{"queue":"t60k","batch":1}') ->> 'leaseId' AS kl2 \gset
+SELECT is(pgcursor.transaction(jsonb_build_object('requiredLeases', jsonb_build_array(:'kl2', :'ll'),
+          'operations', jsonb_build_array(pg_temp.ack(:'k', 't60k-2', :'kl2')))) ->> 'success', 'true',
+          'two required leases, one on the acked row and one elsewhere, pass');
+SELECT pg_temp.fill('t60m', 1) AS m \gset
+SELECT pgcursor.pop('{"queue":"t60m"}') ->> 'leaseId' AS ml \gset
+SELECT is(pgcursor.transaction(jsonb_build_object('requiredLeases', jsonb_build_array(:'ml', :'kl2'),
+          'operations', jsonb_build_array(pg_temp.ack(:'m', 't60m-1', :'ml')))),
+          '{"success":false,"error":"invalid or expired lease","failedIndex":null,"results":[]}',
+          'a lease on the acked row does not excuse another required lease that is gone');
+SELECT is(pg_temp.cursor_of(:'m'), 'cursor=0 lease=held counter=0', '... nothing acked');
 
 -- Malformed requests: 22023 naming the field, nothing written.
 SELECT throws_ok($$SELECT pgcursor.transaction('[]')$$, '22023', 'request body must be a JSON object', 'not an object');
