@@ -85,6 +85,7 @@ DECLARE
     acked_partitions uuid[];
     acked_groups text[];
     found uuid[];
+    live bigint;
 BEGIN
     IF cardinality(listed) = 0 THEN
         RETURN true;
@@ -101,10 +102,15 @@ BEGIN
     IF cardinality(found) = cardinality(listed) THEN
         RETURN true;
     END IF;
-    listed := ARRAY(SELECT l FROM unnest(listed) l WHERE l <> ALL (found));
-    RETURN (SELECT count(DISTINCT c.lease_id) FROM pgcursor.cursors c
-             WHERE c.lease_id = ANY (listed) AND pgcursor_internal.lease_is_live(c.lease_expires_at))
-           = cardinality(listed);
+    listed := ARRAY(SELECT unnest(listed) EXCEPT SELECT unnest(found));
+    -- EXECUTE plans the scan with the leases as a constant, which PostgreSQL
+    -- looks up in a hash table; as a parameter of a cached plan, each cursor
+    -- row holding a lease was compared with every listed one (10,000 leases
+    -- held, 20,000 listed: 0.9 s).
+    EXECUTE 'SELECT count(DISTINCT c.lease_id) FROM pgcursor.cursors c
+              WHERE c.lease_id = ANY ($1) AND pgcursor_internal.lease_is_live(c.lease_expires_at)'
+       INTO live USING listed;
+    RETURN live = cardinality(listed);
 END $$;
 
 -- Ack operation i, through ack_group as a one-item group (identical
