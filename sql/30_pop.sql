@@ -278,13 +278,19 @@ AS $$  -- plpgsql, not sql, only so the plan is cached (planning cost 3x the run
 #variable_conflict use_column
 DECLARE
     part_ids uuid[];
+    -- part_ids are the pop's partitions, none of another queue's: then the
+    -- query need not check each row's queue, which costs a comparison with
+    -- every queue of a namespace pop (3,000 queues: 54 of a 77 ms claim)
+    exact boolean := true;
 BEGIN
     part_ids := pgcursor_internal.pop_partition_ids(queues, pname, 65);
     IF cardinality(part_ids) > 64 THEN
         part_ids := ARRAY(SELECT c.partition_id FROM pgcursor.cursors c WHERE c.consumer_group = grp LIMIT 65);
+        exact := false;
     END IF;
     IF cardinality(part_ids) > 64 THEN
         part_ids := pgcursor_internal.pop_partition_ids(queues, pname);
+        exact := true;
     END IF;
     RETURN QUERY
     WITH locked AS (
@@ -307,7 +313,7 @@ BEGIN
                                                                 q.delayed_processing) END AS ready
                             OFFSET 0) r
         WHERE c.partition_id = ANY (part_ids) AND c.consumer_group = grp
-          AND p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname)
+          AND (exact OR (p.queue = ANY (queues) AND (pname IS NULL OR p.name = pname)))
           AND c.cursor < h.head AND c.cursor < r.ready
           AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
           AND CASE WHEN q.window_buffer = 0 THEN true

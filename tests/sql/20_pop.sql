@@ -1,7 +1,7 @@
 -- pgcursor.pop: leasing, capping, live-lease skip, re-lease after expiry,
 -- multi-partition pops, groups, subscription modes, autoAck, concurrency.
 BEGIN;
-SELECT plan(85);
+SELECT plan(87);
 
 \ir lib/queue_helpers.sql
 
@@ -232,6 +232,17 @@ SELECT is(pgcursor_internal.add_claimable_cursors(ARRAY['t20w'], NULL, 'wide', 1
 SELECT is((pgcursor.pop('{"queue":"t20w","consumerGroup":"wide","batch":10}') ->> 'partitionId')::uuid,
           (SELECT id FROM pgcursor.partitions WHERE queue = 't20w' ORDER BY id DESC LIMIT 1),
           '... and the second pop claims it');
+
+-- With more than 64 partitions in the pop's queues and fewer cursor rows
+-- for the group, the claim reads the group's rows: those on another queue
+-- are not the pop's, even of a queue of higher priority.
+SELECT FROM pgcursor.configure('{"queue":"t20x","options":{"priority":10}}');
+SELECT FROM pgcursor.push('{"items":[{"queue":"t20x","payload":1},{"queue":"t20x","payload":2}]}');
+SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20x","consumerGroup":"mixed","autoAck":true}')), '{1}',
+          'a group with a row on a small queue of priority 10, a message left there');
+SELECT is((SELECT array_agg(DISTINCT m ->> 'queue') FROM jsonb_array_elements(
+              pgcursor.pop('{"queue":"t20w","consumerGroup":"mixed","batch":10,"partitions":2}') -> 'messages') m),
+          '{t20w}', 'its pop of a queue of 100 partitions claims none of the small queue''s');
 
 -- 8 concurrent pops of one group never share a partition (committed through
 -- dblink: 4 partitions x 10 messages; each pop holds its locks for 0.3 s)
