@@ -44,6 +44,8 @@ pub struct Shared {
     pub deployment: db::Deployment,
     /// The most client connections the workers hold at once (connections.rs).
     pub max_connections: usize,
+    /// Waiting pops of one kind look in turn (turns.rs).
+    pub turns: crate::turns::Turns,
     /// Every worker's pool, by worker index.
     pools: Mutex<Vec<Option<Pool>>>,
 }
@@ -162,6 +164,7 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
     log_connection_cap(open_files, max_connections);
     let shared = Arc::new(Shared {
         max_connections,
+        turns: crate::turns::Turns::default(),
         pools: Mutex::new(vec![None; workers]),
         metrics,
         deployment,

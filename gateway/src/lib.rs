@@ -18,6 +18,7 @@ pub mod notify;
 pub mod peer;
 pub mod reads;
 pub mod routes;
+pub mod turns;
 
 use std::io::IsTerminal;
 

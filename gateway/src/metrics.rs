@@ -52,6 +52,7 @@ pub struct Counters {
     pub push_messages: Counter,
     pub pop_requests: Counter,
     pub pop_messages: Counter,
+    pub pop_looks: Counter,
     pub ack_requests: Counter,
     pub transactions: Counter,
     ack_items: [Counter; ACK_OUTCOMES.len()],
@@ -97,6 +98,7 @@ pub fn counters() -> &'static Counters {
             push_messages: c("queen_cluster_push_messages_total"),
             pop_requests: c("queen_cluster_pop_requests_total"),
             pop_messages: c("queen_cluster_pop_messages_total"),
+            pop_looks: c("pgcursor_pop_looks_total"),
             ack_requests: c("queen_cluster_ack_requests_total"),
             transactions: c("queen_cluster_transactions_total"),
             ack_items: ACK_OUTCOMES.map(|outcome| {
@@ -129,6 +131,10 @@ fn describe() {
     describe_counter!(
         "queen_cluster_pop_messages_total",
         "Messages this gateway process delivered through pop"
+    );
+    describe_counter!(
+        "pgcursor_pop_looks_total",
+        "Pop statements this gateway process ran: one per pop, more for a long-poll that looked again"
     );
     describe_counter!(
         "queen_cluster_ack_requests_total",

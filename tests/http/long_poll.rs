@@ -14,7 +14,7 @@ use crate::broker::{
     configure_queue, drop_database, eventually, fresh_queue, get, lock_table, messages, offsets,
     post, push_n, scratch_database, send, until_waiting_for_a_lock,
 };
-use crate::metrics::scrape;
+use crate::metrics::{scrape, Exposition};
 
 /// Starts `GET path` now; the answer and how long it took.
 fn start_pop(gw: &Gateway, path: String) -> tokio::task::JoinHandle<(u16, Value, Duration)> {
@@ -336,6 +336,74 @@ async fn waiting_pops_of_one_group_share_pushes_without_double_delivery() {
     }
     delivered.sort();
     assert_eq!(delivered, vec![1, 2, 3], "each message once");
+}
+
+/// A push wakes every pop waiting on its queue; those of one group can
+/// claim only the same messages, so they look in turn, and once a look
+/// begun after the push has found nothing the others go back to waiting
+/// (gateway/src/turns.rs). Before, each of the 12 looked: 12 looks for one
+/// message.
+#[tokio::test]
+async fn waiting_pops_of_one_group_do_not_all_look_for_one_pushed_message() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("herd");
+    configure_queue(&gw, &queue).await;
+    let looks = |scrape: &Exposition| scrape.value("pgcursor_pop_looks_total", &[]);
+    let before = looks(&scrape(&gw).await);
+    let path = format!("/api/v1/pop/queue/{queue}?wait=true&timeout=4000&consumerGroup=herd");
+    let pops: Vec<_> = (0..12).map(|_| start_pop(&gw, path.clone())).collect();
+    // every pop has made its first look, and found nothing
+    eventually("12 first looks", Duration::from_secs(10), || async {
+        looks(&scrape(&gw).await) - before >= 12.0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiting = looks(&scrape(&gw).await);
+    push_one(&gw, &queue).await;
+    let mut answers = Vec::new();
+    for p in join_all(pops).await {
+        let (status, body, _) = p.unwrap();
+        assert_eq!(status, 200, "{body}\n{}", gw.stderr());
+        answers.push(offsets(&body));
+    }
+    answers.sort();
+    let mut expected = vec![vec![]; 11];
+    expected.push(vec![1]);
+    assert_eq!(
+        answers, expected,
+        "one pop got the message, the others nothing"
+    );
+    // The claim and one empty look; a pop woken late, after that look
+    // began, looks once more. (The pops time out before their re-look.)
+    let after_push = looks(&scrape(&gw).await) - waiting;
+    assert!(after_push < 6.0, "{after_push} looks for one message");
+}
+
+/// The periodic re-look (every 5 s, for messages no push announces) is
+/// made once per group and queue, not once per waiting pop: an empty look
+/// puts off the others' next one. 6 pops waiting 11 s looked 6 + 12 times
+/// before.
+#[tokio::test]
+async fn waiting_pops_of_one_group_share_their_periodic_re_look() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("relook");
+    configure_queue(&gw, &queue).await;
+    let looks = |scrape: &Exposition| scrape.value("pgcursor_pop_looks_total", &[]);
+    let before = looks(&scrape(&gw).await);
+    let path = format!("/api/v1/pop/queue/{queue}?wait=true&timeout=11000&consumerGroup=relook");
+    let pops: Vec<_> = (0..6).map(|_| start_pop(&gw, path.clone())).collect();
+    for p in join_all(pops).await {
+        let (status, body, _) = p.unwrap();
+        assert_eq!(
+            (status, offsets(&body)),
+            (200, vec![]),
+            "{body}\n{}",
+            gw.stderr()
+        );
+    }
+    // 6 first looks, then one re-look at about 5 s and one at about 10 s
+    let made = looks(&scrape(&gw).await) - before;
+    assert!((6.0..12.0).contains(&made), "{made} looks");
 }
 
 /// A push nobody waits for notifies nobody (sql/03_wakeups.sql). A push

@@ -19,7 +19,7 @@ use crate::broker::{
 };
 
 /// (family, type) of everything a scrape shows with a database behind it.
-const FAMILIES: [(&str, &str); 35] = [
+const FAMILIES: [(&str, &str); 36] = [
     ("queen_uptime_seconds", "gauge"),
     ("queen_process_resident_memory_bytes", "gauge"),
     ("queen_process_virtual_memory_bytes", "gauge"),
@@ -40,6 +40,7 @@ const FAMILIES: [(&str, &str); 35] = [
     ("queen_cluster_transactions_total", "counter"),
     ("queen_cluster_push_messages_total", "counter"),
     ("queen_cluster_pop_messages_total", "counter"),
+    ("pgcursor_pop_looks_total", "counter"),
     ("pgcursor_ack_items_total", "counter"),
     ("pgcursor_ack_errors_total", "counter"),
     ("queen_dlq_depth", "gauge"),
@@ -228,6 +229,7 @@ async fn every_family_is_there_with_its_type_and_the_counters_move() {
     assert_eq!(moved("queen_cluster_push_messages_total", &[]), 4.0);
     assert_eq!(moved("queen_cluster_pop_requests_total", &[]), 3.0);
     assert_eq!(moved("queen_cluster_pop_messages_total", &[]), 6.0);
+    assert_eq!(moved("pgcursor_pop_looks_total", &[]), 3.0);
     assert_eq!(moved("queen_cluster_ack_requests_total", &[]), 7.0);
     assert_eq!(moved("queen_cluster_transactions_total", &[]), 1.0);
     for (outcome, n) in [

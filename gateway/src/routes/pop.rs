@@ -26,6 +26,7 @@ use crate::error::ApiError;
 use crate::minutes::{record, Target};
 use crate::routes::call::{again_after_deadlock, cap, limit_bytes, RawJson};
 use crate::routes::pop_answer::{micros_since_1970, Delivered, PopBatch, POP_MESSAGES_SQL};
+use crate::turns::Kind;
 
 /// The longest a pop may wait; a larger `timeout` is capped to it (the queen
 /// client's HTTP timeout is its pop timeout + 5 s, so capping is safe).
@@ -214,6 +215,7 @@ async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest) -> Result<Lo
     // (A group's first pop writes its subscription: on Citus such writers
     // of the reference tables can be cancelled as a distributed deadlock.)
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&pop.arguments];
+    crate::metrics::counters().pop_looks.increment(1);
     let rows = again_after_deadlock(POP_MESSAGES_SQL, || client.query(&statement, &params)).await?;
     let batch = PopBatch::from_rows(&rows)?;
     if let Some((lease, group)) = batch.lease().filter(|_| crate::peer::has_hung_up(req)) {
@@ -272,7 +274,8 @@ fn record_minute(path_queue: Option<&str>, delivered: &[Delivered]) {
 
 /// Looks once; with `wait`, looks again on every relevant push (and every
 /// RECHECK) until something is claimed, the deadline passes or the server
-/// stops, holding no pooled connection in between.
+/// stops, holding no pooled connection in between. Waiting pops of one kind
+/// look in turn, and skip a look another one's empty look answers (turns.rs).
 async fn pop_or_wait(
     state: &AppState,
     req: &HttpRequest,
@@ -283,20 +286,48 @@ async fn pop_or_wait(
     };
     let deadline = Instant::now() + wait; // from arrival
     let mut waiter = state.wakeups.subscribe(pop.queue()); // before the look: no lost wake-up
+    let kind = state.turns.kind_of(&pop.arguments);
+    let began = Instant::now();
     let mut answer = look(&state.pool.get().await?, req, pop).await?;
+    note(&kind, &answer, began);
+    let mut recheck = Instant::now() + RECHECK;
     while !answer.settled && Instant::now() < deadline && !waiter.is_stopping() {
-        let until = deadline.min(Instant::now() + RECHECK);
-        waiter.wait_for(until).await;
+        let pushed = waiter.wait_for(deadline.min(recheck)).await;
+        let woken = Instant::now();
         if waiter.is_stopping() {
             break; // the server is shutting down: answer what we have
         }
+        let Ok(_turn) = tokio::time::timeout_at(deadline, kind.turn()).await else {
+            break;
+        };
+        match kind.last_empty() {
+            // a look begun since the push found nothing: nor would this one
+            Some(empty) if pushed && empty > woken => continue,
+            Some(empty) if !pushed && empty + RECHECK > Instant::now() => {
+                recheck = empty + RECHECK;
+                continue;
+            }
+            _ => {}
+        }
+        let began = Instant::now();
         match look_again(state, req, pop, deadline).await? {
-            Some(again) => answer = again,
+            Some(again) => {
+                note(&kind, &again, began);
+                answer = again;
+            }
             None if Instant::now() >= deadline => break,
             None => {} // database unreachable right now: keep waiting
         }
+        recheck = Instant::now() + RECHECK;
     }
     Ok(answer)
+}
+
+/// Tells the pop's kind when a look that began at `began` claimed nothing.
+fn note(kind: &Kind, look: &Look, began: Instant) {
+    if !look.settled {
+        kind.found_nothing(began);
+    }
 }
 
 /// One more look, unless no connection can be had before the deadline.
