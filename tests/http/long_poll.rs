@@ -14,7 +14,7 @@ use crate::broker::{
     configure_queue, drop_database, eventually, fresh_queue, get, lock_table, messages, offsets,
     post, push_n, scratch_database, send, until_waiting_for_a_lock,
 };
-use crate::metrics::{scrape, Exposition};
+use crate::metrics::scrape;
 
 /// Starts `GET path` now; the answer and how long it took.
 fn start_pop(gw: &Gateway, path: String) -> tokio::task::JoinHandle<(u16, Value, Duration)> {
@@ -338,6 +338,63 @@ async fn waiting_pops_of_one_group_share_pushes_without_double_delivery() {
     assert_eq!(delivered, vec![1, 2, 3], "each message once");
 }
 
+/// `n` long-polls of one group on a fresh queue, waiting `timeout_ms`,
+/// each past its first look (and the look after the wait is put in place,
+/// notify.rs), through a gateway on a database of its own, so that no other
+/// test's pushes wake them.
+struct WaitingGroup {
+    database: String,
+    gw: Gateway,
+    queue: String,
+    pops: Vec<tokio::task::JoinHandle<(u16, Value, Duration)>>,
+}
+
+impl WaitingGroup {
+    async fn start(n: usize, timeout_ms: u64) -> WaitingGroup {
+        let (database, url) = scratch_database(&[]).await;
+        let gw = GatewayConfig::new().database_url(&url).start().await;
+        let queue = fresh_queue("turns");
+        configure_queue(&gw, &queue).await;
+        let before = pop_looks(&gw).await;
+        let path =
+            format!("/api/v1/pop/queue/{queue}?wait=true&timeout={timeout_ms}&consumerGroup=g");
+        let pops = (0..n).map(|_| start_pop(&gw, path.clone())).collect();
+        eventually("the first looks", Duration::from_secs(10), || async {
+            pop_looks(&gw).await - before >= n as f64
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        WaitingGroup {
+            database,
+            gw,
+            queue,
+            pops,
+        }
+    }
+
+    /// The offsets each pop answered, sorted, once all have answered.
+    async fn answers(&mut self) -> Vec<Vec<i64>> {
+        let mut answers = Vec::new();
+        for p in join_all(std::mem::take(&mut self.pops)).await {
+            let (status, body, _) = p.unwrap();
+            assert_eq!(status, 200, "{body}\n{}", self.gw.stderr());
+            answers.push(offsets(&body));
+        }
+        answers.sort();
+        answers
+    }
+
+    async fn end(self) {
+        drop(self.gw);
+        drop_database(&self.database).await;
+    }
+}
+
+/// Pop statements the gateway has run.
+async fn pop_looks(gw: &Gateway) -> f64 {
+    scrape(gw).await.value("pgcursor_pop_looks_total", &[])
+}
+
 /// A push wakes every pop waiting on its queue; those of one group can
 /// claim only the same messages, so they look in turn, and once a look
 /// begun after the push has found nothing the others go back to waiting
@@ -345,42 +402,17 @@ async fn waiting_pops_of_one_group_share_pushes_without_double_delivery() {
 /// message.
 #[tokio::test]
 async fn waiting_pops_of_one_group_do_not_all_look_for_one_pushed_message() {
-    // (a database of its own: no other test's pushes wake its pops)
-    let (database, url) = scratch_database(&[]).await;
-    let gw = GatewayConfig::new().database_url(&url).start().await;
-    let queue = fresh_queue("herd");
-    configure_queue(&gw, &queue).await;
-    let looks = |scrape: &Exposition| scrape.value("pgcursor_pop_looks_total", &[]);
-    let before = looks(&scrape(&gw).await);
-    let path = format!("/api/v1/pop/queue/{queue}?wait=true&timeout=4000&consumerGroup=herd");
-    let pops: Vec<_> = (0..12).map(|_| start_pop(&gw, path.clone())).collect();
-    // every pop has made its first look, and found nothing
-    eventually("12 first looks", Duration::from_secs(10), || async {
-        looks(&scrape(&gw).await) - before >= 12.0
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let waiting = looks(&scrape(&gw).await);
-    push_one(&gw, &queue).await;
-    let mut answers = Vec::new();
-    for p in join_all(pops).await {
-        let (status, body, _) = p.unwrap();
-        assert_eq!(status, 200, "{body}\n{}", gw.stderr());
-        answers.push(offsets(&body));
-    }
-    answers.sort();
+    let mut group = WaitingGroup::start(12, 4000).await;
+    let waiting = pop_looks(&group.gw).await;
+    push_one(&group.gw, &group.queue).await;
     let mut expected = vec![vec![]; 11];
     expected.push(vec![1]);
-    assert_eq!(
-        answers, expected,
-        "one pop got the message, the others nothing"
-    );
+    assert_eq!(group.answers().await, expected, "one pop got the message");
     // The claim and one empty look; a pop woken late, after that look
     // began, looks once more. (The pops time out before their re-look.)
-    let after_push = looks(&scrape(&gw).await) - waiting;
+    let after_push = pop_looks(&group.gw).await - waiting;
     assert!(after_push < 6.0, "{after_push} looks for one message");
-    drop(gw);
-    drop_database(&database).await;
+    group.end().await;
 }
 
 /// The periodic re-look (every 5 s, for messages no push announces) is
@@ -389,36 +421,13 @@ async fn waiting_pops_of_one_group_do_not_all_look_for_one_pushed_message() {
 /// before (2 each).
 #[tokio::test]
 async fn waiting_pops_of_one_group_share_their_periodic_re_look() {
-    // (a database of its own: no other test's pushes wake its pops)
-    let (database, url) = scratch_database(&[]).await;
-    let gw = GatewayConfig::new().database_url(&url).start().await;
-    let queue = fresh_queue("relook");
-    configure_queue(&gw, &queue).await;
-    let looks = |scrape: &Exposition| scrape.value("pgcursor_pop_looks_total", &[]);
-    let before = looks(&scrape(&gw).await);
-    let path = format!("/api/v1/pop/queue/{queue}?wait=true&timeout=11000&consumerGroup=relook");
-    let pops: Vec<_> = (0..6).map(|_| start_pop(&gw, path.clone())).collect();
-    eventually("6 first looks", Duration::from_secs(5), || async {
-        looks(&scrape(&gw).await) - before >= 6.0
-    })
-    .await;
-    // (and the look after the wait is put in place: notify.rs)
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let waiting = looks(&scrape(&gw).await);
-    for p in join_all(pops).await {
-        let (status, body, _) = p.unwrap();
-        assert_eq!(
-            (status, offsets(&body)),
-            (200, vec![]),
-            "{body}\n{}",
-            gw.stderr()
-        );
-    }
+    let mut group = WaitingGroup::start(6, 11000).await;
+    let waiting = pop_looks(&group.gw).await;
+    assert_eq!(group.answers().await, vec![Vec::<i64>::new(); 6]);
     // one re-look at about 5 s and one at about 10 s
-    let re_looks = looks(&scrape(&gw).await) - waiting;
+    let re_looks = pop_looks(&group.gw).await - waiting;
     assert!(re_looks < 6.0, "{re_looks} re-looks");
-    drop(gw);
-    drop_database(&database).await;
+    group.end().await;
 }
 
 /// A push nobody waits for notifies nobody (sql/03_wakeups.sql). A push
