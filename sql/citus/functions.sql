@@ -12,9 +12,10 @@
 -- plain PostgreSQL it is never applied.
 
 -- Citus plans a statement on distributed tables only with its parameters'
--- values ("could not create distributed plan"): there the push keeps
--- PostgreSQL's own choice of plan.
+-- values ("could not create distributed plan"): there the push and a
+-- transaction's lease check keep PostgreSQL's own choice of plan.
 ALTER FUNCTION pgcursor.push_items(text[], jsonb[], text[], text[], uuid[]) RESET plan_cache_mode;
+ALTER FUNCTION pgcursor_internal.required_leases_live(jsonb) RESET plan_cache_mode;
 
 -- Every LANGUAGE sql function that reads one of pgcursor's tables becomes
 -- PL/pgSQL with the same statement (but those in sql_kept); the versions
