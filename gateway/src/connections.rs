@@ -121,15 +121,7 @@ pub fn opened(connection: &dyn Any, data: &mut Extensions, cap: usize) {
 
 /// At most once a minute: new clients now wait to be accepted.
 fn warn_at_capacity(cap: usize) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs());
-    let last = WARNED_FULL_AT.load(Ordering::Relaxed);
-    if now >= last + 60
-        && WARNED_FULL_AT
-            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-    {
+    if crate::clock::once_a_minute(&WARNED_FULL_AT) {
         warn!(
             "{cap} HTTP connections open, the most the open-files limit allows: new clients wait until one closes; raise the limit (LimitNOFILE, ulimit -n) to serve more"
         );

@@ -19,7 +19,7 @@ use crate::broker::{
 };
 
 /// (family, type) of everything a scrape shows with a database behind it.
-const FAMILIES: [(&str, &str); 36] = [
+const FAMILIES: [(&str, &str); 37] = [
     ("queen_uptime_seconds", "gauge"),
     ("queen_process_resident_memory_bytes", "gauge"),
     ("queen_process_virtual_memory_bytes", "gauge"),
@@ -30,6 +30,7 @@ const FAMILIES: [(&str, &str); 36] = [
     ("pgcursor_db_pool_waiters", "gauge"),
     ("pgcursor_notify_listener_up", "gauge"),
     ("pgcursor_push_waits", "gauge"),
+    ("pgcursor_metrics_database_up", "gauge"),
     ("queen_maintenance_mode_enabled", "gauge"),
     ("pgcursor_pop_maintenance_mode_enabled", "gauge"),
     ("pgcursor_http_requests_total", "counter"),
@@ -510,6 +511,7 @@ async fn without_the_database_a_scrape_still_answers_the_process_families() {
     for family in DATABASE_FAMILIES {
         assert!(up.has(family), "{family}, while the database is up");
     }
+    assert_eq!(up.value("pgcursor_metrics_database_up", &[]), 1.0);
 
     // A slow database: the query waits on a lock, its timeout ends it.
     let locker = lock_table(cluster.url(), "pgcursor.dead_letters").await;
@@ -518,6 +520,12 @@ async fn without_the_database_a_scrape_still_answers_the_process_families() {
     let took = started.elapsed();
     assert!(took < Duration::from_secs(5), "the scrape took {took:?}");
     assert_process_families_only(&slow, "a slow database");
+    assert!(
+        gw.stderr()
+            .contains("a metrics scrape went out without the database figures"),
+        "the log says why:\n{}",
+        gw.stderr()
+    );
     locker.batch_execute("ROLLBACK").await.unwrap();
     assert!(
         scrape(&gw).await.has("queen_dlq_depth"),
@@ -549,6 +557,11 @@ fn assert_process_families_only(exposition: &Exposition, what: &str) {
     for family in DATABASE_FAMILIES {
         assert!(!exposition.has(family), "{family} with {what}");
     }
+    assert_eq!(
+        exposition.value("pgcursor_metrics_database_up", &[]),
+        0.0,
+        "with {what}"
+    );
 }
 
 /// pgcursor_push_waits: the queues this gateway's pops wait on, each

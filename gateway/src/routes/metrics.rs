@@ -9,6 +9,7 @@
 //! timeout. When that call fails the scrape still answers 200, without the
 //! database families.
 
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use actix_web::{web, HttpResponse};
@@ -16,7 +17,7 @@ use metrics::{describe_counter, describe_gauge, gauge, Counter, Gauge};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use serde::Deserialize;
 use serde_json::json;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use crate::app::AppState;
 use crate::db;
@@ -84,14 +85,8 @@ struct GroupFigures {
 async fn prometheus(state: web::Data<AppState>) -> HttpResponse {
     let snapshot = match tokio::time::timeout(SNAPSHOT_TIMEOUT, snapshot(&state)).await {
         Ok(Ok(snapshot)) => Some(snapshot),
-        Ok(Err(why)) => {
-            debug!("scrape without database figures: {why}");
-            None
-        }
-        Err(_) => {
-            debug!("scrape without database figures: timed out");
-            None
-        }
+        Ok(Err(why)) => without_database_figures(&why),
+        Err(_) => without_database_figures("no answer within 2 s"),
     };
     let mut body = state.metrics.render();
     body.push_str(&render_gauges(&state, snapshot.as_ref()));
@@ -99,6 +94,19 @@ async fn prometheus(state: web::Data<AppState>) -> HttpResponse {
         .content_type(CONTENT_TYPE)
         .insert_header(("cache-control", "no-cache"))
         .body(body)
+}
+
+/// The scrape goes out without the database families, and
+/// `pgcursor_metrics_database_up` says so; the log says why, at most once a
+/// minute (a database too large to sum up in time fails every scrape).
+fn without_database_figures(why: &str) -> Option<Snapshot> {
+    static WARNED_AT: AtomicU64 = AtomicU64::new(0);
+    if crate::clock::once_a_minute(&WARNED_AT) {
+        warn!("a metrics scrape went out without the database figures: {why}");
+    } else {
+        debug!("scrape without database figures: {why}");
+    }
+    None
 }
 
 async fn snapshot(state: &AppState) -> Result<Snapshot, String> {
@@ -126,6 +134,11 @@ fn render_gauges(state: &AppState, snapshot: Option<&Snapshot>) -> String {
     let recorder = PrometheusBuilder::new().build_recorder();
     metrics::with_local_recorder(&recorder, || {
         process_gauges(state);
+        describe_gauge!(
+            "pgcursor_metrics_database_up",
+            "1 when this scrape carries the database families, 0 when pgcursor.metrics_snapshot() failed or took over 1.5 s"
+        );
+        set(gauge!("pgcursor_metrics_database_up"), f64::from(u8::from(snapshot.is_some())));
         if let Some(snapshot) = snapshot {
             database_families(snapshot);
         }
