@@ -2,9 +2,13 @@
 //!
 //! A push runs `pg_notify('pgcursor_push', <queue>)` for the queues some
 //! session waits on (sql/03_wakeups.sql). One dedicated connection (not
-//! from the pool) LISTENs on that channel and fans each notification out
-//! inside the gateway through a broadcast channel, so a waiting pop holds
-//! no database connection at all. The same connection tells PostgreSQL
+//! from the pool) LISTENs on that channel and hands each notification, in
+//! the gateway, to the pops waiting on its queue and to those waiting on
+//! every queue (`Wakes`): a waiting pop holds no database connection at all,
+//! and a push wakes no pop of another queue. (With one channel for all,
+//! every waiting pop woke at every push only to find it was not its queue's:
+//! 2,000 pops waiting on their own queues and 112 pushes a second took half
+//! a core of the gateway.) The same connection tells PostgreSQL
 //! which queues this gateway's pops wait on (`pgcursor.wait_for_pushes`
 //! when a queue gets its first waiter, `stop_waiting_for_pushes` after its
 //! last), and once a queue's wait is in place wakes that queue's waiters:
@@ -46,8 +50,11 @@ use crate::db::error_detail;
 /// The channel `pgcursor.push` notifies.
 const CHANNEL: &str = "pgcursor_push";
 const LISTEN: &str = "LISTEN pgcursor_push";
-/// How many wake-ups a slow waiter may fall behind before it just re-checks.
+/// How many wake-ups a slow waiter may fall behind before it just re-checks:
+/// those waiting on every queue hear every push, a queue's own waiters only
+/// its pushes (a channel is made for each queue waited on).
 const CAPACITY: usize = 1024;
+const QUEUE_CAPACITY: usize = 16;
 /// Most queues the listener waits on with a lock of their own; pops on
 /// more queues wait through its wait on every queue (one lock for all,
 /// but then every push notifies).
@@ -77,10 +84,69 @@ enum Registration {
     Connected(Arc<Client>),
 }
 
+/// Wake-ups, by what waits for them: a channel per queue with waiting pops,
+/// and one for the pops waiting on every queue (namespace and task pops).
+#[derive(Clone, Default)]
+struct Wakes {
+    channels: Arc<std::sync::Mutex<HashMap<Interest, broadcast::Sender<Wake>>>>,
+}
+
+impl Wakes {
+    fn channels(&self) -> std::sync::MutexGuard<'_, HashMap<Interest, broadcast::Sender<Wake>>> {
+        self.channels.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn subscribe(&self, interest: &Interest) -> broadcast::Receiver<Wake> {
+        let capacity = if interest.is_some() {
+            QUEUE_CAPACITY
+        } else {
+            CAPACITY
+        };
+        self.channels()
+            .entry(interest.clone())
+            .or_insert_with(|| broadcast::channel(capacity).0)
+            .subscribe()
+    }
+
+    /// A push to a queue wakes its waiters and those on every queue;
+    /// Everything wakes all.
+    fn send(&self, wake: Wake) {
+        let channels = self.channels();
+        // (A channel whose last waiter just went has no receivers: not an error.)
+        match &wake {
+            Wake::Queue(queue) => {
+                for interest in [Some(queue.clone()), None] {
+                    if let Some(channel) = channels.get(&interest) {
+                        let _ = channel.send(wake.clone());
+                    }
+                }
+            }
+            Wake::Everything => {
+                for channel in channels.values() {
+                    let _ = channel.send(wake.clone());
+                }
+            }
+        }
+    }
+
+    /// A waiter on `interest` goes: the channel goes with its last one.
+    /// (Under the lock, the channel there is the leaving waiter's own: a
+    /// channel is only removed when its one receiver leaves.)
+    fn leave(&self, interest: &Interest) {
+        let mut channels = self.channels();
+        if channels
+            .get(interest)
+            .is_some_and(|c| c.receiver_count() <= 1)
+        {
+            channels.remove(interest);
+        }
+    }
+}
+
 /// The fan-out end every request subscribes to.
 #[derive(Clone)]
 pub struct PushWakeups {
-    sender: broadcast::Sender<Wake>,
+    wakes: Wakes,
     registrations: mpsc::UnboundedSender<Registration>,
     /// Becomes true once, when the server is asked to stop.
     stopping: watch::Sender<bool>,
@@ -95,19 +161,19 @@ impl PushWakeups {
     /// Starts the listener task, and the one that ends every wait on a
     /// stop signal, on the current runtime.
     pub fn start(config: &Config) -> PushWakeups {
-        let (sender, _) = broadcast::channel(CAPACITY);
+        let wakes = Wakes::default();
         let (registrations, requests) = mpsc::unbounded_channel();
         let listening = Arc::new(AtomicBool::new(false));
         tokio::spawn(listen_forever(
             listener_config(config),
-            sender.clone(),
+            wakes.clone(),
             registrations.clone(),
             listening.clone(),
         ));
         let waits = Arc::new(AtomicUsize::new(0));
-        tokio::spawn(register_waits(requests, sender.clone(), waits.clone()));
+        tokio::spawn(register_waits(requests, wakes.clone(), waits.clone()));
         let wakeups = PushWakeups {
-            sender,
+            wakes,
             registrations,
             stopping: watch::Sender::new(false),
             listening,
@@ -123,10 +189,12 @@ impl PushWakeups {
     /// (a pop that finds messages at once costs the listener nothing), and
     /// taken away when it is dropped.
     pub fn subscribe(&self, queue: Option<&str>) -> Waiter {
+        let interest: Interest = queue.map(Arc::from);
         Waiter {
-            receiver: self.sender.subscribe(),
+            receiver: self.wakes.subscribe(&interest),
+            wakes: self.wakes.clone(),
             stopping: self.stopping.subscribe(),
-            interest: queue.map(Arc::from),
+            interest,
             registrations: self.registrations.clone(),
             registered: false,
         }
@@ -173,6 +241,7 @@ async fn stop_waiting_on_signal(wakeups: PushWakeups) {
 /// One request's subscription.
 pub struct Waiter {
     receiver: broadcast::Receiver<Wake>,
+    wakes: Wakes,
     stopping: watch::Receiver<bool>,
     interest: Interest,
     registrations: mpsc::UnboundedSender<Registration>,
@@ -182,6 +251,7 @@ pub struct Waiter {
 
 impl Drop for Waiter {
     fn drop(&mut self) {
+        self.wakes.leave(&self.interest);
         if self.registered {
             let _ = self
                 .registrations
@@ -277,12 +347,12 @@ struct Registrar {
     /// When to ask again whether they have.
     next_drain: Instant,
     client: Option<Arc<Client>>,
-    sender: broadcast::Sender<Wake>,
+    wakes: Wakes,
 }
 
 impl Registrar {
     /// No session yet: waits asked for meanwhile are put in place at connect.
-    fn new(sender: broadcast::Sender<Wake>, waits: Arc<AtomicUsize>, own_waits_max: usize) -> Self {
+    fn new(wakes: Wakes, waits: Arc<AtomicUsize>, own_waits_max: usize) -> Self {
         Registrar {
             waiting: HashMap::new(),
             through_every_queue: HashSet::new(),
@@ -291,7 +361,7 @@ impl Registrar {
             undrained: Vec::new(),
             next_drain: Instant::now(),
             client: None,
-            sender,
+            wakes,
         }
     }
 
@@ -343,7 +413,7 @@ impl Registrar {
         for interest in interests {
             self.put_in_place(interest).await;
         }
-        let _ = self.sender.send(Wake::Everything);
+        self.wakes.send(Wake::Everything);
     }
 
     /// `pgcursor.wait_for_pushes`: the wait is taken; its waiters are woken
@@ -382,8 +452,7 @@ impl Registrar {
     }
 
     fn wake(&self, interest: Interest) {
-        let _ = self
-            .sender
+        self.wakes
             .send(interest.map_or(Wake::Everything, Wake::Queue));
     }
 
@@ -413,10 +482,10 @@ impl Registrar {
 
 async fn register_waits(
     mut requests: mpsc::UnboundedReceiver<Registration>,
-    sender: broadcast::Sender<Wake>,
+    wakes: Wakes,
     waits: Arc<AtomicUsize>,
 ) {
-    let mut registrar = Registrar::new(sender, waits, OWN_WAITS_MAX);
+    let mut registrar = Registrar::new(wakes, waits, OWN_WAITS_MAX);
     loop {
         let draining = !registrar.undrained.is_empty();
         tokio::select! {
@@ -434,14 +503,14 @@ async fn register_waits(
 /// Listens, reconnecting with exponential backoff; one warning per outage.
 async fn listen_forever(
     pg: tokio_postgres::Config,
-    sender: broadcast::Sender<Wake>,
+    wakes: Wakes,
     registrations: mpsc::UnboundedSender<Registration>,
     listening: Arc<AtomicBool>,
 ) {
     let mut backoff = MIN_BACKOFF;
     let mut healthy = true;
     loop {
-        let (listened, why) = listen_once(&pg, &sender, &registrations, &listening).await;
+        let (listened, why) = listen_once(&pg, &wakes, &registrations, &listening).await;
         listening.store(false, Ordering::Relaxed);
         if listened {
             backoff = MIN_BACKOFF;
@@ -462,7 +531,7 @@ async fn listen_forever(
 /// Answers whether LISTEN took effect and why it ended.
 async fn listen_once(
     pg: &tokio_postgres::Config,
-    sender: &broadcast::Sender<Wake>,
+    wakes: &Wakes,
     registrations: &mpsc::UnboundedSender<Registration>,
     up: &AtomicBool,
 ) -> (bool, String) {
@@ -494,8 +563,7 @@ async fn listen_once(
             },
             message = messages.next() => match message {
                 Some(Ok(AsyncMessage::Notification(n))) => {
-                    // No receivers (no waiting pop) is not an error.
-                    let _ = sender.send(Wake::Queue(n.payload().into()));
+                    wakes.send(Wake::Queue(n.payload().into()));
                 }
                 Some(Ok(_)) => {} // a NOTICE
                 Some(Err(e)) => return (listening, error_detail(&e)),
@@ -513,7 +581,7 @@ mod tests {
     fn wakeups() -> (PushWakeups, mpsc::UnboundedReceiver<Registration>) {
         let (registrations, requests) = mpsc::unbounded_channel();
         let w = PushWakeups {
-            sender: broadcast::channel(4).0,
+            wakes: Wakes::default(),
             registrations,
             stopping: watch::Sender::new(false),
             listening: Arc::new(AtomicBool::new(false)),
@@ -530,9 +598,9 @@ mod tests {
     async fn a_push_to_another_queue_does_not_wake() {
         let (w, _requests) = wakeups();
         let mut waiter = w.subscribe(Some("orders"));
-        w.sender.send(Wake::Queue("other".into())).unwrap();
+        w.wakes.send(Wake::Queue("other".into()));
         assert!(!waiter.wait_for(soon()).await);
-        w.sender.send(Wake::Queue("orders".into())).unwrap();
+        w.wakes.send(Wake::Queue("orders".into()));
         assert!(waiter.wait_for(soon()).await);
     }
 
@@ -540,10 +608,10 @@ mod tests {
     async fn any_push_wakes_a_namespace_pop_and_everything_wakes_all() {
         let (w, _requests) = wakeups();
         let mut waiter = w.subscribe(None);
-        w.sender.send(Wake::Queue("other".into())).unwrap();
+        w.wakes.send(Wake::Queue("other".into()));
         assert!(waiter.wait_for(soon()).await);
         let mut one_queue = w.subscribe(Some("orders"));
-        w.sender.send(Wake::Everything).unwrap();
+        w.wakes.send(Wake::Everything);
         assert!(one_queue.wait_for(soon()).await);
     }
 
@@ -551,7 +619,7 @@ mod tests {
     async fn a_push_before_the_wait_but_after_subscribing_is_not_lost() {
         let (w, _requests) = wakeups();
         let mut waiter = w.subscribe(Some("orders"));
-        w.sender.send(Wake::Queue("orders".into())).unwrap();
+        w.wakes.send(Wake::Queue("orders".into()));
         // ... the request looks for messages here, finds none, then waits:
         assert!(waiter.wait_for(soon()).await);
     }
@@ -575,10 +643,54 @@ mod tests {
     async fn a_lagging_waiter_rechecks() {
         let (w, _requests) = wakeups();
         let mut waiter = w.subscribe(Some("orders"));
-        for _ in 0..10 {
-            w.sender.send(Wake::Queue("other".into())).unwrap();
+        for _ in 0..QUEUE_CAPACITY * 2 {
+            w.wakes.send(Wake::Queue("orders".into()));
         }
         assert!(waiter.wait_for(soon()).await);
+    }
+
+    #[tokio::test]
+    async fn a_push_reaches_only_its_queues_channel_and_every_queues() {
+        let (w, _requests) = wakeups();
+        let _orders = w.subscribe(Some("orders"));
+        let _other = w.subscribe(Some("other"));
+        let mut namespace = w.subscribe(None);
+        let channels = |w: &PushWakeups| {
+            let mut held: Vec<String> = w
+                .wakes
+                .channels()
+                .keys()
+                .map(|i| format!("{i:?}"))
+                .collect();
+            held.sort();
+            held
+        };
+        assert_eq!(
+            channels(&w),
+            [r#"None"#, r#"Some("orders")"#, r#"Some("other")"#]
+        );
+        w.wakes.send(Wake::Queue("orders".into()));
+        let sent = |w: &PushWakeups, interest: Interest| w.wakes.channels()[&interest].len();
+        assert_eq!(sent(&w, Some("orders".into())), 1);
+        assert_eq!(
+            sent(&w, Some("other".into())),
+            0,
+            "another queue's waiters sleep on"
+        );
+        assert!(
+            namespace.wait_for(soon()).await,
+            "pops on every queue hear it"
+        );
+        let again = w.subscribe(Some("orders"));
+        drop(_orders);
+        assert_eq!(channels(&w).len(), 3, "orders has a waiter left");
+        drop(again);
+        drop(_other);
+        assert_eq!(
+            channels(&w),
+            [r#"None"#],
+            "a channel goes with its last waiter"
+        );
     }
 
     #[tokio::test]
@@ -621,8 +733,9 @@ mod tests {
             .await
             .unwrap()
             .get(0);
-        let (sender, mut woken) = broadcast::channel(16);
-        let mut registrar = Registrar::new(sender, Arc::new(AtomicUsize::new(0)), 3);
+        let wakes = Wakes::default();
+        let mut woken = wakes.subscribe(&None); // every queue's wake-ups
+        let mut registrar = Registrar::new(wakes, Arc::new(AtomicUsize::new(0)), 3);
         registrar.client = Some(listener);
         let prefix = format!("own-waits-{}", uuid::Uuid::now_v7());
         let queue = |i: usize| -> Interest { Some(format!("{prefix}-{i}").into()) };
