@@ -275,10 +275,9 @@ impl Waiter {
                 .registrations
                 .send(Registration::Wait(self.interest.clone()));
         }
-        let queue = self.interest.as_deref();
         let (receiver, stopping) = (&mut self.receiver, &mut self.stopping);
         tokio::select! {
-            woken = tokio::time::timeout_at(until, next_relevant(receiver, queue)) => woken.unwrap_or(false),
+            woken = tokio::time::timeout_at(until, next_wake(receiver)) => woken.unwrap_or(false),
             _ = stopping.wait_for(|stop| *stop) => false,
         }
     }
@@ -289,14 +288,13 @@ impl Waiter {
     }
 }
 
-async fn next_relevant(receiver: &mut broadcast::Receiver<Wake>, queue: Option<&str>) -> bool {
-    loop {
-        match receiver.recv().await {
-            Ok(Wake::Queue(pushed)) if queue.is_some_and(|q| q != &*pushed) => continue,
-            Ok(_) | Err(RecvError::Lagged(_)) => return true,
-            // The listener task is gone (shutdown): only the deadline is left.
-            Err(RecvError::Closed) => std::future::pending::<()>().await,
-        }
+/// The next wake-up on a waiter's channel, which carries only the pushes
+/// it waits for (`Wakes`); falling behind counts as one.
+async fn next_wake(receiver: &mut broadcast::Receiver<Wake>) -> bool {
+    match receiver.recv().await {
+        Ok(_) | Err(RecvError::Lagged(_)) => true,
+        // (Not while the waiter lives: Wakes keeps its channel's sender.)
+        Err(RecvError::Closed) => std::future::pending().await,
     }
 }
 
