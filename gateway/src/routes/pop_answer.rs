@@ -108,14 +108,12 @@ impl<'a> PopBatch<'a> {
     /// The partitions the pop claimed, each once, from every row (a claim
     /// whose messages retention deleted has a row without messages).
     pub fn claimed_partitions(rows: &[Row]) -> Result<Vec<Uuid>, ApiError> {
-        let mut ids: Vec<Uuid> = Vec::new();
+        let mut ids = Vec::with_capacity(rows.len());
         for row in rows {
-            if let Some(id) = row.try_get::<_, Option<Uuid>>(6)? {
-                if !ids.contains(&id) {
-                    ids.push(id);
-                }
-            }
+            ids.extend(row.try_get::<_, Option<Uuid>>(6)?);
         }
+        ids.sort_unstable();
+        ids.dedup();
         Ok(ids)
     }
 
