@@ -86,7 +86,7 @@ async fn prometheus(state: web::Data<AppState>) -> HttpResponse {
     let snapshot = match tokio::time::timeout(SNAPSHOT_TIMEOUT, snapshot(&state)).await {
         Ok(Ok(snapshot)) => Some(snapshot),
         Ok(Err(why)) => without_database_figures(&why),
-        Err(_) => without_database_figures("no answer within 2 s"),
+        Err(_) => without_database_figures(&format!("no answer within {SNAPSHOT_TIMEOUT:?}")),
     };
     let mut body = state.metrics.render();
     body.push_str(&render_gauges(&state, snapshot.as_ref()));
