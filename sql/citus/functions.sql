@@ -638,3 +638,7 @@ BEGIN
     END LOOP;
     RETURN moved;
 END $$;
+
+-- The functions above replaced some of sql/'s without their jit = off
+-- (sql/98_jit.sql): set it again.
+SELECT pgcursor_internal.turn_off_jit_for_api();
