@@ -21,6 +21,14 @@ RETURNS uuid LANGUAGE sql VOLATILE AS $$
         'hex')::uuid
 $$;
 
+-- When a UUIDv7 was made (its first 48 bits, Unix milliseconds); null for
+-- any other version.
+CREATE OR REPLACE FUNCTION pgcursor_internal.uuidv7_time(u uuid)
+RETURNS timestamptz LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN substr(u::text, 15, 1) = '7' THEN
+        to_timestamp(('x' || left(u::text, 8) || substr(u::text, 10, 4))::bit(48)::bigint / 1000.0) END
+$$;
+
 -- UUIDv7 number i of a run that one uuidv7() starts (RFC 9562 §6.2,
 -- method 2: a random start, incremented): head is the start's first 16
 -- hex digits (timestamp, version, rand_a; uuidv7_head), rand_b its last 16

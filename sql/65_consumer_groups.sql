@@ -40,7 +40,10 @@ $$;
 -- consumer_groups: one element per (group, queue) with a cursor row there,
 -- sorted by group, then queue, in Queen's list shape (docs/sql-api.md
 -- "consumer_groups"), with the group's subscription on the queue. A row
--- lags when a stored message is after its cursor.
+-- lags when a stored message is after its cursor. oldestPartition is the
+-- lagging row with the oldest unconsumed message (null when none lags):
+-- what lagging_partitions would list first for the pair, without listing
+-- every other row.
 CREATE OR REPLACE FUNCTION pgcursor.consumer_groups()
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -50,13 +53,21 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                'totalLag', g.total_lag, 'lagMessages', g.total_lag,
                'state', CASE WHEN g.max_age > 300 THEN 'Lagging' WHEN g.acked THEN 'Stable' ELSE 'Dead' END,
                'subscriptionMode', s.mode, 'subscriptionTimestamp', pgcursor_internal.rfc3339_utc(s.since),
-               'subscriptionCreatedAt', pgcursor_internal.rfc3339_utc(s.created_at))
+               'subscriptionCreatedAt', pgcursor_internal.rfc3339_utc(s.created_at),
+               'oldestPartition', g.oldest)
              ORDER BY g.consumer_group, g.queue), '[]'::jsonb)
     FROM (SELECT r.consumer_group, r.queue, count(*) AS members,
                  count(*) FILTER (WHERE r.oldest_at IS NOT NULL) AS lagging,
                  coalesce(max(r.age_seconds), 0) AS max_age,
-                 sum(r.offset_lag) AS total_lag, bool_or(r.last_ack_at IS NOT NULL) AS acked
-          FROM pgcursor_internal.group_cursor_rows() r
+                 sum(r.offset_lag) AS total_lag, bool_or(r.last_ack_at IS NOT NULL) AS acked,
+                 jsonb_agg(jsonb_build_object(
+                     'partition', r.partition, 'partitionId', r.partition_id, 'offsetLag', r.offset_lag,
+                     'timeLagSeconds', r.age_seconds,
+                     'oldestUnconsumedAt', pgcursor_internal.rfc3339_utc(r.oldest_at)))
+                   FILTER (WHERE r.oldest_rank = 1 AND r.oldest_at IS NOT NULL) -> 0 AS oldest
+          FROM (SELECT x.*, row_number() OVER (PARTITION BY x.consumer_group, x.queue
+                                               ORDER BY x.oldest_at NULLS LAST, x.partition) AS oldest_rank
+                  FROM pgcursor_internal.group_cursor_rows() x) r
           GROUP BY r.consumer_group, r.queue) g
     LEFT JOIN pgcursor.subscriptions s ON s.consumer_group = g.consumer_group AND s.queue = g.queue
 $$;

@@ -75,13 +75,6 @@ function num(n) {
   return Number(n ?? 0).toLocaleString("en-US");
 }
 
-// A lease id is a UUIDv7: its first 48 bits are when the lease was taken.
-function leaseTakenAt(leaseId) {
-  if (!leaseId || leaseId[14] !== "7") return null;
-  const ms = parseInt(leaseId.replace(/-/g, "").slice(0, 12), 16);
-  return new Date(ms).toISOString();
-}
-
 // rows: array of arrays of HTML cells; head: [label, "num"?] pairs.
 function table(head, rows, { empty = "Nothing here.", rowAttrs } = {}) {
   if (!rows.length) return `<p class="muted">${esc(empty)}</p>`;
@@ -164,15 +157,17 @@ const pages = {};
 
 pages.overview = {
   async load() {
-    const [status, queues, groups, lagging] = await Promise.all([
+    // Bounded answers only: the lagging list has a row per lagging
+    // (group, partition), 30 MB at 100,000 of them.
+    const [status, queues, groups, leases] = await Promise.all([
       api("/api/v1/status"),
       api("/api/v1/resources/queues"),
       api("/api/v1/consumer-groups"),
-      api("/api/v1/consumer-groups/lagging?minLagSeconds=0"),
+      api("/api/v1/leases?limit=10"),
     ]);
-    return { status, queues: queues.queues, groups, lagging };
+    return { status, queues: queues.queues, groups, leases: leases.leases };
   },
-  draw(el, { status, queues, groups, lagging }) {
+  draw(el, { status, queues, groups, leases }) {
     const points = (status.throughput || []).slice().reverse()
       .map((b) => ({ t: b.timestamp, a: b.ingested, b: b.processed }));
     const dlq = new Map((status.queues || []).map((q) => [q.name, q.dlq]));
@@ -187,16 +182,18 @@ pages.overview = {
         num(dlq.get(q.name) || 0), num(q.messages.total),
       ];
     });
-    const oldest = oldestPerGroup(lagging).map((r) => [
-      esc(r.consumer_group), `<a href="#/queue/${enc(r.queue_name)}">${esc(r.queue_name)}</a>`,
-      esc(r.partition_name), num(r.offset_lag), when(r.oldest_unconsumed_at),
-      `<span class="${r.time_lag_seconds > 300 ? "lag-bad" : ""}">${duration(r.time_lag_seconds)}</span>`,
-    ]);
-    const leases = lagging.filter((r) => leaseTakenAt(r.worker_id))
-      .map((r) => ({ ...r, since: leaseTakenAt(r.worker_id) }))
-      .sort((a, b) => a.since.localeCompare(b.since)).slice(0, 10)
-      .map((r) => [esc(r.consumer_group), esc(r.queue_name), esc(r.partition_name),
-        `<code>${esc(r.worker_id)}</code>`, ago(r.since)]);
+    const oldest = groups.filter((g) => g.oldestPartition)
+      .sort((a, b) => b.oldestPartition.timeLagSeconds - a.oldestPartition.timeLagSeconds)
+      .map((g) => {
+        const o = g.oldestPartition;
+        return [
+          esc(g.name), `<a href="#/queue/${enc(g.queueName)}">${esc(g.queueName)}</a>`,
+          esc(o.partition), num(o.offsetLag), when(o.oldestUnconsumedAt),
+          `<span class="${o.timeLagSeconds > 300 ? "lag-bad" : ""}">${duration(o.timeLagSeconds)}</span>`,
+        ];
+      });
+    const held = leases.map((l) => [esc(l.consumerGroup), esc(l.queue), esc(l.partition),
+      `<code>${esc(l.leaseId)}</code>`, ago(l.takenAt)]);
     el.innerHTML = `
       <h1>Overview</h1>
       <section class="chart"><h2>Throughput, last hour (messages per minute)</h2>
@@ -212,21 +209,10 @@ pages.overview = {
           oldest, { empty: "Every group is caught up." })}</section>
         <section id="leases"><h2>Leases held longest</h2>${table(
           [["Group"], ["Queue"], ["Partition"], ["Lease"], ["Held for"]],
-          leases, { empty: "No lease is held." })}</section>
+          held, { empty: "No lease is held." })}</section>
       </div>`;
   },
 };
-
-// lagging rows come oldest first, so the first row of a (group, queue) is its oldest.
-function oldestPerGroup(rows) {
-  const seen = new Set();
-  return rows.filter((r) => {
-    const key = r.consumer_group + "\u0000" + r.queue_name;
-    if (seen.has(key)) return false;
-    seen.add(key);
-    return true;
-  });
-}
 
 pages.queue = {
   async load({ name }) {

@@ -116,6 +116,19 @@ async fn list_describe_and_lagging_show_the_group() {
     assert_eq!(rows.len(), 2, "{lagging}");
     assert!(rows[0]["time_lag_seconds"].as_i64().unwrap() >= 600);
     assert_eq!(rows[0]["queue_name"], queue.as_str());
+    // The list's oldestPartition is the pair's first lagging row.
+    let oldest = &entry["oldestPartition"];
+    assert_eq!(
+        oldest["partition"], rows[0]["partition_name"],
+        "{entry} {lagging}"
+    );
+    assert_eq!(oldest["partitionId"], rows[0]["partition_id"]);
+    assert_eq!(oldest["offsetLag"], rows[0]["offset_lag"]);
+    assert_eq!(
+        oldest["oldestUnconsumedAt"],
+        rows[0]["oldest_unconsumed_at"]
+    );
+    assert_eq!(oldest["timeLagSeconds"], entry["maxTimeLag"]);
     let (_, lagging) = get(&gw, "/api/v1/consumer-groups/lagging?minLagSeconds=100000").await;
     assert!(!lagging
         .as_array()

@@ -1,7 +1,8 @@
-//! The inspection routes: GET /api/v1/partitions/{partitionId}/cursors and
-//! GET /api/v1/messages/{partitionId}/{transactionId}.
+//! The inspection routes: GET /api/v1/partitions/{partitionId}/cursors,
+//! GET /api/v1/messages/{partitionId}/{transactionId} and GET /api/v1/leases.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use pgcursor_tests::Gateway;
 use serde_json::{json, Value};
@@ -225,5 +226,71 @@ async fn message_unknown_is_404_and_a_bad_partition_id_400() {
             400,
             json!({"error": "transactionId contains a NUL character"})
         )
+    );
+}
+
+#[tokio::test]
+async fn leases_list_the_live_ones_longest_held_first() {
+    let gw = Gateway::start().await;
+    let (queue, partition) = scene(&gw).await;
+    tokio::time::sleep(Duration::from_millis(5)).await; // a leaseId orders by its millisecond
+    let later = pop(&gw, &queue, "consumerGroup=g3&batch=1").await;
+
+    let (status, listed) = get(&gw, &format!("/api/v1/leases?queue={queue}")).await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(
+        listed["total"], 2,
+        "g1's and g3's; g2 popped with autoAck: {listed}"
+    );
+    let leases = listed["leases"].as_array().unwrap();
+    let groups: Vec<&str> = leases
+        .iter()
+        .map(|l| l["consumerGroup"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["g1", "g3"], "longest held first: {listed}");
+    let fields = set(&[
+        "leaseId",
+        "takenAt",
+        "expiresAt",
+        "consumerGroup",
+        "queue",
+        "partition",
+        "partitionId",
+        "batchStart",
+        "batchEnd",
+    ]);
+    let g3 = &leases[1];
+    assert_eq!(keys(g3), fields, "{g3}");
+    assert_eq!(g3["leaseId"], later["leaseId"]);
+    assert_eq!(g3["queue"], queue.as_str());
+    assert_eq!(g3["partition"], "Default");
+    assert_eq!(g3["partitionId"], partition.as_str());
+    assert_eq!((&g3["batchStart"], &g3["batchEnd"]), (&json!(1), &json!(1)));
+    let taken = g3["takenAt"].as_str().unwrap();
+    assert!(taken < g3["expiresAt"].as_str().unwrap(), "{g3}");
+
+    let (_, first) = get(&gw, &format!("/api/v1/leases?queue={queue}&limit=1")).await;
+    assert_eq!(first["total"], 2, "{first}");
+    assert_eq!(first["leases"].as_array().unwrap().len(), 1, "{first}");
+    assert_eq!(first["leases"][0]["consumerGroup"], "g1");
+    let (_, g3_only) = get(
+        &gw,
+        &format!("/api/v1/leases?queue={queue}&consumerGroup=g3"),
+    )
+    .await;
+    assert_eq!(
+        g3_only["leases"][0]["leaseId"], later["leaseId"],
+        "{g3_only}"
+    );
+    assert_eq!(g3_only["total"], 1);
+    assert_eq!(
+        get(&gw, &format!("/api/v1/leases?queue={queue}&limit=0")).await,
+        (400, json!({"error": "limit must be a positive integer"}))
+    );
+    let (status, capped) = get(&gw, &format!("/api/v1/leases?queue={queue}&limit=100000")).await;
+    assert_eq!(
+        (status, &capped["total"]),
+        (200, &json!(2)),
+        "a larger limit is capped: {capped}"
     );
 }

@@ -415,6 +415,7 @@ impl Scene {
                     {"type": "push", "items": [item]}]})),
             ),
             "listDeadLetters" => (vec![("queue", &self.queue)], None),
+            "listLeases" => (vec![("queue", &self.queue), ("limit", "10")], None),
             "getMaintenance" | "getPopMaintenance" => (vec![], None),
             "listConsumerGroups" | "describeConsumerGroup" | "seekPartition" | "refreshStats" => {
                 (vec![], None)

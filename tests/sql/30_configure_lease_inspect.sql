@@ -1,8 +1,8 @@
--- pgcursor.configure / delete_queue, extend_lease, cursors, message and the resource views.
+-- pgcursor.configure / delete_queue, extend_lease, leases, cursors, message and the resource views.
 BEGIN;
 -- one snapshot for the whole file: overview() deltas ignore concurrent test files
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(60);
+SELECT plan(68);
 
 \ir lib/queue_helpers.sql
 
@@ -199,6 +199,42 @@ SELECT is(jsonb_build_object('queues', (o.r ->> 'queues')::int - (o1.r ->> 'queu
                              'deadLetters', (o.r ->> 'deadLetters')::int - (o1.r ->> 'deadLetters')::int),
           '{"queues":1,"partitions":1,"messages":2,"deadLetters":1}', 'overview counts')
 FROM o1, (SELECT pgcursor.overview() AS r) o;
+
+-- leases(): live leases, longest held first, one row per partition. g1
+-- leases a, g2 then b (2 ms later: a leaseId orders by its millisecond),
+-- g1 pops c with autoAck (no lease), g3's lease on d has expired.
+SELECT pg_temp.push('t30l', x, 2) FROM unnest('{a,b,c,d}'::text[]) x;
+CREATE TEMP TABLE ll (l1 uuid, l2 uuid, l3 uuid) ON COMMIT DROP;
+INSERT INTO ll (l1) SELECT (pg_temp.pop('t30l', 'a', 'g1', 2) ->> 'leaseId')::uuid;
+SELECT FROM pg_sleep(0.002);
+UPDATE ll SET l2 = (pg_temp.pop('t30l', 'b', 'g2', 1) ->> 'leaseId')::uuid;
+SELECT FROM pg_temp.pop('t30l', 'c', 'g1', 2, true);
+UPDATE ll SET l3 = (pg_temp.pop('t30l', 'd', 'g3', 2) ->> 'leaseId')::uuid;
+UPDATE pgcursor.cursors c SET lease_expires_at = now() - interval '1 s'
+  FROM ll WHERE c.lease_id = ll.l3;
+SELECT is(pgcursor.leases('{"queue":"t30l"}'),
+          jsonb_build_object('total', 2, 'leases', jsonb_build_array(
+              jsonb_build_object('leaseId', l1, 'takenAt', pgcursor_internal.rfc3339_utc(pgcursor_internal.uuidv7_time(l1)),
+                                 'expiresAt', pgcursor_internal.rfc3339_utc(now() + interval '300 s'),
+                                 'consumerGroup', 'g1', 'queue', 't30l', 'partition', 'a',
+                                 'partitionId', pg_temp.pid('t30l', 'a'), 'batchStart', 1, 'batchEnd', 2),
+              jsonb_build_object('leaseId', l2, 'takenAt', pgcursor_internal.rfc3339_utc(pgcursor_internal.uuidv7_time(l2)),
+                                 'expiresAt', pgcursor_internal.rfc3339_utc(now() + interval '300 s'),
+                                 'consumerGroup', 'g2', 'queue', 't30l', 'partition', 'b',
+                                 'partitionId', pg_temp.pid('t30l', 'b'), 'batchStart', 1, 'batchEnd', 1))),
+          'leases: the live ones, oldest first; no autoAck pop, no expired lease') FROM ll;
+SELECT is(pgcursor.leases('{"queue":"t30l","limit":1}') #>> '{leases,0,leaseId}', l1::text,
+          'leases: limit keeps the longest held') FROM ll;
+SELECT is(pgcursor.leases('{"queue":"t30l","limit":"1"}') -> 'total', '2', '... and total counts them all');
+SELECT is(pgcursor.leases('{"queue":"t30l","consumerGroup":"g2"}') #>> '{leases,0,leaseId}', l2::text,
+          'leases: by consumerGroup') FROM ll;
+SELECT is(pgcursor.leases('{"queue":"t30l-none"}'), '{"total":0,"leases":[]}', 'leases: none held');
+SELECT throws_ok($$SELECT pgcursor.leases('{"limit":0}')$$, '22023', 'limit must be a positive integer',
+                 'leases: a bad limit names it');
+SELECT is(pgcursor_internal.uuidv7_time('01a2464c-51b6-7e1e-ad63-3379478d5314'),
+          '2026-12-05T13:02:16.502Z'::timestamptz, 'uuidv7_time: the first 48 bits, in milliseconds');
+SELECT is(pgcursor_internal.uuidv7_time('01a2464c-51b6-4e1e-ad63-3379478d5314'), NULL,
+          'uuidv7_time: null for another version');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -3,7 +3,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(53);
+SELECT plan(56);
 
 \ir lib/queue_helpers.sql
 -- A cursor row as "cursor lease? batch retry acked?" for compact comparisons.
@@ -56,8 +56,19 @@ SELECT is(pg_temp.mine(pgcursor.consumer_groups(), 'queueName') -> 1,
                              'members', 3, 'partitions', 3, 'partitionsWithLag', 2,
                              'maxTimeLag', 900, 'lagSeconds', 900, 'totalLag', 4, 'lagMessages', 4,
                              'state', 'Lagging', 'subscriptionMode', 'all', 'subscriptionTimestamp', NULL,
-                             'subscriptionCreatedAt', pgcursor_internal.rfc3339_utc(now())),
-          'list: every field of a lagging group; maxTimeLag is the age of the OLDEST unconsumed message');
+                             'subscriptionCreatedAt', pgcursor_internal.rfc3339_utc(now()),
+                             'oldestPartition', jsonb_build_object(
+                                 'partition', 'p1', 'partitionId', pg_temp.pid('t65', 'p1'), 'offsetLag', 2,
+                                 'timeLagSeconds', 900, 'oldestUnconsumedAt', pg_temp.ago(900))),
+          'list: every field of a lagging group; maxTimeLag is the age of the OLDEST unconsumed message, '
+          'oldestPartition where it is');
+SELECT is((SELECT jsonb_object_agg(e ->> 'name', e -> 'oldestPartition' ->> 'partition')
+           FROM jsonb_array_elements(pg_temp.mine(pgcursor.consumer_groups(), 'queueName')) e
+           WHERE e ->> 'queueName' = 't65b'),
+          '{"dead":"Default","g1t65":"Default","stable":null}', 'list: oldestPartition is null when nothing lags');
+SELECT is((SELECT count(*)::int FROM jsonb_array_elements(pgcursor.consumer_groups()) e
+           WHERE (e -> 'maxTimeLag') IS DISTINCT FROM coalesce(e #> '{oldestPartition,timeLagSeconds}', '0')),
+          0, 'list: maxTimeLag is always the oldestPartition''s age');
 SELECT is((SELECT string_agg(format('%s/%s %s lag=%s/%s msgs=%s members=%s', e ->> 'name', e ->> 'queueName',
                                     e ->> 'state', e ->> 'partitionsWithLag', e ->> 'maxTimeLag',
                                     e ->> 'totalLag', e ->> 'members'), '; ')
@@ -76,6 +87,9 @@ DELETE FROM pgcursor.messages WHERE partition_id = pg_temp.pid('t65', 'p1') AND 
 SELECT is((SELECT e -> 'maxTimeLag' FROM jsonb_array_elements(pgcursor.consumer_groups()) e
            WHERE e ->> 'name' = 'g1t65' AND e ->> 'queueName' = 't65'), '800',
           'a message deleted by retention: the first stored one above the cursor is the oldest');
+SELECT is((SELECT e #>> '{oldestPartition,oldestUnconsumedAt}' FROM jsonb_array_elements(pgcursor.consumer_groups()) e
+           WHERE e ->> 'name' = 'g1t65' AND e ->> 'queueName' = 't65'), pg_temp.ago(800),
+          '... and oldestPartition says when it was pushed');
 -- (put back: the lagging tests below expect it)
 INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, created_at)
 VALUES (pg_temp.pid('t65', 'p1'), 2, 'x2', '2', now() - interval '900 seconds');

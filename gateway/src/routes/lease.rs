@@ -1,6 +1,10 @@
 //! POST /api/v1/lease/{leaseId}/extend (read-write) through
 //! `pgcursor.extend_lease`. The body is optional: the queen client sends
 //! none at all, which means 60 s (as Queen); `{"seconds": n}` otherwise.
+//! GET /api/v1/leases?queue=&consumerGroup=&limit= (read-only) through
+//! `pgcursor.leases`, which checks the parameters (22023 → 400).
+
+use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::Value;
@@ -9,10 +13,23 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::path_without_nul;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, optional_object_body};
+use crate::routes::call::{call_json, call_listing, optional_object_body, query_fields};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/lease/{leaseId}/extend", web::post().to(extend));
+    cfg.route("/api/v1/lease/{leaseId}/extend", web::post().to(extend))
+        .route("/api/v1/leases", web::get().to(list));
+}
+
+/// The live leases, longest held first.
+async fn list(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: web::Query<BTreeMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(&req, Level::ReadOnly)?;
+    let filter = query_fields(&query, &["queue", "consumerGroup", "limit"])?;
+    let answer = call_listing(&state.pool, "SELECT pgcursor.leases($1::jsonb)", filter).await?;
+    Ok(answer.respond())
 }
 
 async fn extend(
