@@ -95,6 +95,36 @@ BEGIN
      LIMIT n;
 END $$;
 
+-- When the newest message of partition pid that a listing of [since, upto)
+-- and offsets [low, high] (null: unbounded) shows was created; null when
+-- it shows none. createdAt never decreases with the offset, so the newest
+-- message at or below high answers, unless the window ends before it
+-- (a `to` in the past): then the window's own offsets do. (enable_seqscan
+-- = off: as first_offset_at.)
+CREATE OR REPLACE FUNCTION pgcursor_internal.newest_listed_at(
+    pid uuid, since timestamptz, upto timestamptz, low bigint, high bigint)
+RETURNS timestamptz LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
+DECLARE
+    newest bigint;
+    at     timestamptz;
+    created record;
+BEGIN
+    SELECT m.msg_offset, m.created_at INTO newest, at FROM pgcursor.messages m
+     WHERE m.partition_id = pid AND m.msg_offset <= coalesce(high, 9223372036854775807)
+     ORDER BY m.msg_offset DESC LIMIT 1;
+    IF newest IS NULL OR newest < coalesce(low, 0) OR at < since THEN
+        RETURN NULL;
+    ELSIF at < upto THEN
+        RETURN at;
+    END IF;
+    created := pgcursor_internal.created_offsets(pid, since, upto);
+    SELECT m.created_at INTO at FROM pgcursor.messages m
+     WHERE m.partition_id = pid
+       AND m.msg_offset BETWEEN greatest(created.first, low) AND least(created.last, high)
+     ORDER BY m.msg_offset DESC LIMIT 1;
+    RETURN at;
+END $$;
+
 -- The end of a listing window: `to` is inclusive to the end of its minute
 -- (Queen truncates it to the minute and adds one, exclusive); default now.
 CREATE OR REPLACE FUNCTION pgcursor_internal.window_end(upto timestamptz)
@@ -104,8 +134,10 @@ $$;
 
 -- Does partition pid hold a message created in [since, upto)? A function
 -- of the id, as listed_messages, so that on Citus the statements over the
--- partitions that ask it (listing_mode, the purges) name no distributed
--- table. (enable_seqscan = off: as first_offset_at.)
+-- partitions that ask it (the purges) name no distributed table. (The
+-- listing asks newest_listed_at, one read where the window reaches the
+-- newest message; this is two where it starts before the first, the
+-- purges' case. enable_seqscan = off: as first_offset_at.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.holds_messages_created(pid uuid, since timestamptz, upto timestamptz)
 RETURNS boolean LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 DECLARE
@@ -130,7 +162,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
       FROM pgcursor.partitions p
       JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
      WHERE (qname IS NULL OR p.queue = qname)
-       AND pgcursor_internal.holds_messages_created(p.id, since, upto)
+       AND pgcursor_internal.newest_listed_at(p.id, since, upto, NULL, NULL) IS NOT NULL
 $$;
 
 -- A request object without its empty-string values: from a query string,
@@ -153,10 +185,14 @@ END $$;
 -- and offset, descending),
 -- the status filter applied before limit and offset; no payload. A status
 -- other than pending, processing, completed or dead_letter matches nothing.
--- Each partition is read through its (partition_id, created_at) index and
--- gives at most offset + limit rows, so a big queue costs a window, not a scan.
--- With an offset bound the time window is open on the sides from/to leave
--- out: browsing offsets N..M means those messages, however old.
+-- Each partition gives at most offset + limit rows, its newest in the
+-- window (listed_messages), so a big queue costs a window, not a scan.
+-- Without a status filter only the offset + limit partitions whose newest
+-- listed message is newest are read: each of them shows at least that
+-- message, so no other partition's message can rank among the first offset
+-- + limit (2,000 partitions: 1.7 s -> 0.3 s). With an offset bound the time
+-- window is open on the sides from/to leave out: browsing offsets N..M
+-- means those messages, however old.
 CREATE OR REPLACE FUNCTION pgcursor.list_messages(filter jsonb DEFAULT '{}')
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -201,14 +237,20 @@ BEGIN
                  ORDER BY r.created_at DESC, r.pid DESC, r.msg_offset DESC)
           INTO msgs
           FROM (SELECT w.*
-                  FROM (SELECT p.id AS pid, p.queue, p.name AS partition, q.namespace, q.task, q.priority, f.*,
+                  FROM (SELECT sp.*, f.*,
                                pgcursor_internal.completed_to(f.has_queue_mode, f.queue_cursor,
                                                               f.bus_groups, f.bus_done_to) AS done_to
-                          FROM pgcursor.partitions p
-                          JOIN pgcursor.queues q ON q.name = p.queue
-                         CROSS JOIN LATERAL pgcursor_internal.partition_consumption(p.id) f
-                         WHERE (qname IS NULL OR p.queue = qname) AND (part IS NULL OR p.name = part)
-                           AND (ns IS NULL OR q.namespace = ns) AND (tsk IS NULL OR q.task = tsk)) pc
+                          FROM (SELECT * FROM (
+                                    SELECT p.id AS pid, p.queue, p.name AS partition, q.namespace, q.task, q.priority,
+                                           pgcursor_internal.newest_listed_at(p.id, since, upto, low, high) AS newest
+                                      FROM pgcursor.partitions p
+                                      JOIN pgcursor.queues q ON q.name = p.queue
+                                     WHERE (qname IS NULL OR p.queue = qname) AND (part IS NULL OR p.name = part)
+                                       AND (ns IS NULL OR q.namespace = ns) AND (tsk IS NULL OR q.task = tsk)) n
+                                 WHERE n.newest IS NOT NULL
+                                 ORDER BY n.newest DESC, n.pid DESC
+                                 LIMIT CASE WHEN want IS NULL THEN skip::bigint + lim END) sp
+                         CROSS JOIN LATERAL pgcursor_internal.partition_consumption(sp.pid) f) pc
                  CROSS JOIN LATERAL (
                        SELECT pc.*, m.*
                          FROM pgcursor_internal.listed_messages(pc.pid, since, upto, low, high, pc.done_to,

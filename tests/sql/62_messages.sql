@@ -2,7 +2,7 @@
 -- (fields, status rules, busStatus, mode, window, filters, paging), the
 -- detail's Queen fields in message(), delete_message and retry_message.
 BEGIN;
-SELECT plan(68);
+SELECT plan(76);
 
 -- Pushes n messages <q>-<part>-1..n to (q, part); returns the partition id.
 CREATE FUNCTION pg_temp.fill(q text, part text, n int) RETURNS uuid LANGUAGE sql AS $$
@@ -226,6 +226,50 @@ SELECT is((SELECT payload FROM pgcursor.messages WHERE partition_id = :'rt' AND 
 SELECT is((SELECT count(*) FROM pgcursor.dead_letters WHERE partition_id = :'rt'), 0::bigint, 'the dead letter is gone');
 SELECT throws_ok(format('SELECT pgcursor.retry_message(%L, %L)', :'rt', 't62retry-Default-1'), 'P0002',
                  'no dead letter for message t62retry-Default-1 in partition ' || :'rt', 'no dead letter: P0002');
+
+-- Without a status filter only the offset + limit partitions whose newest
+-- listed message is newest are read. Queue t62w: w1 (3 messages, 1 min
+-- old), w2 (1, 2 min), w3 (3, 3 min), w4 (2, 4 min), w5 (1, 5 min), and w6
+-- and w7 (2 each, all 10 min old: ties, ordered by partitionId).
+SELECT count(pg_temp.fill('t62w', 'w' || k, n)) AS filled
+  FROM (VALUES (1, 3), (2, 1), (3, 3), (4, 2), (5, 1), (6, 2), (7, 2)) v(k, n) \gset
+SELECT id AS w3 FROM pgcursor.partitions WHERE queue = 't62w' AND name = 'w3' \gset
+UPDATE pgcursor.messages m SET created_at = now() - interval '1 minute' * (CASE WHEN p.name IN ('w6', 'w7') THEN 10
+                                                                              ELSE substr(p.name, 2)::int END)
+                                            - interval '1 second' * (CASE WHEN p.name IN ('w6', 'w7') THEN 0
+                                                                          ELSE 10 - m.msg_offset END)
+  FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = 't62w';
+-- The order the listing promises, from the table itself.
+CREATE FUNCTION pg_temp.expected(lim int, skip int) RETURNS text LANGUAGE sql AS $$
+    SELECT string_agg(format('%s:%s:pending', x.name, x.msg_offset), ' ' ORDER BY x.created_at DESC, x.id DESC, x.msg_offset DESC)
+    FROM (SELECT p.name, p.id, m.msg_offset, m.created_at FROM pgcursor.messages m
+            JOIN pgcursor.partitions p ON p.id = m.partition_id WHERE p.queue = 't62w'
+           ORDER BY m.created_at DESC, p.id DESC, m.msg_offset DESC OFFSET skip LIMIT lim) x
+$$;
+CREATE FUNCTION pg_temp.listed_reads() RETURNS bigint LANGUAGE sql AS $$
+    SELECT coalesce(pg_stat_get_xact_function_calls(
+        'pgcursor_internal.listed_messages(uuid,timestamptz,timestamptz,bigint,bigint,bigint,bigint,bigint,text,bigint)'::regprocedure), 0)
+$$;
+SET LOCAL track_functions = 'pl';
+SELECT pg_temp.listed_reads() AS reads0 \gset
+SELECT is(pg_temp.rows('{"queue": "t62w", "limit": 4}'), pg_temp.expected(4, 0),
+          'limit 4: newest first across partitions (w1 gives three, w2 one)');
+SELECT is(pg_temp.listed_reads() - :reads0, 4::bigint, '... and only the four partitions with the newest messages were read');
+SELECT is(pg_temp.rows('{"queue": "t62w", "limit": 3, "offset": 8}'), pg_temp.expected(3, 8),
+          'offset 8, limit 3: into the tied partitions w6 and w7, by partitionId');
+SELECT pg_temp.listed_reads() AS reads1 \gset
+SELECT is(pg_temp.rows('{"queue": "t62w", "limit": 2, "status": "pending"}'), pg_temp.expected(2, 0),
+          'with a status filter the same first rows ...');
+SELECT is(pg_temp.listed_reads() - :reads1, 7::bigint, '... read from every partition (its newest may not match)');
+SELECT is(pg_temp.rows('{"queue": "t62w", "limit": 1000}'), pg_temp.expected(1000, 0), 'the whole queue, in order');
+-- newest_listed_at: the newest message a listing shows
+SELECT is(pgcursor_internal.newest_listed_at(:'w3', '-infinity', now() - interval '3 minutes' - interval '8 seconds', NULL, NULL),
+          now() - interval '3 minutes' - interval '9 seconds', 'newest_listed_at: a window ending before the newest message');
+SELECT is(array[pgcursor_internal.newest_listed_at(:'w3', '-infinity', 'infinity', NULL, 2),
+                pgcursor_internal.newest_listed_at(:'w3', '-infinity', 'infinity', 4, NULL),
+                pgcursor_internal.newest_listed_at(:'w3', now(), 'infinity', NULL, NULL)],
+          array[now() - interval '3 minutes' - interval '8 seconds', NULL, NULL]::timestamptz[],
+          'newest_listed_at: below toOffset; null above the newest offset or after the newest message');
 
 SELECT * FROM finish();
 ROLLBACK;
