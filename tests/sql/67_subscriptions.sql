@@ -64,7 +64,7 @@ SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t67","partition":"b","consumer
           '{}', 'mode new: nothing created before the subscription');
 
 -- The list and the describe view
-SELECT is((SELECT e - 'maxTimeLag' - 'lagSeconds' - 'state' - 'partitionsWithLag' - 'totalLag' - 'lagMessages'
+SELECT is((SELECT e - 'maxTimeLag' - 'lagSeconds' - 'state' - 'partitionsWithLag' - 'totalLag' - 'lagMessages' - 'oldestPartition'
              FROM jsonb_array_elements(pgcursor.consumer_groups()) e
             WHERE e ->> 'name' = 'ts' AND e ->> 'queueName' = 't67'),
           jsonb_build_object('name', 'ts', 'queueName', 't67', 'queue', 't67', 'topics', '["t67"]'::jsonb,
