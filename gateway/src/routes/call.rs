@@ -3,12 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::HttpResponse;
+use actix_web::{HttpRequest, HttpResponse};
 use deadpool_postgres::Pool;
 use serde_json::Value;
 use tokio_postgres::types::{FromSql, ToSql, Type};
 
 use crate::app::AppState;
+use crate::auth::Level;
 use crate::body::{no_nul, parse_json};
 use crate::encryption::Items;
 use crate::error::ApiError;
@@ -78,6 +79,20 @@ fn digits_only(value: &str) -> Option<usize> {
 /// (`query_fields`).
 pub async fn call_listing(pool: &Pool, sql: &str, filter: Fields) -> Result<RawJson, ApiError> {
     call_json(pool, sql, &[&Value::Object(filter)]).await
+}
+
+/// A read-only route that is one listing function: `sql` with the query
+/// parameters `names`, its answer as it is.
+pub async fn read_only_listing(
+    req: &HttpRequest,
+    state: &AppState,
+    query: &BTreeMap<String, String>,
+    names: &[&str],
+    sql: &str,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.require(req, Level::ReadOnly)?;
+    let answer = call_listing(&state.pool, sql, query_fields(query, names)?).await?;
+    Ok(answer.respond())
 }
 
 /// A dead letter goes back onto its partition as stored: when its queue

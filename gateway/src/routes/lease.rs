@@ -13,7 +13,7 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::path_without_nul;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, call_listing, optional_object_body, query_fields};
+use crate::routes::call::{call_json, optional_object_body, read_only_listing};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/lease/{leaseId}/extend", web::post().to(extend))
@@ -26,10 +26,8 @@ async fn list(
     state: web::Data<AppState>,
     query: web::Query<BTreeMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
-    state.auth.require(&req, Level::ReadOnly)?;
-    let filter = query_fields(&query, &["queue", "consumerGroup", "limit"])?;
-    let answer = call_listing(&state.pool, "SELECT pgcursor.leases($1::jsonb)", filter).await?;
-    Ok(answer.respond())
+    let names = ["queue", "consumerGroup", "limit"];
+    read_only_listing(&req, &state, &query, &names, "SELECT pgcursor.leases($1::jsonb)").await
 }
 
 async fn extend(

@@ -17,7 +17,7 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::no_nul;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, call_listing, plaintext_refused, query_fields};
+use crate::routes::call::{call_json, plaintext_refused, read_only_listing};
 
 /// Query parameters handed to `pgcursor.list_messages` as strings.
 const PARAMETERS: [&str; 11] = [
@@ -51,10 +51,7 @@ async fn list(
     state: web::Data<AppState>,
     query: web::Query<BTreeMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
-    state.auth.require(&req, Level::ReadOnly)?;
-    let sql = "SELECT pgcursor.list_messages($1::jsonb)";
-    let answer = call_listing(&state.pool, sql, query_fields(&query, &PARAMETERS)?).await?;
-    Ok(answer.respond())
+    read_only_listing(&req, &state, &query, &PARAMETERS, "SELECT pgcursor.list_messages($1::jsonb)").await
 }
 
 async fn delete(

@@ -13,7 +13,7 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::path_without_nul;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, call_listing, query_fields};
+use crate::routes::call::{call_json, read_only_listing};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/resources/queues", web::get().to(list_queues))
@@ -38,10 +38,8 @@ async fn list_queues(
     state: web::Data<AppState>,
     query: web::Query<BTreeMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
-    state.auth.require(&req, Level::ReadOnly)?;
     let sql = "SELECT pgcursor.queues_overview($1::jsonb)";
-    let answer = call_listing(&state.pool, sql, query_fields(&query, &LIST_PARAMETERS)?).await?;
-    Ok(answer.respond())
+    read_only_listing(&req, &state, &query, &LIST_PARAMETERS, sql).await
 }
 
 /// Unknown queue: the SQL raises P0002, a 404.
