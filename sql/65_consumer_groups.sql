@@ -66,7 +66,8 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                      'oldestUnconsumedAt', pgcursor_internal.rfc3339_utc(r.oldest_at)))
                    FILTER (WHERE r.oldest_rank = 1 AND r.oldest_at IS NOT NULL) -> 0 AS oldest
           FROM (SELECT x.*, row_number() OVER (PARTITION BY x.consumer_group, x.queue
-                                               ORDER BY x.oldest_at NULLS LAST, x.partition) AS oldest_rank
+                                               ORDER BY x.oldest_at IS NULL, x.age_seconds DESC,
+                                                        x.partition) AS oldest_rank
                   FROM pgcursor_internal.group_cursor_rows() x) r
           GROUP BY r.consumer_group, r.queue) g
     LEFT JOIN pgcursor.subscriptions s ON s.consumer_group = g.consumer_group AND s.queue = g.queue

@@ -3,7 +3,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(56);
+SELECT plan(57);
 
 \ir lib/queue_helpers.sql
 -- A cursor row as "cursor lease? batch retry acked?" for compact comparisons.
@@ -66,6 +66,19 @@ SELECT is((SELECT jsonb_object_agg(e ->> 'name', e -> 'oldestPartition' ->> 'par
            FROM jsonb_array_elements(pg_temp.mine(pgcursor.consumer_groups(), 'queueName')) e
            WHERE e ->> 'queueName' = 't65b'),
           '{"dead":"Default","g1t65":"Default","stable":null}', 'list: oldestPartition is null when nothing lags');
+-- u65: gz has consumed all of partition a and lags on b by a message
+-- pushed now, 0 s old: b is its oldest partition although a sorts first.
+SELECT FROM pgcursor.push('{"items":[{"queue":"u65","partition":"a","payload":1},
+                                     {"queue":"u65","partition":"b","payload":2}]}');
+SELECT FROM pgcursor.pop('{"queue":"u65","partition":"a","consumerGroup":"gz","autoAck":true}');
+SELECT FROM pgcursor.pop('{"queue":"u65","partition":"b","consumerGroup":"gz","autoAck":true}');
+SELECT FROM pgcursor.push('{"items":[{"queue":"u65","partition":"b","payload":3}]}');
+SELECT is((SELECT jsonb_build_object('partition', o -> 'partition', 'offsetLag', o -> 'offsetLag',
+                                      'timeLagSeconds', o -> 'timeLagSeconds')
+             FROM (SELECT e -> 'oldestPartition' AS o FROM jsonb_array_elements(pgcursor.consumer_groups()) e
+                    WHERE e ->> 'name' = 'gz' AND e ->> 'queueName' = 'u65') x),
+          '{"partition":"b","offsetLag":1,"timeLagSeconds":0}',
+          'list: a lagging row 0 s behind is the oldest partition, not a caught-up one');
 SELECT is((SELECT count(*)::int FROM jsonb_array_elements(pgcursor.consumer_groups()) e
            WHERE (e -> 'maxTimeLag') IS DISTINCT FROM coalesce(e #> '{oldestPartition,timeLagSeconds}', '0')),
           0, 'list: maxTimeLag is always the oldestPartition''s age');
