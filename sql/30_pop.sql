@@ -532,6 +532,58 @@ BEGIN
     END IF;
 END $$;
 
+-- After a pop that claimed nothing: in how many seconds the same pop could
+-- claim without a push, when time alone frees messages the group's rows on
+-- its partitions hold: a live lease expiring, or delayedProcessing and
+-- windowBuffer letting a partition's pending messages through. Null when
+-- none does, and for a pop over more than 64 partitions (not worth reading
+-- every row; nor are rows a pending subscription has not written read). A
+-- waiting pop looks again then, and at the latest at its periodic re-look
+-- (gateway/src/routes/pop.rs): without this, a message delayed 2 s reached
+-- a waiting consumer 5 s after its push. Each row is read by key, as the
+-- claim reads them.
+CREATE OR REPLACE FUNCTION pgcursor_internal.pop_due_in(req jsonb)
+RETURNS double precision LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    grp      text := coalesce(pgcursor_internal.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__');
+    part_ids uuid[] := pgcursor_internal.pop_partition_ids(
+                           pgcursor_internal.pop_queues(req), pgcursor_internal.optional_text(req, 'partition'), 65);
+    pid      uuid;
+    c        pgcursor.cursors;
+    q        pgcursor.queues;
+    head     bigint;
+    at       timestamptz;
+    due      timestamptz;
+BEGIN
+    IF cardinality(part_ids) > 64 THEN
+        RETURN NULL;
+    END IF;
+    FOREACH pid IN ARRAY part_ids LOOP
+        SELECT x.* INTO c FROM pgcursor.cursors x WHERE x.partition_id = pid AND x.consumer_group = grp;
+        CONTINUE WHEN NOT FOUND;
+        head := pgcursor_internal.partition_head(pid);
+        CONTINUE WHEN c.cursor >= head;
+        IF pgcursor_internal.lease_is_live(c.lease_expires_at) THEN
+            at := c.lease_expires_at;
+        ELSE
+            SELECT x.* INTO q FROM pgcursor.queues x JOIN pgcursor.partitions p ON p.queue = x.name WHERE p.id = pid;
+            -- (both options: served once both let it through)
+            at := greatest(
+                CASE WHEN q.delayed_processing > 0 THEN
+                    (SELECT m.created_at FROM pgcursor.messages m
+                      WHERE m.partition_id = pid AND m.msg_offset > c.cursor ORDER BY m.msg_offset LIMIT 1)
+                    + q.delayed_processing * interval '1 second' END,
+                CASE WHEN q.window_buffer > 0 THEN
+                    (SELECT m.created_at FROM pgcursor.messages m WHERE m.partition_id = pid AND m.msg_offset = head)
+                    + q.window_buffer * interval '1 second' END);
+        END IF;
+        IF at > now() AND (due IS NULL OR at < due) THEN
+            due := at;
+        END IF;
+    END LOOP;
+    RETURN extract(epoch FROM due - now());
+END $$;
+
 -- The stored messages of partition pid from offset first to last, in
 -- offset order: one claim's batch. Planned once per session
 -- (force_generic_plan): left to choose, PostgreSQL planned this read anew at

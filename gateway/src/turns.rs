@@ -7,9 +7,10 @@
 //! group on one queue (or namespace and task, or partition) are one *kind*:
 //! what one of them could claim, any could. So they look one at a time,
 //! and a pop woken by a push goes back to waiting when a look of its kind
-//! that began after it was woken found nothing. Its periodic re-look (for
-//! messages no push announces: nacks, expired leases) waits RECHECK after
-//! the kind's last empty look, whoever made it.
+//! that began after it was woken found nothing. Messages no push announces
+//! (a lease expiring, delayedProcessing or windowBuffer letting them
+//! through) are looked for when the kind's last empty look said they would
+//! be due, and at the latest RECHECK after it, whoever made it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -28,8 +29,16 @@ pub struct Turns {
 #[derive(Default)]
 pub struct Kind {
     turn: tokio::sync::Mutex<()>,
-    /// When the latest look that found nothing began.
-    empty_since: Mutex<Option<Instant>>,
+    /// The latest look that found nothing.
+    empty: Mutex<Option<Empty>>,
+}
+
+/// A look that claimed nothing: when it began, and when a pop of its kind
+/// should look again if no push comes first.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Empty {
+    pub began: Instant,
+    pub next: Instant,
 }
 
 impl Turns {
@@ -69,17 +78,18 @@ impl Kind {
         self.turn.lock().await
     }
 
-    /// A look of the kind that began at `began` claimed nothing.
-    pub fn found_nothing(&self, began: Instant) {
-        let mut since = self.empty_since.lock().unwrap_or_else(|e| e.into_inner());
-        if since.is_none_or(|s| s < began) {
-            *since = Some(began);
+    /// A look of the kind that began at `began` claimed nothing; `next` is
+    /// when to look again without a push.
+    pub fn found_nothing(&self, empty: Empty) {
+        let mut latest = self.empty.lock().unwrap_or_else(|e| e.into_inner());
+        if latest.is_none_or(|l| l.began < empty.began) {
+            *latest = Some(empty);
         }
     }
 
-    /// When the latest look of the kind that claimed nothing began.
-    pub fn last_empty(&self) -> Option<Instant> {
-        *self.empty_since.lock().unwrap_or_else(|e| e.into_inner())
+    /// The latest look of the kind that claimed nothing.
+    pub fn last_empty(&self) -> Option<Empty> {
+        *self.empty.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -109,7 +119,11 @@ mod tests {
     fn a_kind_is_forgotten_once_no_pop_holds_it() {
         let turns = Turns::default();
         let first = turns.kind_of(&json!({"queue": "q"}));
-        first.found_nothing(Instant::now());
+        let now = Instant::now();
+        first.found_nothing(Empty {
+            began: now,
+            next: now,
+        });
         drop(first);
         assert_eq!(turns.kind_of(&json!({"queue": "q"})).last_empty(), None);
         assert_eq!(turns.kinds.lock().unwrap().len(), 1);
@@ -120,8 +134,15 @@ mod tests {
         let kind = Kind::default();
         let early = Instant::now();
         let late = early + Duration::from_millis(5);
-        kind.found_nothing(late);
-        kind.found_nothing(early);
-        assert_eq!(kind.last_empty(), Some(late));
+        let later = Empty {
+            began: late,
+            next: late + Duration::from_secs(1),
+        };
+        kind.found_nothing(later);
+        kind.found_nothing(Empty {
+            began: early,
+            next: early,
+        });
+        assert_eq!(kind.last_empty(), Some(later));
     }
 }

@@ -3,7 +3,7 @@
 -- lease extension default and maintenance mode. Ages are made by moving
 -- created_at back: now() does not move inside this one transaction.
 BEGIN;
-SELECT plan(32);
+SELECT plan(39);
 
 CREATE FUNCTION pg_temp.push(q text, n int, part text DEFAULT 'Default') RETURNS jsonb LANGUAGE sql AS $$
     SELECT pgcursor.push(jsonb_build_object('items', (
@@ -55,6 +55,39 @@ SELECT pg_temp.age('t25w', '{1}', 100);
 SELECT is(pg_temp.offs(pg_temp.pop('t25w')), '{}', 'window: the newest message is younger than 30 s');
 SELECT pg_temp.age('t25w', '{2}', 31);
 SELECT is(pg_temp.offs(pg_temp.pop('t25w')), '{1,2}', 'quiet for 30 s: every pending message');
+
+-- pop_due_in: when a pop that claimed nothing could claim without a push.
+-- t25v (delayedProcessing 60): partition a's first pending message is 20 s
+-- old (due in 40 s), b's was leased just now (300 s), c's is ready now and
+-- left unclaimed (a pop takes one partition): not reported, as not due.
+CREATE FUNCTION pg_temp.due(q text, extra jsonb DEFAULT '{}') RETURNS numeric LANGUAGE sql AS $$
+    SELECT round(pgcursor_internal.pop_due_in(jsonb_build_object('queue', q) || extra)::numeric, 3)
+$$;
+SELECT FROM pgcursor.configure('{"queue": "t25v", "options": {"delayedProcessing": 60}}');
+SELECT FROM unnest(ARRAY['a', 'b', 'c']) part, LATERAL pg_temp.push('t25v', 1, part);
+UPDATE pgcursor.messages m SET created_at = now() - CASE p.name WHEN 'a' THEN interval '20 s' ELSE interval '100 s' END
+  FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = 't25v';
+SELECT is(pg_temp.offs(pg_temp.pop('t25v', '{"partition": "b"}')), '{1}', 'due: b leased');
+SELECT is(pg_temp.offs(pg_temp.pop('t25v', '{"partition": "a"}')), '{}', 'due: a held back');
+SELECT is(pg_temp.due('t25v'), 40.000, 'due: the earliest of a delay passing and a lease expiring, in seconds');
+SELECT is(pg_temp.due('t25v', '{"partition": "b"}'), 300.000, 'due: a lease expiring');
+-- windowBuffer 30 and a newest message 10 s old: due in 20 s.
+SELECT FROM pgcursor.configure('{"queue": "t25y", "options": {"windowBuffer": 30}}');
+SELECT FROM pg_temp.push('t25y', 1);
+SELECT pg_temp.age('t25y', '{1}', 10);
+SELECT is(pg_temp.offs(pg_temp.pop('t25y')), '{}', 'due: t25y held back');
+SELECT is(pg_temp.due('t25y'), 20.000, 'due: a partition becoming quiet');
+-- Nothing due: a caught-up group; a group without rows; a pop over more than 64 partitions.
+SELECT FROM pg_temp.push('t25c', 1);
+SELECT FROM pg_temp.pop('t25c', '{"autoAck": true}');
+SELECT FROM pgcursor.push(jsonb_build_object('items', (SELECT jsonb_agg(jsonb_build_object(
+           'queue', 't25z', 'partition', 'p' || k, 'payload', k)) FROM generate_series(1, 65) k)));
+SELECT FROM pgcursor.configure('{"queue": "t25z", "options": {"leaseTime": 90}}');
+SELECT FROM pg_temp.pop('t25z', '{"partition": "p1"}');
+SELECT is(ARRAY[pg_temp.due('t25c'), pg_temp.due('t25y', '{"consumerGroup": "nobody"}'),
+                pg_temp.due('t25z'), pg_temp.due('t25z', '{"partition": "p1"}')],
+          ARRAY[NULL, NULL, NULL, 90.000]::numeric[],
+          'due: none for a caught-up group, a group without rows, or 65 partitions (one of which is leased)');
 
 -- maxSize: items past capacity fail, the others go in.
 SELECT FROM pgcursor.configure('{"queue": "t25m", "options": {"maxSize": 2}}');

@@ -26,16 +26,20 @@ use crate::error::ApiError;
 use crate::minutes::{record, Target};
 use crate::routes::call::{again_after_deadlock, cap, limit_bytes, RawJson};
 use crate::routes::pop_answer::{micros_since_1970, Delivered, PopBatch, POP_MESSAGES_SQL};
-use crate::turns::Kind;
+use crate::turns::{Empty, Kind};
 
 /// The longest a pop may wait; a larger `timeout` is capped to it (the queen
 /// client's HTTP timeout is its pop timeout + 5 s, so capping is safe).
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
 /// The default `timeout`, as in Queen MQ.
 const DEFAULT_WAIT: Duration = Duration::from_millis(30_000);
-/// A waiting pop also looks again this often: messages come back without a
-/// push after a nack or an expired lease.
+/// A waiting pop looks again at the latest this long after an empty look:
+/// messages become claimable without a push when a lease expires or a delay
+/// passes (POP_DUE_SQL says when, where it can), and when pops are let
+/// through again after maintenance.
 pub const RECHECK: Duration = Duration::from_secs(5);
+/// When a waiting pop that claimed nothing could claim without a push.
+const POP_DUE_SQL: &str = "SELECT pgcursor_internal.pop_due_in($1::jsonb)";
 /// Query parameters handed to `pgcursor.pop` as they are (it checks them).
 const SQL_PARAMETERS: [&str; 9] = [
     "batch",
@@ -204,6 +208,9 @@ struct Look {
     /// Messages in the answer.
     messages: u64,
     delivered: Vec<Delivered>,
+    /// A waiting pop that claimed nothing: when time alone frees messages
+    /// it could claim (a lease expiring, a delay passing), if it knows.
+    due: Option<Instant>,
 }
 
 async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest) -> Result<Look, ApiError> {
@@ -222,12 +229,33 @@ async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest) -> Result<Lo
         give_back(client, lease, group, &PopBatch::claimed_partitions(&rows)?).await;
         return Err(ApiError::ClientClosed);
     }
+    let settled = batch.paused || batch.partitions_claimed > 0;
+    let due = match pop.wait {
+        Some(_) if !settled => due(client, &params).await,
+        _ => None,
+    };
     Ok(Look {
-        settled: batch.paused || batch.partitions_claimed > 0,
+        settled,
         messages: batch.message_count() as u64,
         delivered: batch.delivered(now_us()),
         answer: batch.to_json(),
+        due,
     })
+}
+
+/// When a pop that claimed nothing could claim without a push
+/// (`pgcursor_internal.pop_due_in`), if ever. Best effort: without an
+/// answer the pop looks again at its periodic re-look, as it always did.
+async fn due(client: &Client, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> Option<Instant> {
+    let seconds: Option<f64> = match client.query_one(POP_DUE_SQL, params).await {
+        Ok(row) => row.get(0),
+        Err(e) => {
+            debug!("a waiting pop could not learn when messages are due: {}", crate::db::error_detail(&e));
+            None
+        }
+    };
+    let wait = Duration::try_from_secs_f64(seconds?).ok()?;
+    Some(Instant::now() + wait.min(MAX_WAIT))
 }
 
 /// The client hung up while its pop ran: the partitions it leased are
@@ -272,10 +300,12 @@ fn record_minute(path_queue: Option<&str>, delivered: &[Delivered]) {
     }
 }
 
-/// Looks once; with `wait`, looks again on every relevant push (and every
-/// RECHECK) until something is claimed, the deadline passes or the server
-/// stops, holding no pooled connection in between. Waiting pops of one kind
-/// look in turn, and skip a look another one's empty look answers (turns.rs).
+/// Looks once; with `wait`, looks again on every relevant push, and when
+/// the kind's last empty look said messages would be due without one (at
+/// the latest RECHECK after it), until something is claimed, the deadline
+/// passes or the server stops, holding no pooled connection in between.
+/// Waiting pops of one kind look in turn, and skip a look another one's
+/// empty look answers (turns.rs).
 async fn pop_or_wait(
     state: &AppState,
     req: &HttpRequest,
@@ -289,10 +319,9 @@ async fn pop_or_wait(
     let kind = state.turns.kind_of(&pop.arguments);
     let began = Instant::now();
     let mut answer = look(&state.pool.get().await?, req, pop).await?;
-    note(&kind, &answer, began);
-    let mut recheck = Instant::now() + RECHECK;
+    let mut next = note(&kind, &answer, began);
     while !answer.settled && Instant::now() < deadline && !waiter.is_stopping() {
-        let pushed = waiter.wait_for(deadline.min(recheck)).await;
+        let pushed = waiter.wait_for(deadline.min(next)).await;
         let woken = Instant::now();
         if waiter.is_stopping() {
             break; // the server is shutting down: answer what we have
@@ -302,9 +331,13 @@ async fn pop_or_wait(
         };
         match kind.last_empty() {
             // a look begun since the push found nothing: nor would this one
-            Some(empty) if pushed && empty > woken => continue,
-            Some(empty) if !pushed && empty + RECHECK > Instant::now() => {
-                recheck = empty + RECHECK;
+            Some(empty) if pushed && empty.began > woken => {
+                next = empty.next;
+                continue;
+            }
+            // not due yet, says the kind's last empty look, whoever made it
+            Some(empty) if !pushed && empty.next > Instant::now() => {
+                next = empty.next;
                 continue;
             }
             _ => {}
@@ -312,22 +345,26 @@ async fn pop_or_wait(
         let began = Instant::now();
         match look_again(state, req, pop, deadline).await? {
             Some(again) => {
-                note(&kind, &again, began);
+                next = note(&kind, &again, began);
                 answer = again;
             }
             None if Instant::now() >= deadline => break,
-            None => {} // database unreachable right now: keep waiting
+            None => next = Instant::now() + RECHECK, // database unreachable right now: keep waiting
         }
-        recheck = Instant::now() + RECHECK;
     }
     Ok(answer)
 }
 
-/// Tells the pop's kind when a look that began at `began` claimed nothing.
-fn note(kind: &Kind, look: &Look, began: Instant) {
+/// When to look again without a push after a look that began at `began`:
+/// when it said messages are due, at the latest RECHECK after it. Tells the
+/// pop's kind when that look claimed nothing.
+fn note(kind: &Kind, look: &Look, began: Instant) -> Instant {
+    let periodic = began + RECHECK;
+    let next = look.due.map_or(periodic, |due| due.min(periodic));
     if !look.settled {
-        kind.found_nothing(began);
+        kind.found_nothing(Empty { began, next });
     }
+    next
 }
 
 /// One more look, unless no connection can be had before the deadline.
