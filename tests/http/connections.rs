@@ -149,6 +149,30 @@ async fn at_its_cap_the_gateway_still_reopens_its_database_connections() {
         || async { sockets_of(gw.pid()) > CAP },
     )
     .await;
+    // The crash comes while they wait, not while their first looks still
+    // queue for the pool's two connections (a look the crash fails is a
+    // 503): each first look recorded its group's subscription.
+    let (db, connection) = tokio_postgres::connect(cluster.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let watcher = tokio::spawn(connection);
+    eventually(
+        "every accepted long-poll has looked once",
+        Duration::from_secs(30),
+        || async {
+            let row = db
+                .query_one(
+                    "SELECT count(*) FROM pgcursor.subscriptions WHERE queue = $1",
+                    &[&queue],
+                )
+                .await
+                .unwrap();
+            row.get::<_, i64>(0) >= CAP as i64
+        },
+    )
+    .await;
+    drop(db);
+    let _ = watcher.await;
     cluster.restart_immediate();
     let (db, connection) = tokio_postgres::connect(cluster.url(), tokio_postgres::NoTls)
         .await
