@@ -42,8 +42,8 @@ $$;
 -- "consumer_groups"), with the group's subscription on the queue. A row
 -- lags when a stored message is after its cursor. oldestPartition is the
 -- lagging row with the oldest unconsumed message (null when none lags):
--- what lagging_partitions would list first for the pair, without listing
--- every other row.
+-- the row lagging_partitions lists first for the pair (when it lists any:
+-- it leaves out rows under a second behind), without listing every other.
 CREATE OR REPLACE FUNCTION pgcursor.consumer_groups()
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT coalesce(jsonb_agg(jsonb_build_object(
