@@ -54,21 +54,25 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                'state', CASE WHEN g.max_age > 300 THEN 'Lagging' WHEN g.acked THEN 'Stable' ELSE 'Dead' END,
                'subscriptionMode', s.mode, 'subscriptionTimestamp', pgcursor_internal.rfc3339_utc(s.since),
                'subscriptionCreatedAt', pgcursor_internal.rfc3339_utc(s.created_at),
-               'oldestPartition', g.oldest)
+               'oldestPartition', CASE WHEN g.oldest IS NOT NULL THEN jsonb_build_object(
+                   'partition', g.oldest[2], 'partitionId', g.oldest[3]::uuid, 'offsetLag', g.oldest[4]::bigint,
+                   'timeLagSeconds', g.oldest[5]::bigint, 'oldestUnconsumedAt', g.oldest[6]) END)
              ORDER BY g.consumer_group, g.queue), '[]'::jsonb)
     FROM (SELECT r.consumer_group, r.queue, count(*) AS members,
                  count(*) FILTER (WHERE r.oldest_at IS NOT NULL) AS lagging,
                  coalesce(max(r.age_seconds), 0) AS max_age,
                  sum(r.offset_lag) AS total_lag, bool_or(r.last_ack_at IS NOT NULL) AS acked,
-                 jsonb_agg(jsonb_build_object(
-                     'partition', r.partition, 'partitionId', r.partition_id, 'offsetLag', r.offset_lag,
-                     'timeLagSeconds', r.age_seconds,
-                     'oldestUnconsumedAt', pgcursor_internal.rfc3339_utc(r.oldest_at)))
-                   FILTER (WHERE r.oldest_rank = 1 AND r.oldest_at IS NOT NULL) -> 0 AS oldest
-          FROM (SELECT x.*, row_number() OVER (PARTITION BY x.consumer_group, x.queue
-                                               ORDER BY x.oldest_at IS NULL, x.age_seconds DESC,
-                                                        x.partition) AS oldest_rank
-                  FROM pgcursor_internal.group_cursor_rows() x) r
+                 -- The lagging row the lagging list puts first (age descending,
+                 -- then partition), found without sorting the rows: the least
+                 -- of these arrays, compared element by element (the age
+                 -- counted down from bigint's top and zero-padded, so that
+                 -- text compares as the number). A window ranking every row
+                 -- cost 250 ms at 100,000 rows, lagging or not.
+                 min(ARRAY[lpad((9223372036854775807 - r.age_seconds)::text, 19, '0'), r.partition,
+                           r.partition_id::text, r.offset_lag::text, r.age_seconds::text,
+                           pgcursor_internal.rfc3339_utc(r.oldest_at)])
+                   FILTER (WHERE r.oldest_at IS NOT NULL) AS oldest
+          FROM pgcursor_internal.group_cursor_rows() r
           GROUP BY r.consumer_group, r.queue) g
     LEFT JOIN pgcursor.subscriptions s ON s.consumer_group = g.consumer_group AND s.queue = g.queue
 $$;
