@@ -96,39 +96,44 @@ async fn a_push_wakes_a_namespace_pop() {
     assert!(latency < Duration::from_secs(1), "{latency:?}");
 }
 
-/// Messages no push announces are looked for when they are due, not at the
-/// waiting pop's periodic re-look, 5 s after its last empty look.
+/// A fresh queue configured with `options`.
+async fn queue_with_options(gw: &Gateway, prefix: &str, options: Value) -> String {
+    let queue = fresh_queue(prefix);
+    let body = json!({"queue": queue, "options": options});
+    assert_eq!(post(gw, "/api/v1/configure", &body).await.0, 200);
+    queue
+}
+
+/// A message time alone frees 2 s after `what` reached the waiting pop
+/// then: not before, and not at its periodic re-look, 5 s after its last
+/// empty look.
+fn delivered_when_due(latency: Duration, what: &str) {
+    assert!(
+        latency > Duration::from_millis(1500) && latency < Duration::from_secs(4),
+        "delivered {latency:?} after {what}"
+    );
+}
+
 #[tokio::test]
 async fn a_delayed_message_reaches_a_waiting_pop_when_its_delay_has_passed() {
     let gw = Gateway::start().await;
-    let queue = fresh_queue("due-delay");
-    let body = json!({"queue": queue, "options": {"delayedProcessing": 2}});
-    assert_eq!(post(&gw, "/api/v1/configure", &body).await.0, 200);
+    let queue = queue_with_options(&gw, "due-delay", json!({"delayedProcessing": 2})).await;
     let (answer, latency) = wake_latency(&gw, &queue, long_poll(&queue)).await;
     assert_eq!(offsets(&answer), vec![1], "{answer}");
-    assert!(
-        latency > Duration::from_millis(1500) && latency < Duration::from_secs(4),
-        "delayed 2 s, delivered {latency:?} after its push"
-    );
+    delivered_when_due(latency, "its push, delayed 2 s");
 }
 
 #[tokio::test]
 async fn a_lease_s_messages_reach_a_waiting_pop_when_it_expires() {
     let gw = Gateway::start().await;
-    let queue = fresh_queue("due-lease");
-    let body = json!({"queue": queue, "options": {"leaseTime": 2}});
-    assert_eq!(post(&gw, "/api/v1/configure", &body).await.0, 200);
+    let queue = queue_with_options(&gw, "due-lease", json!({"leaseTime": 2})).await;
     push_one(&gw, &queue).await;
     let (status, first) = get(&gw, &format!("/api/v1/pop/queue/{queue}")).await;
     assert_eq!((status, offsets(&first)), (200, vec![1]), "{first}");
     let leased = Instant::now(); // and never acked
     let (status, again, _) = start_pop(&gw, long_poll(&queue)).await.unwrap();
     assert_eq!((status, offsets(&again)), (200, vec![1]), "{again}");
-    let latency = leased.elapsed();
-    assert!(
-        latency > Duration::from_millis(1500) && latency < Duration::from_secs(4),
-        "a 2 s lease, its message delivered again {latency:?} after it was taken"
-    );
+    delivered_when_due(leased.elapsed(), "its 2 s lease was taken");
 }
 
 #[tokio::test]
