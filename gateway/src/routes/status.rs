@@ -19,7 +19,7 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::path_without_nul;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, call_listing, query_fields};
+use crate::routes::call::{call_json, query_fields, read_only_listing};
 
 /// The /api/v1/analytics/* routes, each answered by `pgcursor.analytics(kind)`.
 const ANALYTICS: [&str; 7] = [
@@ -55,26 +55,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 type Query = web::Query<BTreeMap<String, String>>;
 
-/// `SELECT <function>($1::jsonb)` with the named query parameters.
-async fn filtered(
-    req: &HttpRequest,
-    state: &AppState,
-    query: &Query,
-    sql: &str,
-    names: &[&str],
-) -> Result<HttpResponse, ApiError> {
-    state.auth.require(req, Level::ReadOnly)?;
-    let filter = query_fields(query, names)?;
-    Ok(call_listing(&state.pool, sql, filter).await?.respond())
-}
-
 async fn status(
     req: HttpRequest,
     state: web::Data<AppState>,
     query: Query,
 ) -> Result<HttpResponse, ApiError> {
     let names = ["from", "to", "queue", "namespace", "task"];
-    filtered(&req, &state, &query, "SELECT pgcursor.status($1::jsonb)", &names).await
+    read_only_listing(&req, &state, &query, &names, "SELECT pgcursor.status($1::jsonb)").await
 }
 
 async fn queues(
@@ -84,7 +71,7 @@ async fn queues(
 ) -> Result<HttpResponse, ApiError> {
     let names = ["namespace", "task", "limit", "offset"];
     let sql = "SELECT pgcursor.status_queues($1::jsonb)";
-    filtered(&req, &state, &query, sql, &names).await
+    read_only_listing(&req, &state, &query, &names, sql).await
 }
 
 async fn analytics_overview(
@@ -94,7 +81,7 @@ async fn analytics_overview(
 ) -> Result<HttpResponse, ApiError> {
     let names = ["interval", "from", "to", "queue", "namespace", "task"];
     let sql = "SELECT pgcursor.status_analytics($1::jsonb)";
-    filtered(&req, &state, &query, sql, &names).await
+    read_only_listing(&req, &state, &query, &names, sql).await
 }
 
 /// Unknown queue: the SQL raises P0002, a 404.
