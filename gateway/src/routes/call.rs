@@ -10,9 +10,10 @@ use tokio_postgres::types::{FromSql, ToSql, Type};
 
 use crate::app::AppState;
 use crate::auth::Level;
-use crate::body::{no_nul, parse_json};
+use crate::body::{no_nul, parse_json, path_without_nul};
 use crate::encryption::Items;
 use crate::error::ApiError;
+use crate::routes::messages::message_address;
 
 /// A request body that must be a JSON object (the SQL functions read fields).
 pub fn object_body(bytes: &[u8]) -> Result<Value, ApiError> {
@@ -93,6 +94,34 @@ pub async fn read_only_listing(
     state.auth.require(req, Level::ReadOnly)?;
     let answer = call_listing(&state.pool, sql, query_fields(query, names)?).await?;
     Ok(answer.respond())
+}
+
+/// A route on one named thing (`{queue}`, `{group}`): `sql` taking its
+/// name as `$1`, called by a client of `level`, with no U+0000 in the path.
+pub async fn call_on_name(
+    req: &HttpRequest,
+    state: &AppState,
+    level: Level,
+    sql: &str,
+    name: &str,
+) -> Result<RawJson, ApiError> {
+    state.auth.require(req, level)?;
+    path_without_nul(req)?;
+    call_json(&state.pool, sql, &[&name]).await
+}
+
+/// A route on one message (`{partitionId}/{transactionId}`): `sql` taking
+/// the two as `$1` and `$2`, called by a client of `level`.
+pub async fn call_on_message(
+    req: &HttpRequest,
+    state: &AppState,
+    level: Level,
+    sql: &str,
+    path: (String, String),
+) -> Result<RawJson, ApiError> {
+    state.auth.require(req, level)?;
+    let (partition_id, transaction_id) = message_address(path)?;
+    call_json(&state.pool, sql, &[&partition_id, &transaction_id]).await
 }
 
 /// A dead letter goes back onto its partition as stored: when its queue

@@ -16,7 +16,7 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::path_without_nul;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, optional_object_body};
+use crate::routes::call::{call_json, call_on_name, optional_object_body};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     // `lagging` is a literal segment that wins over `{group}` (as in Queen),
@@ -77,10 +77,8 @@ async fn describe(
     state: web::Data<AppState>,
     group: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    state.auth.require(&req, Level::ReadOnly)?;
-    path_without_nul(&req)?;
-    let group = group.into_inner();
-    let answer = call_json(&state.pool, "SELECT pgcursor.consumer_group($1)", &[&group]).await?;
+    let sql = "SELECT pgcursor.consumer_group($1)";
+    let answer = call_on_name(&req, &state, Level::ReadOnly, sql, &group).await?;
     Ok(answer.respond())
 }
 

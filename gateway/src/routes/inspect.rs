@@ -10,8 +10,8 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
-use crate::routes::call::call_json;
-use crate::routes::messages::{message_address, partition_id_of};
+use crate::routes::call::{call_json, call_on_message};
+use crate::routes::messages::partition_id_of;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route(
@@ -40,14 +40,9 @@ async fn message(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    state.auth.require(&req, Level::ReadOnly)?;
-    let (partition_id, transaction_id) = message_address(path.into_inner())?;
-    let answer = call_json(
-        &state.pool,
-        "SELECT pgcursor.message($1, $2)",
-        &[&partition_id, &transaction_id],
-    )
-    .await?;
+    let sql = "SELECT pgcursor.message($1, $2)";
+    let answer = call_on_message(&req, &state, Level::ReadOnly, sql, path.into_inner())
+        .await?;
     // `payload` and `data` in plaintext when the message is an envelope.
     Ok(state.encryption.open_answer(answer).respond())
 }

@@ -17,7 +17,7 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::no_nul;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, plaintext_refused, read_only_listing};
+use crate::routes::call::{call_on_message, plaintext_refused, read_only_listing};
 
 /// Query parameters handed to `pgcursor.list_messages` as strings.
 const PARAMETERS: [&str; 11] = [
@@ -59,14 +59,9 @@ async fn delete(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    state.auth.require(&req, Level::ReadWrite)?;
-    let (partition_id, transaction_id) = message_address(path.into_inner())?;
-    let answer = call_json(
-        &state.pool,
-        "SELECT pgcursor.delete_message($1, $2)",
-        &[&partition_id, &transaction_id],
-    )
-    .await?;
+    let sql = "SELECT pgcursor.delete_message($1, $2)";
+    let answer = call_on_message(&req, &state, Level::ReadWrite, sql, path.into_inner())
+        .await?;
     Ok(answer.respond())
 }
 
@@ -75,15 +70,10 @@ async fn retry(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    state.auth.require(&req, Level::ReadWrite)?;
-    let (partition_id, transaction_id) = message_address(path.into_inner())?;
-    let answer = call_json(
-        &state.pool,
-        "SELECT pgcursor.retry_message($1, $2)",
-        &[&partition_id, &transaction_id],
-    )
-    .await
-    .map_err(|e| plaintext_refused(e, "retry"))?;
+    let sql = "SELECT pgcursor.retry_message($1, $2)";
+    let answer = call_on_message(&req, &state, Level::ReadWrite, sql, path.into_inner())
+        .await
+        .map_err(|e| plaintext_refused(e, "retry"))?;
     Ok(answer.respond())
 }
 

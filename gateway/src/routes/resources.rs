@@ -11,9 +11,8 @@ use actix_web::{web, HttpRequest, HttpResponse};
 
 use crate::app::AppState;
 use crate::auth::Level;
-use crate::body::path_without_nul;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, read_only_listing};
+use crate::routes::call::{call_json, call_on_name, read_only_listing};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/resources/queues", web::get().to(list_queues))
@@ -48,10 +47,8 @@ async fn queue_detail(
     state: web::Data<AppState>,
     queue: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    state.auth.require(&req, Level::ReadOnly)?;
-    path_without_nul(&req)?;
-    let queue = queue.into_inner();
-    let answer = call_json(&state.pool, "SELECT pgcursor.queue_detail($1)", &[&queue]).await?;
+    let sql = "SELECT pgcursor.queue_detail($1)";
+    let answer = call_on_name(&req, &state, Level::ReadOnly, sql, &queue).await?;
     Ok(answer.respond())
 }
 
@@ -61,10 +58,8 @@ async fn delete_queue(
     state: web::Data<AppState>,
     queue: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    state.auth.require(&req, Level::Admin)?;
-    path_without_nul(&req)?;
-    let queue = queue.into_inner();
-    let answer = call_json(&state.pool, "SELECT pgcursor.delete_queue($1)", &[&queue]).await?;
+    let sql = "SELECT pgcursor.delete_queue($1)";
+    let answer = call_on_name(&req, &state, Level::Admin, sql, &queue).await?;
     Ok(answer.respond())
 }
 

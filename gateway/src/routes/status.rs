@@ -19,7 +19,7 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::path_without_nul;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, query_fields, read_only_listing};
+use crate::routes::call::{call_json, call_on_name, query_fields, read_only_listing};
 
 /// The /api/v1/analytics/* routes, each answered by `pgcursor.analytics(kind)`.
 const ANALYTICS: [&str; 7] = [
@@ -90,10 +90,8 @@ async fn queue(
     state: web::Data<AppState>,
     queue: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    state.auth.require(&req, Level::ReadOnly)?;
-    path_without_nul(&req)?;
-    let queue = queue.into_inner();
-    let answer = call_json(&state.pool, "SELECT pgcursor.status_queue($1)", &[&queue]).await?;
+    let sql = "SELECT pgcursor.status_queue($1)";
+    let answer = call_on_name(&req, &state, Level::ReadOnly, sql, &queue).await?;
     Ok(answer.respond())
 }
 

@@ -18,8 +18,7 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::path_without_nul;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, object_body};
-use crate::routes::messages::message_address;
+use crate::routes::call::{call_json, call_on_message, object_body};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/traces", web::post().to(record))
@@ -77,14 +76,9 @@ async fn of_message(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    state.auth.require(&req, Level::ReadOnly)?;
-    let (partition_id, transaction_id) = message_address(path.into_inner())?;
-    let answer = call_json(
-        &state.pool,
-        "SELECT pgcursor.message_traces($1, $2)",
-        &[&partition_id, &transaction_id],
-    )
-    .await?;
+    let sql = "SELECT pgcursor.message_traces($1, $2)";
+    let answer = call_on_message(&req, &state, Level::ReadOnly, sql, path.into_inner())
+        .await?;
     Ok(answer.respond())
 }
 
