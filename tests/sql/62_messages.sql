@@ -2,7 +2,7 @@
 -- (fields, status rules, busStatus, mode, window, filters, paging), the
 -- detail's Queen fields in message(), delete_message and retry_message.
 BEGIN;
-SELECT plan(76);
+SELECT plan(84);
 
 -- Pushes n messages <q>-<part>-1..n to (q, part); returns the partition id.
 CREATE FUNCTION pg_temp.fill(q text, part text, n int) RETURNS uuid LANGUAGE sql AS $$
@@ -240,10 +240,11 @@ UPDATE pgcursor.messages m SET created_at = now() - interval '1 minute' * (CASE 
                                                                           ELSE 10 - m.msg_offset END)
   FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = 't62w';
 -- The order the listing promises, from the table itself.
-CREATE FUNCTION pg_temp.expected(lim int, skip int) RETURNS text LANGUAGE sql AS $$
+CREATE FUNCTION pg_temp.expected(lim int, skip int, without text DEFAULT NULL) RETURNS text LANGUAGE sql AS $$
     SELECT string_agg(format('%s:%s:pending', x.name, x.msg_offset), ' ' ORDER BY x.created_at DESC, x.id DESC, x.msg_offset DESC)
     FROM (SELECT p.name, p.id, m.msg_offset, m.created_at FROM pgcursor.messages m
-            JOIN pgcursor.partitions p ON p.id = m.partition_id WHERE p.queue = 't62w'
+            JOIN pgcursor.partitions p ON p.id = m.partition_id
+           WHERE p.queue = 't62w' AND p.name IS DISTINCT FROM without
            ORDER BY m.created_at DESC, p.id DESC, m.msg_offset DESC OFFSET skip LIMIT lim) x
 $$;
 CREATE FUNCTION pg_temp.listed_reads() RETURNS bigint LANGUAGE sql AS $$
@@ -260,8 +261,39 @@ SELECT is(pg_temp.rows('{"queue": "t62w", "limit": 3, "offset": 8}'), pg_temp.ex
 SELECT pg_temp.listed_reads() AS reads1 \gset
 SELECT is(pg_temp.rows('{"queue": "t62w", "limit": 2, "status": "pending"}'), pg_temp.expected(2, 0),
           'with a status filter the same first rows ...');
-SELECT is(pg_temp.listed_reads() - :reads1, 7::bigint, '... read from every partition (its newest may not match)');
+SELECT is(pg_temp.listed_reads() - :reads1, 9::bigint,
+          '... from every partition its newest pending message (7), then the page from the two that have the newest');
 SELECT is(pg_temp.rows('{"queue": "t62w", "limit": 1000}'), pg_temp.expected(1000, 0), 'the whole queue, in order');
+-- w1's three messages leased: w1 has the newest messages but none pending.
+SELECT pgcursor.pop('{"queue": "t62w", "partition": "w1", "batch": 3}') ->> 'leaseId' IS NOT NULL AS w1_leased \gset
+SELECT pg_temp.listed_reads() AS reads2 \gset
+SELECT is(pg_temp.rows('{"queue": "t62w", "limit": 3, "status": "pending"}'), pg_temp.expected(3, 0, 'w1'),
+          'status pending ranks partitions by their newest pending message, not their newest message');
+SELECT is(pg_temp.listed_reads() - :reads2, 10::bigint, '... (7 partitions looked at, the page read from 3)');
+SELECT is(pg_temp.rows('{"queue": "t62w", "limit": 2, "offset": 1, "status": "processing"}'),
+          'w1:2:processing w1:1:processing', 'status processing: the leased batch, paged');
+
+-- A status few messages have reads only where it can stand (status_offsets),
+-- not every message of the window: queue t62s, 3 partitions of 100
+-- pending messages, nothing completed, nothing dead-lettered.
+SELECT count(pg_temp.fill('t62s', 's' || k, 100)) AS filled_s FROM generate_series(1, 3) k \gset
+SELECT pg_stat_get_xact_tuples_fetched('pgcursor.messages_pkey'::regclass) AS fetched0 \gset
+SELECT is(pg_temp.rows('{"queue": "t62s", "status": "completed"}') || pg_temp.rows('{"queue": "t62s", "status": "dead_letter"}')
+          || pg_temp.rows('{"queue": "t62s", "status": "processing"}'), '', 'no completed, dead-lettered or processing message');
+SELECT cmp_ok(pg_stat_get_xact_tuples_fetched('pgcursor.messages_pkey'::regclass) - :fetched0, '<', 90::bigint,
+              '... found without reading the 300 messages three times over (900 rows before status_offsets; counted on the primary key, which an index scan fetches through)');
+-- status_offsets: where each status can stand in offsets 1..100, with done_to 10.
+SELECT is(ARRAY(SELECT format('%s..%s', o.first, o.past)
+                  FROM unnest(ARRAY['completed', 'pending', 'processing', NULL]) WITH ORDINALITY w(want, k),
+                       pgcursor_internal.status_offsets(:'w3', w.want, 1, 100, 10, 11, 15) o ORDER BY w.k),
+          ARRAY['1..10', '11..100', '11..15', '1..100'],
+          'status_offsets: completed to done_to, pending above it, processing the lease above it, any status all');
+SELECT is((SELECT format('%s..%s', o.first, o.past) FROM pgcursor_internal.status_offsets(:'w3', 'processing', 1, 100, 10, NULL, NULL) o),
+          '11..0', 'status_offsets: no processing without a live lease (empty: past below first)');
+SELECT is(ARRAY(SELECT format('%s..%s', o.first, o.past)
+                  FROM unnest(ARRAY[1, 2]) WITH ORDINALITY w(lo, k),
+                       pgcursor_internal.status_offsets(:'a', 'dead_letter', w.lo, 100, 2, NULL, NULL) o ORDER BY w.k),
+          ARRAY['1..1', '2..0'], 'status_offsets: dead letters up to the newest dead letter in the offsets given');
 -- newest_listed_at: the newest message a listing shows
 SELECT is(pgcursor_internal.newest_listed_at(:'w3', '-infinity', now() - interval '3 minutes' - interval '8 seconds', NULL, NULL),
           now() - interval '3 minutes' - interval '9 seconds', 'newest_listed_at: a window ending before the newest message');
