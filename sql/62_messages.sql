@@ -226,7 +226,7 @@ END $$;
 -- partition's message can rank among the first offset + limit (2,000
 -- partitions: 1.7 s -> 0.2 s). With a status filter that is the newest
 -- message of that status, one row read first from each partition
--- (listed_messages with n = 1; 2,000 partitions, pending: 0.98 -> 0.37 s).
+-- (listed_messages with n = 1; 2,000 partitions, pending: 1.7 -> 0.37 s).
 -- With an offset bound the time
 -- window is open on the sides from/to leave out: browsing offsets N..M
 -- means those messages, however old.
