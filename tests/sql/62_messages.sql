@@ -2,7 +2,7 @@
 -- (fields, status rules, busStatus, mode, window, filters, paging), the
 -- detail's Queen fields in message(), delete_message and retry_message.
 BEGIN;
-SELECT plan(84);
+SELECT plan(86);
 
 -- Pushes n messages <q>-<part>-1..n to (q, part); returns the partition id.
 CREATE FUNCTION pg_temp.fill(q text, part text, n int) RETURNS uuid LANGUAGE sql AS $$
@@ -282,6 +282,21 @@ SELECT is(pg_temp.rows('{"queue": "t62s", "status": "completed"}') || pg_temp.ro
           || pg_temp.rows('{"queue": "t62s", "status": "processing"}'), '', 'no completed, dead-lettered or processing message');
 SELECT cmp_ok(pg_stat_get_xact_tuples_fetched('pgcursor.messages_pkey'::regclass) - :fetched0, '<', 90::bigint,
               '... found without reading the 300 messages three times over (900 rows before status_offsets; counted on the primary key, which an index scan fetches through)');
+-- A page reads each ranked partition only from the oldest of their newest
+-- messages on (page_floor): queue t62f, 100 partitions of 100 messages a
+-- minute apart, partition fk's newest k half-seconds old. The first 100 are the
+-- newest of each; the 59 older ones of each partition in the hour's window
+-- are not read (about 6,000 rows before page_floor).
+SELECT count(pg_temp.fill('t62f', 'f' || k, 100)) AS filled_f FROM generate_series(1, 100) k \gset
+UPDATE pgcursor.messages m SET created_at = now() - interval '1 minute' * (100 - m.msg_offset)
+                                            - interval '500 milliseconds' * substr(p.name, 2)::int
+  FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = 't62f';
+SELECT pg_stat_get_xact_tuples_fetched('pgcursor.messages_pkey'::regclass) AS fetched1 \gset
+SELECT is(pg_temp.rows('{"queue": "t62f", "limit": 100}'),
+          (SELECT string_agg(format('f%s:100:pending', k), ' ' ORDER BY k) FROM generate_series(1, 100) k),
+          'a page of 100 over 100 partitions: the newest message of each');
+SELECT cmp_ok(pg_stat_get_xact_tuples_fetched('pgcursor.messages_pkey'::regclass) - :fetched1, '<', 3000::bigint,
+              '... read without the older messages of each partition');
 -- status_offsets: where each status can stand in offsets 1..100, with done_to 10.
 SELECT is(ARRAY(SELECT format('%s..%s', o.first, o.past)
                   FROM unnest(ARRAY['completed', 'pending', 'processing', NULL]) WITH ORDINALITY w(want, k),
