@@ -516,26 +516,60 @@ END $$;
 
 -- How many messages of partition pid were created in each interval (unit:
 -- minute, hour or day) of [since, upto), for the intervals with any. The
--- window is one offset range (created_offsets), read along the primary
--- key. Its own function of the partition's id, as listed_messages, so
+-- window is one offset range (created_offsets). Where its intervals hold
+-- many messages each, each interval's first offset is found by binary
+-- search (createdAt never decreases with the offset) and its messages are
+-- counted along the primary key alone, without reading them (an
+-- index-only scan, where the visibility map allows): 2,000 partitions of
+-- 600 messages, GET /api/v1/status/analytics 1.2 -> 0.23 s. Where they hold
+-- few, the rows are read and grouped, which then costs less than the
+-- searches. Its own function of the partition's id, as listed_messages, so
 -- that on Citus it goes to the partition's shard. enable_seqscan = off:
 -- planned while messages was empty, a plan would read the whole table once
--- it had filled.
+-- it had filled. Every read is in offset order for the same reason: else,
+-- with the table's size unknown, the planner may find the transaction
+-- index, which holds the whole partition, as cheap.
 CREATE OR REPLACE FUNCTION pgcursor_internal.created_per_interval(
     pid uuid, since timestamptz, upto timestamptz, unit text)
 RETURNS TABLE (at timestamptz, n bigint) LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
     created record := pgcursor_internal.created_offsets(pid, since, upto);
+    step    interval := ('1 ' || unit)::interval;
+    newest  bigint;     -- the window's newest stored offset
+    newest_at timestamptz;
+    from_at bigint := created.first;  -- the current interval's first offset
+    next_at bigint;     -- the next interval's first offset
 BEGIN
-    -- (read in offset order: else, with the table's size unknown, the planner
-    -- may find the transaction index, which holds the whole partition, as cheap)
-    RETURN QUERY
-    SELECT date_trunc(unit, x.created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', count(*)
-      FROM (SELECT m.created_at FROM pgcursor.messages m
-             WHERE m.partition_id = pid AND m.msg_offset BETWEEN created.first AND created.last
-             ORDER BY m.msg_offset) x
-     GROUP BY 1;
+    SELECT m.msg_offset, m.created_at INTO newest, newest_at FROM pgcursor.messages m
+     WHERE m.partition_id = pid AND m.msg_offset BETWEEN created.first AND created.last
+     ORDER BY m.msg_offset DESC LIMIT 1;
+    IF newest IS NULL THEN  -- no message in the window
+        RETURN;
+    END IF;
+    LOOP
+        SELECT date_trunc(unit, m.created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' INTO at FROM pgcursor.messages m
+         WHERE m.partition_id = pid AND m.msg_offset >= from_at ORDER BY m.msg_offset LIMIT 1;
+        -- Few messages an interval (a search reads about 2 + log2 of the
+        -- partition's rows, a count 1/32 of a row each): read and group them.
+        IF from_at = created.first
+           AND newest - created.first + 1 < 32 * (1 + extract(epoch FROM newest_at - at) / extract(epoch FROM step)) THEN
+            RETURN QUERY
+            SELECT date_trunc(unit, x.created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', count(*)
+              FROM (SELECT m.created_at FROM pgcursor.messages m
+                     WHERE m.partition_id = pid AND m.msg_offset BETWEEN created.first AND newest
+                     ORDER BY m.msg_offset) x
+             GROUP BY 1;
+            RETURN;
+        END IF;
+        next_at := pgcursor_internal.first_offset_at(pid, at + step, from_at);
+        n := (SELECT count(*) FROM (SELECT FROM pgcursor.messages m
+                                     WHERE m.partition_id = pid AND m.msg_offset BETWEEN from_at AND least(next_at - 1, newest)
+                                     ORDER BY m.msg_offset) x);
+        RETURN NEXT;
+        EXIT WHEN next_at IS NULL OR next_at > newest;
+        from_at := next_at;
+    END LOOP;
 END $$;
 
 -- status_analytics: messages created per interval (minute, hour or
