@@ -12,16 +12,7 @@ SELECT plan(18);
 
 \ir lib/queue_helpers.sql
 
--- Rows of messages this transaction has read so far: index entries through
--- any of its indexes (index and index-only scans), rows by sequential and
--- bitmap scans. (The table's own tuples_fetched counts bitmap scans only.)
-CREATE FUNCTION pg_temp.messages_read() RETURNS bigint LANGUAGE sql AS $$
-    SELECT pg_stat_get_xact_tuples_returned('pgcursor.messages'::regclass)
-           + pg_stat_get_xact_tuples_fetched('pgcursor.messages'::regclass)
-           + (SELECT sum(pg_stat_get_xact_tuples_returned(i.indexrelid))::bigint
-                FROM pg_index i WHERE i.indrelid = 'pgcursor.messages'::regclass)
-$$;
-SET LOCAL max_parallel_workers_per_gather = 0;  -- a worker's reads are not counted here
+\ir lib/messages_reads.sql
 
 CREATE FUNCTION pg_temp.stamp(q text, off bigint) RETURNS timestamptz LANGUAGE sql AS $$
     SELECT created_at FROM pgcursor.messages WHERE partition_id = pg_temp.pid(q) AND msg_offset = off
@@ -93,15 +84,15 @@ SELECT is(pgcursor_internal.first_offset_at(pg_temp.pid('t22x'), now()), NULL::b
 INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, created_at)
 SELECT pg_temp.pid('t22b'), 100 + k, 'big-' || k, '1', '2026-01-02 00:00:00Z'::timestamptz + k * interval '1 ms'
   FROM generate_series(1, 100000) k;
-CREATE TEMP TABLE before_search ON COMMIT DROP AS SELECT pg_temp.messages_read() AS read;
+CREATE TEMP TABLE before_search ON COMMIT DROP AS SELECT pg_temp.messages_read('entries') AS read;
 SELECT is(pgcursor_internal.first_offset_at(pg_temp.pid('t22b'), '2026-01-02 00:00:50Z'), 50100::bigint,
           'the first message at 50 s into the big run');
-SELECT cmp_ok(pg_temp.messages_read() - b.read, '<=', 40::bigint,
+SELECT cmp_ok(pg_temp.messages_read('entries') - b.read, '<=', 40::bigint,
               '... found reading at most 40 rows (a binary search: about 2 + log2(100,000))') FROM before_search b;
 
-CREATE TEMP TABLE before_cycle ON COMMIT DROP AS SELECT pg_temp.messages_read() AS read;
+CREATE TEMP TABLE before_cycle ON COMMIT DROP AS SELECT pg_temp.messages_read('entries') AS read;
 SELECT is(pg_temp.cycle() -> 0 ->> 'success', 'true', 'a push, pop and ack of 2 messages after the big run');
-SELECT cmp_ok(pg_temp.messages_read() - b.read, '<=', 100::bigint,
+SELECT cmp_ok(pg_temp.messages_read('entries') - b.read, '<=', 100::bigint,
               '... reading a few rows, not the table: plans made while it was empty probe the keys')
   FROM before_cycle b;
 
@@ -113,11 +104,11 @@ DELETE FROM pgcursor.messages WHERE partition_id = pg_temp.pid('t22a');
 INSERT INTO pgcursor.messages (partition_id, msg_offset, transaction_id, payload, created_at)
 SELECT pg_temp.pid('t22a'), k, 'a-' || k, '1', '2026-01-03 00:00:00Z'::timestamptz + k * interval '1 second'
   FROM generate_series(1, 10000) k;
-CREATE TEMP TABLE before_analytics ON COMMIT DROP AS SELECT pg_temp.messages_read() AS read;
+CREATE TEMP TABLE before_analytics ON COMMIT DROP AS SELECT pg_temp.messages_read('entries') AS read;
 SELECT is(pgcursor.status_analytics('{"queue":"t22a","interval":"minute",
                                       "from":"2026-01-03T01:00:00Z","to":"2026-01-03T01:00:30Z"}') -> 'dataPoints',
           '[{"timestamp":"2026-01-03T01:00:00Z","messages":60}]', 'status_analytics: the minute''s 60 messages');
-SELECT cmp_ok(pg_temp.messages_read() - b.read, '<=', 200::bigint,
+SELECT cmp_ok(pg_temp.messages_read('entries') - b.read, '<=', 200::bigint,
               '... read from their offset range: at most 200 rows of the 10,000') FROM before_analytics b;
 
 SELECT * FROM finish();

@@ -16,35 +16,26 @@ VACUUM pgcursor.messages;
 BEGIN;
 SELECT plan(4);
 
--- Stored rows of messages this transaction has read so far: by sequential
--- and bitmap scans, and through any of its indexes (an index-only scan
--- counts here only where it had to visit the row).
-CREATE FUNCTION pg_temp.rows_visited() RETURNS bigint LANGUAGE sql AS $$
-    SELECT pg_stat_get_xact_tuples_returned('pgcursor.messages'::regclass)
-           + pg_stat_get_xact_tuples_fetched('pgcursor.messages'::regclass)
-           + (SELECT sum(pg_stat_get_xact_tuples_fetched(i.indexrelid))::bigint
-                FROM pg_index i WHERE i.indrelid = 'pgcursor.messages'::regclass)
-$$;
-SET LOCAL max_parallel_workers_per_gather = 0;  -- a worker's reads are not counted here
+\ir lib/messages_reads.sql
 
-CREATE TEMP TABLE before_hours ON COMMIT DROP AS SELECT pg_temp.rows_visited() AS n;
+CREATE TEMP TABLE before_hours ON COMMIT DROP AS SELECT pg_temp.messages_read('rows') AS n;
 SELECT is(pgcursor.status_analytics('{"queue": "t23a", "from": "2026-01-04T00:00:00Z", "to": "2026-01-04T05:59:00Z"}')
           -> 'dataPoints',
           '[{"timestamp": "2026-01-04T00:00:00Z", "messages": 3599}, {"timestamp": "2026-01-04T01:00:00Z", "messages": 3600},
             {"timestamp": "2026-01-04T02:00:00Z", "messages": 3600}, {"timestamp": "2026-01-04T03:00:00Z", "messages": 3600},
             {"timestamp": "2026-01-04T04:00:00Z", "messages": 3600}, {"timestamp": "2026-01-04T05:00:00Z", "messages": 2001}]',
           'six hours of 20,000 messages, counted per hour');
-SELECT cmp_ok(pg_temp.rows_visited() - b.n, '<', 300::bigint,
+SELECT cmp_ok(pg_temp.messages_read('rows') - b.n, '<', 300::bigint,
               '... visiting under 300 of the rows (the searches''), not 20,000') FROM before_hours b;
 
 -- Minutes of 60 messages: each still found by a search and counted.
-CREATE TEMP TABLE before_minutes ON COMMIT DROP AS SELECT pg_temp.rows_visited() AS n;
+CREATE TEMP TABLE before_minutes ON COMMIT DROP AS SELECT pg_temp.messages_read('rows') AS n;
 SELECT is(pgcursor.status_analytics('{"queue": "t23a", "interval": "minute",
                                       "from": "2026-01-04T01:00:00Z", "to": "2026-01-04T01:02:10Z"}') -> 'dataPoints',
           '[{"timestamp": "2026-01-04T01:00:00Z", "messages": 60}, {"timestamp": "2026-01-04T01:01:00Z", "messages": 60},
             {"timestamp": "2026-01-04T01:02:00Z", "messages": 60}]',
           'three minutes of 180 messages, counted per minute');
-SELECT cmp_ok(pg_temp.rows_visited() - b.n, '<', 300::bigint,
+SELECT cmp_ok(pg_temp.messages_read('rows') - b.n, '<', 300::bigint,
               '... visiting under 300 rows, the searches''') FROM before_minutes b;
 
 SELECT * FROM finish();
