@@ -78,7 +78,8 @@ test-failover: deps
 # migrate` again (on distributed tables the bootstrap also applies
 # sql/citus/functions.sql), then the ack pgTAP files 50-55 against the
 # coordinator, then sql/citus/tests (the ack delegated to a worker; the
-# Citus push_write's transaction-index horizon), then
+# Citus push_write's transaction-index horizon; status analytics reading
+# rather than searching), then
 # the HTTP contract tests against the coordinator except those listed, with
 # why, in sql/citus/tests/http-not-yet.txt. Fails if any fails.
 # client_min_messages=error: Citus warns about every pg_temp helper that it
@@ -101,7 +102,7 @@ test-citus: deps
 	prove=(pg_prove --host 127.0.0.1 --port "$$port" --username postgres --dbname pgcursor); \
 	echo "==> pgTAP 50-55 (the ack contract) on the coordinator"; \
 	ack=0; "$${prove[@]}" tests/sql/5[0-5]_*.sql || ack=$$?; \
-	echo "==> sql/citus/tests (what Citus adds: the delegated ack and push; the Citus push's horizon; a push of no items)"; \
+	echo "==> sql/citus/tests (what Citus adds: the delegated ack and push; the Citus push's horizon; a push of no items; status analytics' reads)"; \
 	own=0; "$${prove[@]}" sql/citus/tests/*.sql || own=$$?; \
 	echo "==> HTTP contract tests on the coordinator (but sql/citus/tests/http-not-yet.txt)"; \
 	skips=$$(grep -v '^\(#\|$$\)' sql/citus/tests/http-not-yet.txt | awk '{print "--skip", $$1}'); \
