@@ -255,6 +255,57 @@ BEGIN
         RAISE EXCEPTION 'toOffset must not be below fromOffset' USING ERRCODE = '22023';
     END IF;
     IF want IS NULL OR want IN ('pending', 'processing', 'completed', 'dead_letter') THEN
+        -- (Each step is named once, so PostgreSQL plans the chain as one query.)
+        WITH candidates AS (  -- the selected partitions with a listed message, newest first
+            SELECT * FROM (
+                SELECT p.id AS pid, p.queue, p.name AS partition, q.namespace, q.task, q.priority,
+                       pgcursor_internal.newest_listed_at(p.id, since, upto, low, high) AS newest
+                  FROM pgcursor.partitions p
+                  JOIN pgcursor.queues q ON q.name = p.queue
+                 WHERE (qname IS NULL OR p.queue = qname) AND (part IS NULL OR p.name = part)
+                   AND (ns IS NULL OR q.namespace = ns) AND (tsk IS NULL OR q.task = tsk)) n
+             WHERE n.newest IS NOT NULL
+             ORDER BY n.newest DESC, n.pid DESC
+             LIMIT CASE WHEN want IS NULL THEN skip::bigint + lim END
+        ), consumed AS (
+            SELECT c.*, f.*,
+                   pgcursor_internal.completed_to(f.has_queue_mode, f.queue_cursor, f.bus_groups, f.bus_done_to)
+                       AS done_to
+              FROM candidates c
+             CROSS JOIN LATERAL pgcursor_internal.partition_consumption(c.pid) f
+        ), ranked AS (
+            SELECT pc.*, s.shown
+              FROM consumed pc
+             -- With a status filter, the partition's newest message of that status
+             -- (OFFSET 0: computed once, not once per place that names it).
+             CROSS JOIN LATERAL (
+                   SELECT CASE WHEN want IS NULL THEN pc.newest ELSE
+                              (SELECT l.created_at
+                                 FROM pgcursor_internal.listed_messages(
+                                          pc.pid, since, upto, low, high, pc.done_to, pc.lease_from,
+                                          pc.lease_to, want, 1) l) END AS shown
+                   OFFSET 0) s
+             WHERE s.shown IS NOT NULL
+             ORDER BY s.shown DESC, pc.pid DESC
+             LIMIT skip::bigint + lim
+        ), floored AS (
+            -- page_floor: when offset + limit partitions are ranked, the oldest of
+            -- their newest messages. Each shows its newest, so offset + limit
+            -- messages at least that new exist, and nothing older can reach the
+            -- page: each partition is read from page_floor on. (Fewer ranked: no
+            -- floor, the page may need their older messages.)
+            SELECT ranked.*,
+                   CASE WHEN count(*) OVER () = skip::bigint + lim THEN min(ranked.shown) OVER () END AS page_floor
+              FROM ranked
+        ), r AS (
+            SELECT pc.*, m.*
+              FROM floored pc
+             CROSS JOIN LATERAL pgcursor_internal.listed_messages(
+                       pc.pid, greatest(since, pc.page_floor), upto, low, high, pc.done_to,
+                       pc.lease_from, pc.lease_to, want, skip::bigint + lim) m
+             ORDER BY m.created_at DESC, pc.pid DESC, m.msg_offset DESC
+             OFFSET skip LIMIT lim
+        )
         SELECT jsonb_agg(jsonb_build_object(
                    'id', coalesce(r.message_id::text, r.pid || ':' || r.msg_offset),
                    'transactionId', r.transaction_id, 'partitionId', r.pid,
@@ -274,52 +325,7 @@ BEGIN
                    'leaseExpiresAt', pgcursor_internal.rfc3339_utc(r.lease_expires_at))
                  ORDER BY r.created_at DESC, r.pid DESC, r.msg_offset DESC)
           INTO msgs
-          FROM (SELECT w.*
-                  -- page_floor: when offset + limit partitions are ranked, the oldest of
-                  -- their newest messages. Each shows its newest, so offset + limit
-                  -- messages at least that new exist, and nothing older can reach the
-                  -- page: each partition is read from page_floor on. (Fewer ranked: no
-                  -- floor, the page may need their older messages.)
-                  FROM (SELECT ranked.*,
-                               CASE WHEN count(*) OVER () = skip::bigint + lim THEN min(ranked.shown) OVER () END
-                                   AS page_floor
-                          FROM (SELECT pc.*, s.shown
-                                  FROM (SELECT sp.*, f.*,
-                                               pgcursor_internal.completed_to(f.has_queue_mode, f.queue_cursor,
-                                                                              f.bus_groups, f.bus_done_to) AS done_to
-                                          FROM (SELECT * FROM (
-                                                    SELECT p.id AS pid, p.queue, p.name AS partition, q.namespace, q.task,
-                                                           q.priority,
-                                                           pgcursor_internal.newest_listed_at(p.id, since, upto, low, high)
-                                                               AS newest
-                                                      FROM pgcursor.partitions p
-                                                      JOIN pgcursor.queues q ON q.name = p.queue
-                                                     WHERE (qname IS NULL OR p.queue = qname) AND (part IS NULL OR p.name = part)
-                                                       AND (ns IS NULL OR q.namespace = ns) AND (tsk IS NULL OR q.task = tsk)) n
-                                                 WHERE n.newest IS NOT NULL
-                                                 ORDER BY n.newest DESC, n.pid DESC
-                                                 LIMIT CASE WHEN want IS NULL THEN skip::bigint + lim END) sp
-                                         CROSS JOIN LATERAL pgcursor_internal.partition_consumption(sp.pid) f) pc
-                                 -- With a status filter, the partition's newest message of that status
-                                 -- (OFFSET 0: computed once, not once per place that names it).
-                                 CROSS JOIN LATERAL (
-                                       SELECT CASE WHEN want IS NULL THEN pc.newest ELSE
-                                                  (SELECT l.created_at
-                                                     FROM pgcursor_internal.listed_messages(
-                                                              pc.pid, since, upto, low, high, pc.done_to, pc.lease_from,
-                                                              pc.lease_to, want, 1) l) END AS shown
-                                       OFFSET 0) s
-                                 WHERE s.shown IS NOT NULL
-                                 ORDER BY s.shown DESC, pc.pid DESC
-                                 LIMIT skip::bigint + lim) ranked) pc
-                 CROSS JOIN LATERAL (
-                       SELECT pc.*, m.*
-                         FROM pgcursor_internal.listed_messages(pc.pid, greatest(since, pc.page_floor), upto,
-                                                                low, high, pc.done_to,
-                                                                pc.lease_from, pc.lease_to, want,
-                                                                skip::bigint + lim) m) w
-                 ORDER BY w.created_at DESC, w.pid DESC, w.msg_offset DESC
-                 OFFSET skip LIMIT lim) r;
+          FROM r;
     END IF;
     RETURN jsonb_build_object('messages', coalesce(msgs, '[]'::jsonb),
                               'mode', pgcursor_internal.listing_mode(qname, since, upto));
