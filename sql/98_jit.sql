@@ -12,15 +12,23 @@
 -- Setting it per function costs about 0.6 µs a call, and psql users get
 -- what the gateway gets. sql/citus/functions.sql, which replaces some of
 -- these functions, calls this again.
+--
+-- Not on IMMUTABLE functions: they read no table, so there is nothing to
+-- compile, and a SQL function with a SET clause is never inlined. Run
+-- through the executor instead, its body is parsed and planned again in
+-- every transaction: normalise_status so cost an ack a tenth of its time.
+-- Earlier installs gave them the setting; it is taken off here.
 CREATE OR REPLACE FUNCTION pgcursor_internal.turn_off_jit_for_api()
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     f regprocedure;
+    immutable boolean;
 BEGIN
-    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-              WHERE p.pronamespace = 'pgcursor'::regnamespace AND p.prokind = 'f'
+    FOR f, immutable IN SELECT p.oid::regprocedure, p.provolatile = 'i' FROM pg_proc p
+                         WHERE p.pronamespace = 'pgcursor'::regnamespace AND p.prokind = 'f'
     LOOP
-        EXECUTE format('ALTER FUNCTION %s SET jit = off', f);
+        EXECUTE format(CASE WHEN immutable THEN 'ALTER FUNCTION %s RESET jit'
+                            ELSE 'ALTER FUNCTION %s SET jit = off' END, f);
     END LOOP;
 END $$;
 
