@@ -123,8 +123,9 @@ SELECT is(pg_stat_get_xact_function_calls('pgcursor.normalise_status(jsonb)'::re
   FROM (SELECT pgcursor.ack_group(jsonb_build_object(
             'partitionId', p.partition_id, 'leaseId', p.lease_id, 'consumerGroup', 'g21-jit',
             'items', jsonb_build_array(jsonb_build_object('transactionId', p.transaction_id,
-                                                          'status', 'completed'))))
-          FROM pgcursor.pop_messages('{"queue":"t21","consumerGroup":"g21-jit","batch":1}') p) a;
+                                                          'status', 'completed')))) AS answer
+          FROM pgcursor.pop_messages('{"queue":"t21","consumerGroup":"g21-jit","batch":1}') p) a
+ WHERE a.answer -> 0 ->> 'success' = 'true';  -- (no ack, no test: the plan's count fails)
 
 SELECT * FROM finish();
 ROLLBACK;
