@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a throwaway PostgreSQL cluster, removed afterwards
-# whatever happens: pgTAP (pg_prove), the bench's A/B procedures (bench/ab.sql),
+# whatever happens: pgTAP (pg_prove), the bench's A/B procedures (bench/ab.sql,
+# and bench/what-if-one-statement.sql with them),
 # cargo test, the docs-check, the queen-mq compatibility suite, rustfmt, clippy.
 # Expects `make deps` and a build of every crate but the bench to have run
 # (the Makefile's `test` does both).
@@ -25,7 +26,7 @@ psql -X -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c 'CREATE EXTENSION IF NOT EXISTS
 port=${DATABASE_URL##*:}; port=${port%%/*}
 pg_prove --host 127.0.0.1 --port "$port" --username postgres --dbname pgcursor tests/sql/*.sql
 
-step "bench/ab.sql (the A/B timing procedures of bench/README.md run, in a database of their own)"
+step "bench/ab.sql and bench/what-if-one-statement.sql (the A/B timing procedures of bench/README.md run, in a database of their own)"
 ab_url=${DATABASE_URL%/*}/ab_smoke
 psql -X -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c 'CREATE DATABASE ab_smoke'
 DATABASE_URL=$ab_url RUST_LOG=warn "$GATEWAY_BIN" migrate
@@ -33,6 +34,10 @@ psql -X -q -v ON_ERROR_STOP=1 "$ab_url" -f bench/ab.sql \
     -c "CALL ab_push(4, 'pgcursor.push_items', 'pgcursor.push_items')" \
     -c "CALL ab_pop(4, 'pgcursor.pop_messages', 'pgcursor.pop_messages')" \
     -c "CALL ab_ack(4, 'pgcursor.ack_group', 'pgcursor.ack_group')"
+# (last: it replaces pop_messages and ack_group in that database)
+psql -X -q -v ON_ERROR_STOP=1 "$ab_url" -f bench/what-if-one-statement.sql \
+    -c "CALL ab_pop(4, 'pgcursor.pop_messages', 'pgcursor.pop_messages_full')" \
+    -c "CALL ab_ack(4, 'pgcursor.ack_group', 'pgcursor.ack_group_full')"
 psql -X -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c 'DROP DATABASE ab_smoke'
 
 step "cargo test"
