@@ -115,8 +115,8 @@ SELECT is_empty($$
     'every function of the pgcursor schema that reads tables runs with jit = off');
 -- ... but the immutable ones carry no setting: a SQL function with one is
 -- never inlined, and its body is then parsed again in every transaction
--- (normalise_status: a tenth of an ack). track_functions counts the calls
--- of a SQL function only when it runs as a call of its own.
+-- (normalise_status: 30-55 of an ack's 270-300 us). track_functions counts
+-- the calls of a SQL function only when it runs as a call of its own.
 SET LOCAL track_functions = 'all';
 SELECT is(pg_stat_get_xact_function_calls('pgcursor.normalise_status(jsonb)'::regprocedure), NULL,
           'an ack runs normalise_status inlined, not as a call')
