@@ -1,29 +1,155 @@
 //! Request bodies: read as bytes and parsed here, so every malformed body
 //! gets our own 400 naming what is wrong (never actix's extractor errors).
-//! PostgreSQL cannot store U+0000 in text or jsonb: a body, path segment or
-//! query value with one is refused up front, naming where it was found,
-//! rather than failing half-way in the database with no name.
+//! PostgreSQL's jsonb cannot hold everything JSON can: U+0000 in a string or
+//! key, or a number beyond its numeric type (see `numeric_fits`). A body,
+//! path segment or query value with either is refused up front, naming where
+//! it was found, rather than failing half-way in the database with no name
+//! (a 500 for a number: "value overflows numeric format").
 
 use actix_web::HttpRequest;
 use serde_json::Value;
 
 use crate::error::ApiError;
 
-/// Parses a request body as JSON. serde_json's recursion limit (128) turns
-/// absurdly deep nesting into an ordinary 400.
+/// Arrays and objects a body may nest: serde_json's recursion limit, so
+/// `parse_json` refuses deeper bodies with an ordinary 400. Push reads its
+/// payloads without that limit (as raw text); `may_be_unstorable` sends a
+/// deeper push the parsed way, so every route has the same limit (and
+/// PostgreSQL's parser, which runs out of stack near 10,000, is never asked).
+pub const MAX_DEPTH: usize = 128;
+
+/// Digits PostgreSQL's numeric holds after the decimal point.
+const MAX_SCALE: i64 = 16383;
+
+/// Parses a request body as JSON: a 400 for invalid JSON, nesting deeper
+/// than `MAX_DEPTH`, or a value PostgreSQL cannot store (named by its path).
 pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::BadRequest(format!("request body is not valid JSON: {e}")))?;
-    if may_hold_nul(bytes) {
-        reject_nul(&value, "body")?;
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::BadRequest(match e.to_string() {
+            m if m.starts_with("recursion limit") => {
+                format!("request body nests more than {MAX_DEPTH} arrays and objects ({m})")
+            }
+            m => format!("request body is not valid JSON: {m}"),
+        })
+    })?;
+    if may_be_unstorable(bytes) {
+        if let Some(problem) = unstorable(&value) {
+            return Err(ApiError::BadRequest(problem.describe("body")));
+        }
     }
     Ok(value)
 }
 
-/// Whether a JSON text may hold U+0000: JSON carries it only as the escape
-/// \u0000 (a raw control character is invalid), so without one it cannot.
-pub fn may_hold_nul(json: &[u8]) -> bool {
-    json.windows(6).any(|w| w == br"\u0000")
+/// Whether a JSON text may hold what `parse_json` refuses beyond invalid
+/// JSON: U+0000 (JSON carries it only as the escape \u0000), a number
+/// PostgreSQL cannot store, or nesting deeper than `MAX_DEPTH`. One pass,
+/// skipping strings with memchr; no allocation. False only when the text
+/// holds none of them (an invalid text may answer either way).
+pub fn may_be_unstorable(json: &[u8]) -> bool {
+    let (mut depth, mut at) = (0usize, 0usize);
+    while at < json.len() {
+        match json[at] {
+            b'"' => match string_end(json, at + 1) {
+                Some(end) => at = end,
+                None => return true,
+            },
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b'-' | b'0'..=b'9' => {
+                let (len, exponent) = number_extent(&json[at..]);
+                // Without an exponent, only length can overflow numeric.
+                let plain_fits = !exponent && len as i64 <= MAX_SCALE;
+                if !plain_fits && !std::str::from_utf8(&json[at..at + len]).is_ok_and(numeric_fits)
+                {
+                    return true;
+                }
+                at += len;
+                continue;
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    false
+}
+
+/// The length of the number `json` starts with, and whether it has an exponent.
+fn number_extent(json: &[u8]) -> (usize, bool) {
+    let mut exponent = false;
+    for (at, &b) in json.iter().enumerate() {
+        match b {
+            b'0'..=b'9' | b'-' | b'+' | b'.' => {}
+            b'e' | b'E' => exponent = true,
+            _ => return (at, exponent),
+        }
+    }
+    (json.len(), exponent)
+}
+
+/// The index of the quote closing a string whose text starts at `from`;
+/// None when the string holds the escape \u0000 (or never closes). Most
+/// strings are short: their first bytes are looked at one by one, and
+/// memchr, whose call costs more, takes over for a longer one.
+fn string_end(json: &[u8], mut from: usize) -> Option<usize> {
+    loop {
+        let near = &json[from..json.len().min(from + 32)];
+        from += match near.iter().position(|&b| b == b'"' || b == b'\\') {
+            Some(at) => at,
+            None => near.len() + memchr::memchr2(b'"', b'\\', &json[from + near.len()..])?,
+        };
+        if json[from] == b'"' {
+            return Some(from);
+        }
+        if json.get(from + 1..from + 6) == Some(br"u0000".as_slice()) {
+            return None;
+        }
+        from += 2; // the backslash and the character it escapes
+    }
+}
+
+/// Whether PostgreSQL's numeric type, and so jsonb, holds a JSON number
+/// (PostgreSQL 15's numeric input): an exponent under 2^30 - 1 either way;
+/// at most 16383 digits after the decimal point, once the exponent moves it
+/// (trailing zeros count); and, unless the value is zero, its first nonzero
+/// digit at most 131071 places before it. Anything else fails there with
+/// "value overflows numeric format". Tested against PostgreSQL itself
+/// (tests/http/hostile.rs).
+pub fn numeric_fits(number: &str) -> bool {
+    const EXPONENT_BOUND: i64 = (i32::MAX / 2) as i64;
+    const MAX_LEADING_PLACE: i64 = 131071;
+    let unsigned = number.strip_prefix('-').unwrap_or(number);
+    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+        Some(at) => (&unsigned[..at], &unsigned[at + 1..]),
+        None => (unsigned, "0"),
+    };
+    // Too many digits for an i64 is far past the bound.
+    let Ok(exponent) = exponent
+        .strip_prefix('+')
+        .unwrap_or(exponent)
+        .parse::<i64>()
+    else {
+        return false;
+    };
+    if exponent.abs() >= EXPONENT_BOUND {
+        return false;
+    }
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if fraction.len() as i64 - exponent > MAX_SCALE {
+        return false;
+    }
+    let leading_place = match whole.bytes().position(|b| b != b'0') {
+        Some(at) => (whole.len() - at) as i64 - 1,
+        None => match fraction.bytes().position(|b| b != b'0') {
+            Some(at) => -(at as i64) - 1,
+            None => return true, // zero
+        },
+    };
+    leading_place + exponent <= MAX_LEADING_PLACE
 }
 
 /// A 400 naming `name` when `value` holds U+0000.
@@ -44,18 +170,77 @@ pub fn path_without_nul(req: &HttpRequest) -> Result<(), ApiError> {
         .try_for_each(|(name, value)| no_nul(name, value))
 }
 
-fn reject_nul(value: &Value, path: &str) -> Result<(), ApiError> {
+/// What PostgreSQL cannot store, found in a parsed value, and where: the
+/// path is gathered on the way out, so a value without one allocates nothing.
+#[derive(Debug)]
+pub struct Unstorable {
+    /// Keys and indexes from the value's root, the innermost last.
+    steps: Vec<String>,
+    what: Flaw,
+}
+
+#[derive(Debug)]
+enum Flaw {
+    NulInString,
+    NulInKey,
+    Number(String),
+}
+
+impl Unstorable {
+    /// The problem in words, the path starting from `root` (`body.items[0].payload`).
+    pub fn describe(&self, root: &str) -> String {
+        let path = root.to_string()
+            + &self
+                .steps
+                .iter()
+                .rev()
+                .map(String::as_str)
+                .collect::<String>();
+        match &self.what {
+            Flaw::NulInString => format!("{path} contains a NUL character"),
+            Flaw::NulInKey => format!("a key in {path} contains a NUL character"),
+            Flaw::Number(n) => format!(
+                "{path} is a number PostgreSQL cannot store ({}): at most 131072 digits \
+                 before the decimal point and 16383 after it",
+                shortened(n)
+            ),
+        }
+    }
+}
+
+/// Up to 40 characters of a number, and how long it was if longer.
+fn shortened(number: &str) -> String {
+    match number.char_indices().nth(40) {
+        Some((at, _)) => format!("{}... ({} characters)", &number[..at], number.len()),
+        None => number.to_string(),
+    }
+}
+
+/// The first thing in `value` PostgreSQL cannot store, if any.
+pub fn unstorable(value: &Value) -> Option<Unstorable> {
+    let flaw = |what| {
+        Some(Unstorable {
+            steps: Vec::new(),
+            what,
+        })
+    };
     match value {
-        Value::String(s) => no_nul(path, s),
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .try_for_each(|(i, v)| reject_nul(v, &format!("{path}[{i}]"))),
-        Value::Object(map) => map.iter().try_for_each(|(k, v)| {
-            no_nul(&format!("a key in {path}"), k)?;
-            reject_nul(v, &format!("{path}.{k}"))
+        Value::String(s) if s.contains('\0') => flaw(Flaw::NulInString),
+        Value::Number(n) if !numeric_fits(n.as_str()) => flaw(Flaw::Number(n.as_str().into())),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| {
+            let mut found = unstorable(v)?;
+            found.steps.push(format!("[{i}]"));
+            Some(found)
         }),
-        _ => Ok(()),
+        Value::Object(map) => map.iter().find_map(|(k, v)| match k.contains('\0') {
+            true => flaw(Flaw::NulInKey),
+            false => {
+                let mut found = unstorable(v)?;
+                found.steps.push(format!(".{k}"));
+                Some(found)
+            }
+        }),
+        _ => None,
     }
 }
 
@@ -94,6 +279,112 @@ mod tests {
     fn an_escaped_backslash_before_u0000_is_no_nul() {
         let value = parse_json(br#"{"a":"\\u0000"}"#).unwrap();
         assert_eq!(value["a"], "\\u0000");
+    }
+
+    /// Each checked against PostgreSQL 15 (`SELECT '<n>'::jsonb`); the
+    /// HTTP test compares many more with the database itself.
+    #[test]
+    fn numbers_fit_numeric_as_postgresql_reads_them() {
+        let fit = [
+            "0",
+            "-0",
+            "1.5",
+            "1e400",
+            "1E5",
+            "1e+5",
+            "-1e-16383",
+            "0e-16383",
+            "0.0e-16382",
+            "1.000e-16380",
+            "1.5e-16382",
+            "1e131071",
+            "10e131070",
+            "0.1e131072",
+            "0.001e131074",
+            "0e999999",
+            "0e1073741822",
+            "123456789012345678901234567890",
+        ];
+        let overflow = [
+            "1e131072",
+            "-1e999999",
+            "10e131071",
+            "1e-16384",
+            "1e-999999",
+            "0e-16384",
+            "0.0e-16383",
+            "1.5e-16383",
+            "100e-16385",
+            "1.000e-16381",
+            "0e1073741823",
+            "0e-1073741823",
+            "1e99999999999999999999",
+        ];
+        for n in fit {
+            assert!(numeric_fits(n), "{n} fits");
+        }
+        for n in overflow {
+            assert!(!numeric_fits(n), "{n} overflows");
+        }
+        assert!(numeric_fits(&"1".repeat(131072)));
+        assert!(!numeric_fits(&"1".repeat(131073)));
+        assert!(numeric_fits(&format!("0.{}", "1".repeat(16383))));
+        assert!(!numeric_fits(&format!("0.{}", "1".repeat(16384))));
+    }
+
+    #[test]
+    fn a_number_postgresql_cannot_store_is_named_by_path() {
+        let m = message(parse_json(br#"{"items":[{"payload":{"x":[1,1e131072]}}]}"#));
+        assert_eq!(
+            m,
+            "body.items[0].payload.x[1] is a number PostgreSQL cannot store (1e+131072): \
+             at most 131072 digits before the decimal point and 16383 after it"
+        );
+        let long = format!(r#"{{"a":0.{}}}"#, "5".repeat(20000));
+        assert!(message(parse_json(long.as_bytes()))
+            .contains("(0.55555555555555555555555555555555555555... (20002 characters))"));
+    }
+
+    #[test]
+    fn the_scan_flags_what_postgresql_cannot_store_and_nothing_else() {
+        let flagged: [&[u8]; 6] = [
+            br#"{"a":"x\u0000"}"#,
+            br#"{"a\u0000":1}"#,
+            br#"[1e131072]"#,
+            br#"{"a":-1e-16384}"#,
+            br#"{"a":"1e999999","b":1e999999}"#,
+            br#"{"a":"\"","b":[0e-99999]}"#,
+        ];
+        for json in flagged {
+            assert!(may_be_unstorable(json), "{}", String::from_utf8_lossy(json));
+        }
+        let deep = |n| "[".repeat(n) + &"]".repeat(n);
+        assert!(!may_be_unstorable(deep(MAX_DEPTH).as_bytes()));
+        assert!(may_be_unstorable(deep(MAX_DEPTH + 1).as_bytes()));
+        let clean: [&[u8]; 5] = [
+            br#"{"a":"1e999999 \\u0000","b":[1e400,-0.5,{"c":null}]}"#,
+            br#"{"a":"\\"}"#,
+            br#"{"items":[{"queue":"q","payload":{"n":123456789012345678901234567890}}]}"#,
+            br#""]]]]]]""#,
+            b"",
+        ];
+        for json in clean {
+            assert!(
+                !may_be_unstorable(json),
+                "{}",
+                String::from_utf8_lossy(json)
+            );
+        }
+        // Past a string's first 32 bytes the search goes on (memchr).
+        let long = |tail: &str, b: &str| format!(r#"{{"a":"{}{tail}","b":{b}}}"#, "x".repeat(100));
+        assert!(may_be_unstorable(long("", "1e999999").as_bytes()));
+        assert!(may_be_unstorable(long(r"\u0000", "1").as_bytes()));
+        assert!(!may_be_unstorable(
+            long(r#"\",1e999999,\""#, "1").as_bytes()
+        ));
+        // Strings do not count towards the depth.
+        let bracketed = format!("[\"{}\"]", "[".repeat(1000));
+        assert!(!may_be_unstorable(bracketed.as_bytes()));
     }
 
     #[test]

@@ -165,6 +165,15 @@ fn json_leaf(names: &Names) -> BoxedStrategy<Value> {
         any::<u64>().prop_map(Value::from),
         any::<f64>().prop_map(Value::from), // NaN and infinities become null
         select(vec![1e308, -1e308, 5e-324, -1.0, 0.5, 2147483648.0]).prop_map(Value::from),
+        // Numbers past f64 and past PostgreSQL's numeric (the first two fit it).
+        select(vec![
+            "1e400",
+            "-1e-400",
+            "1e131072",
+            "-1e-16384",
+            "0e1073741823"
+        ])
+        .prop_map(|n| serde_json::from_str::<Value>(n).unwrap()),
         hostile_string(names).prop_map(Value::String),
     ]
     .boxed()

@@ -1,10 +1,14 @@
 //! Hand-picked hostile inputs in every field of every route of
 //! gateway/openapi.json: NUL characters, 1 MB strings, SQL-injection text,
-//! enormous / negative / fractional numbers, nesting 10,000 deep, duplicate
+//! enormous / negative / fractional numbers and ones past PostgreSQL's numeric
+//! (compared with PostgreSQL itself), nesting 10,000 deep, duplicate
 //! keys, invalid UTF-8, odd path segments. The rules are fuzz.rs's: never a
 //! 5xx, every 4xx is `{"error"}` and changes nothing, the gateway survives.
 
 use pgcursor_tests::{db, Gateway};
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::TestRunner;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -23,9 +27,13 @@ const INJECTIONS: [&str; 6] = [
     "' OR '1'='1",
 ];
 
-const NUMBERS: [&str; 9] = [
+const NUMBERS: [&str; 12] = [
     "1e400",
     "-1e400",
+    // Past PostgreSQL's numeric, which jsonb's numbers are: UNSTORABLE.
+    "1e131072",
+    "-1e-16384",
+    "0e1073741823",
     "18446744073709551616",
     "-9223372036854775809",
     "-1",
@@ -251,6 +259,9 @@ async fn nul_huge_and_injected_strings_in_every_string_field() {
     bench.finish().await;
 }
 
+/// The NUMBERS that PostgreSQL's numeric cannot hold.
+const UNSTORABLE: [&str; 3] = ["1e131072", "-1e-16384", "0e1073741823"];
+
 #[tokio::test]
 async fn enormous_negative_and_fractional_numbers_in_every_field() {
     let bench = Bench::start().await;
@@ -259,10 +270,114 @@ async fn enormous_negative_and_fractional_numbers_in_every_field() {
             for number in NUMBERS {
                 let raw = matches!(slot, Slot::Body(_));
                 let request = bench.render(op, &slot, number, raw);
-                bench.expect_sane(op, request).await;
+                let (status, answer) = bench.expect_sane(op, request).await;
+                // In a body it is a number: one PostgreSQL cannot store is
+                // refused, naming the field, before anything reads it.
+                if raw && UNSTORABLE.contains(&number) {
+                    let name = bench.slot_name(op, &slot);
+                    let error = answer["error"].as_str().unwrap_or_default();
+                    assert!(
+                        status == 400 && error.contains(&name) && error.contains("cannot store"),
+                        "{} {}, {number} in {name}: {status} {answer}",
+                        op.method,
+                        op.path
+                    );
+                }
             }
         }
     }
+    bench.finish().await;
+}
+
+/// Numbers on either side of PostgreSQL's numeric limits, as text.
+fn boundary_number() -> impl Strategy<Value = String> {
+    let anchors = prop_oneof![
+        Just(0i64),
+        Just(131071),
+        Just(-16383),
+        Just(1073741822),
+        Just(-1073741822),
+        -400i64..400,
+    ];
+    (
+        any::<bool>(),
+        prop_oneof![Just(String::from("0")), "[1-9][0-9]{0,4}"],
+        prop_oneof![Just(String::new()), "[0-9]{1,6}", "0{0,4}[1-9]0{0,3}"],
+        anchors,
+        -3i64..=3,
+        any::<bool>(),
+    )
+        .prop_map(|(minus, whole, fraction, anchor, delta, big_e)| {
+            let sign = if minus { "-" } else { "" };
+            let fraction = match fraction.is_empty() {
+                true => fraction,
+                false => format!(".{fraction}"),
+            };
+            let e = if big_e { "E" } else { "e" };
+            format!("{sign}{whole}{fraction}{e}{}", anchor + delta)
+        })
+}
+
+/// A payload number is refused exactly when PostgreSQL's own jsonb input
+/// refuses it (asked on the database itself), naming the field; one it
+/// accepts is stored as it reads it, and the push answers 200.
+#[tokio::test]
+async fn a_payload_number_is_refused_exactly_when_postgresql_cannot_store_it() {
+    let bench = Bench::start().await;
+    let queue = fresh(&bench, "numbers");
+    let mut runner = TestRunner::default();
+    let (mut stored, mut refused) = (0, 0);
+    for _ in 0..300 {
+        let number = boundary_number().new_tree(&mut runner).unwrap().current();
+        let postgres = bench
+            .db
+            .query_one("SELECT $1::text::jsonb", &[&number])
+            .await;
+        let body = format!(r#"{{"items":[{{"queue":"{queue}","payload":{{"n":{number}}}}}]}}"#);
+        let (status, answer) = send(
+            pgcursor_tests::client()
+                .post(bench.gw.url("/api/v1/push"))
+                .header("content-type", "application/json")
+                .body(body),
+        )
+        .await;
+        match postgres {
+            Ok(_) => {
+                assert_eq!(status, 200, "{number} is stored by PostgreSQL: {answer}");
+                let id = answer[0]["transactionId"].as_str().unwrap();
+                let same: bool = bench
+                    .db
+                    .query_one(
+                        "SELECT m.payload -> 'n' = $1::text::jsonb FROM pgcursor.messages m \
+                         JOIN pgcursor.partitions p ON p.id = m.partition_id \
+                         WHERE p.queue = $2 AND m.transaction_id = $3",
+                        &[&number, &queue, &id],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
+                assert!(same, "{number} is stored as PostgreSQL reads it");
+                stored += 1;
+            }
+            Err(e) => {
+                assert_eq!(
+                    status, 400,
+                    "{number} is refused by PostgreSQL ({e}): {answer}"
+                );
+                let error = answer["error"].as_str().unwrap_or_default();
+                assert!(
+                    error.starts_with("body.items[0].payload.n is a number"),
+                    "{error}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    // Both sides of the limits were tried.
+    assert!(
+        stored > 30 && refused > 30,
+        "{stored} stored, {refused} refused"
+    );
     bench.finish().await;
 }
 

@@ -23,7 +23,7 @@ use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
-use crate::body::may_hold_nul;
+use crate::body::may_be_unstorable;
 use crate::encryption::Items;
 use crate::error::ApiError;
 use crate::minutes::{item_queues, record_each, Target};
@@ -41,8 +41,9 @@ async fn push(
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
     crate::metrics::counters().push_requests.increment(1);
-    // A body that may hold U+0000 goes the long way, whose parse names the field.
-    let arrays = if may_hold_nul(&body) {
+    // A body that may hold what PostgreSQL cannot store (U+0000, a number past
+    // numeric, nesting past MAX_DEPTH) goes the long way, whose parse names it.
+    let arrays = if may_be_unstorable(&body) {
         None
     } else {
         serde_json::from_slice::<PushRequest>(&body).ok()
