@@ -40,9 +40,10 @@ pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
     Ok(value)
 }
 
-/// Whether a JSON text may hold what `parse_json` refuses beyond invalid
-/// JSON: U+0000 (JSON carries it only as the escape \u0000), a number
-/// PostgreSQL cannot store, or nesting deeper than `MAX_DEPTH`. One pass,
+/// Whether a JSON text may hold what `parse_json` refuses, or PostgreSQL's
+/// jsonb would: U+0000 (JSON carries it only as the escape \u0000), a lone
+/// surrogate escape (\ud800), a number PostgreSQL cannot store, or nesting
+/// deeper than `MAX_DEPTH`. One pass,
 /// skipping strings with memchr; no allocation. False only when the text
 /// holds none of them (an invalid text may answer either way).
 pub fn may_be_unstorable(json: &[u8]) -> bool {
@@ -92,9 +93,11 @@ fn number_extent(json: &[u8]) -> (usize, bool) {
 }
 
 /// The index of the quote closing a string whose text starts at `from`;
-/// None when the string holds the escape \u0000 (or never closes). Most
-/// strings are short: their first bytes are looked at one by one, and
-/// memchr, whose call costs more, takes over for a longer one.
+/// None when the string holds an escape jsonb refuses (\u0000, or a UTF-16
+/// surrogate not in a high-low pair, which serde_json's raw values let
+/// through) or never closes. Most strings are short: their first bytes are
+/// looked at one by one, and memchr, whose call costs more, takes over for
+/// a longer one.
 fn string_end(json: &[u8], mut from: usize) -> Option<usize> {
     loop {
         let near = &json[from..json.len().min(from + 32)];
@@ -105,10 +108,27 @@ fn string_end(json: &[u8], mut from: usize) -> Option<usize> {
         if json[from] == b'"' {
             return Some(from);
         }
-        if json.get(from + 1..from + 6) == Some(br"u0000".as_slice()) {
-            return None;
+        from += match json.get(from + 1) {
+            Some(b'u') => unicode_escape_len(&json[from..])?,
+            _ => 2, // the backslash and the character it escapes
+        };
+    }
+}
+
+/// The length of the \uXXXX escape `json` starts with (12 for a surrogate
+/// pair); None for one jsonb refuses: U+0000, a lone surrogate, bad hex.
+fn unicode_escape_len(json: &[u8]) -> Option<usize> {
+    let unit = |at: usize| {
+        let hex = std::str::from_utf8(json.get(at..at + 4)?).ok()?;
+        u16::from_str_radix(hex, 16).ok()
+    };
+    match unit(2)? {
+        0 | 0xDC00..=0xDFFF => None,
+        0xD800..=0xDBFF => {
+            let low = (json.get(6..8)? == br"\u").then(|| unit(8))??;
+            (0xDC00..=0xDFFF).contains(&low).then_some(12)
         }
-        from += 2; // the backslash and the character it escapes
+        _ => Some(6),
     }
 }
 
@@ -382,6 +402,22 @@ mod tests {
         assert!(!may_be_unstorable(
             long(r#"\",1e999999,\""#, "1").as_bytes()
         ));
+        // Surrogate escapes: only a high-low pair is stored.
+        for lone in [
+            r"\ud800",
+            r"\udc00",
+            r"\ud800x",
+            r"\ud800\u0041",
+            r"\ud83d\ud83d",
+            r"\u12",
+        ] {
+            let json = format!(r#"{{"a":"{lone}"}}"#);
+            assert!(may_be_unstorable(json.as_bytes()), "{json}");
+        }
+        for fine in [r"\ud83d\ude00", r"\\ud800", r"\u00e9\uFFFF", r"\\"] {
+            let json = format!(r#"{{"a":"{fine}"}}"#);
+            assert!(!may_be_unstorable(json.as_bytes()), "{json}");
+        }
         // Strings do not count towards the depth.
         let bracketed = format!("[\"{}\"]", "[".repeat(1000));
         assert!(!may_be_unstorable(bracketed.as_bytes()));

@@ -27,13 +27,12 @@ const INJECTIONS: [&str; 6] = [
     "' OR '1'='1",
 ];
 
-const NUMBERS: [&str; 12] = [
+const NUMBERS: [&str; 10] = [
     "1e400",
     "-1e400",
-    // Past PostgreSQL's numeric, which jsonb's numbers are: UNSTORABLE.
-    "1e131072",
-    "-1e-16384",
-    "0e1073741823",
+    // Past PostgreSQL's numeric, which jsonb's numbers are (the property
+    // test below tries the other limits, against PostgreSQL itself).
+    UNSTORABLE,
     "18446744073709551616",
     "-9223372036854775809",
     "-1",
@@ -259,8 +258,8 @@ async fn nul_huge_and_injected_strings_in_every_string_field() {
     bench.finish().await;
 }
 
-/// The NUMBERS that PostgreSQL's numeric cannot hold.
-const UNSTORABLE: [&str; 3] = ["1e131072", "-1e-16384", "0e1073741823"];
+/// The one of NUMBERS PostgreSQL's numeric cannot hold.
+const UNSTORABLE: &str = "1e131072";
 
 #[tokio::test]
 async fn enormous_negative_and_fractional_numbers_in_every_field() {
@@ -273,7 +272,7 @@ async fn enormous_negative_and_fractional_numbers_in_every_field() {
                 let (status, answer) = bench.expect_sane(op, request).await;
                 // In a body it is a number: one PostgreSQL cannot store is
                 // refused, naming the field, before anything reads it.
-                if raw && UNSTORABLE.contains(&number) {
+                if raw && number == UNSTORABLE {
                     let name = bench.slot_name(op, &slot);
                     let error = answer["error"].as_str().unwrap_or_default();
                     assert!(
@@ -283,6 +282,27 @@ async fn enormous_negative_and_fractional_numbers_in_every_field() {
                         op.path
                     );
                 }
+            }
+        }
+    }
+    bench.finish().await;
+}
+
+/// A string escaping half of a UTF-16 surrogate pair is JSON that
+/// PostgreSQL's jsonb refuses (and serde_json's parse too, but not its raw
+/// values, which push reads payloads as): a 400 wherever it is.
+#[tokio::test]
+async fn lone_surrogate_escapes_in_every_body_field() {
+    let bench = Bench::start().await;
+    for op in bench.operations.iter().filter(|op| op.has_body) {
+        for slot in bench.slots(op, false) {
+            if !matches!(slot, Slot::Body(_)) {
+                continue;
+            }
+            for text in [r#""a\ud800b""#, r#""\udc00""#, r#"{"\ud83d": 1}"#] {
+                let request = bench.render(op, &slot, text, true);
+                let (status, answer) = bench.expect_sane(op, request).await;
+                assert_eq!(status, 400, "{} {}, {text}: {answer}", op.method, op.path);
             }
         }
     }
