@@ -45,6 +45,11 @@ pub enum BootstrapError {
     Function { file: String, detail: String },
     #[error("bootstrap failed: {0}")]
     Database(String),
+    #[error(
+        "the database's encoding is {0}; pgcursor needs UTF8, the encoding of JSON text: \
+         create one with CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0"
+    )]
+    Encoding(String),
 }
 
 /// A pool of at most `size` connections, opened lazily (so building it
@@ -171,6 +176,17 @@ fn read_timestamps_as_utc(pg: &mut tokio_postgres::Config) {
 /// Applies the migrations, then the SQL functions, under the bootstrap lock.
 pub async fn bootstrap(client: &mut Client) -> Result<Deployment, BootstrapError> {
     let db = |e: tokio_postgres::Error| BootstrapError::Database(error_detail(&e));
+    // Payloads, names and errors are JSON text, which is Unicode; in another
+    // encoding the functions' own text fails to load with a riddle
+    // ("character with byte sequence 0xe2 0x80 0xa6 ... has no equivalent").
+    let encoding: String = client
+        .query_one("SELECT current_setting('server_encoding')", &[])
+        .await
+        .map_err(db)?
+        .get(0);
+    if encoding != "UTF8" {
+        return Err(BootstrapError::Encoding(encoding));
+    }
     // A lock_timeout in DATABASE_URL's options is meant for requests: the
     // bootstrap waits for another gateway's bootstrap however long it takes.
     client

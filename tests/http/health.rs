@@ -92,3 +92,60 @@ async fn unhealthy_while_the_database_is_down_then_recovers() {
     let body = wait_for(&gw, 200, Duration::from_secs(10)).await;
     assert_eq!(body, json!({"status": "healthy", "database": "connected"}));
 }
+
+/// On a database whose encoding is not UTF8 the gateway does not start, and
+/// says why and what to do, before it writes anything there.
+#[tokio::test]
+async fn a_database_not_in_utf8_is_refused_at_startup_naming_its_encoding() {
+    let admin = pgcursor_tests::db().await;
+    let name = format!("latin1_{}", uuid::Uuid::now_v7().simple());
+    admin
+        .batch_execute(&format!(
+            "CREATE DATABASE {name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+        ))
+        .await
+        .unwrap();
+    let url = database_url();
+    let (base, options) = url.split_once('?').unwrap_or((&url, ""));
+    let latin1 = format!("{}/{name}?{options}", base.rsplit_once('/').unwrap().0);
+    let err = GatewayConfig::new()
+        .database_url(&latin1)
+        .try_start()
+        .await
+        .err()
+        .expect("a LATIN1 database stops the gateway");
+    assert!(
+        err.contains("encoding is LATIN1; pgcursor needs UTF8"),
+        "{err}"
+    );
+    let (client, connection) = tokio_postgres::connect(&latin1, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let schemas: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'pgcursor%' OR nspname = 'refinery'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        schemas, 0,
+        "nothing is written to a database that is refused"
+    );
+    let tables: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0, "not even refinery's history table");
+    drop(client);
+    admin
+        .batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .await
+        .unwrap();
+}
