@@ -67,8 +67,20 @@ build() {
     if ((${#missing[@]})); then
         if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
             say "installing ${missing[*]}"
-            DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >/dev/null \
-                || { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >/dev/null; } \
+            # The headers at the installed server's version: the newest would
+            # upgrade postgresql-15 too (through postgresql-client-15) under
+            # any cluster running from it. Unpinned only when the mirror no
+            # longer has that version.
+            local server pinned=()
+            server=$(dpkg-query -W -f='${Version}' postgresql-15 2>/dev/null || true)
+            for p in "${missing[@]}"; do
+                [[ $p == postgresql-server-dev-15 && -n $server ]] && p="$p=$server"
+                pinned+=("$p")
+            done
+            apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y "$@" >/dev/null; }
+            apt_install "${pinned[@]}" \
+                || { apt-get update >/dev/null && apt_install "${pinned[@]}"; } \
+                || { say "postgresql-server-dev-15=$server is not available: installing the newest"; apt_install "${missing[@]}"; } \
                 || how_to_install
         else
             how_to_install
