@@ -4,8 +4,12 @@
 //! a refused request changes nothing. The routes come from the gateway's
 //! own document, so a new route is in this matrix the day it is added.
 
+use std::time::Duration;
+
 use pgcursor_tests::{db, Gateway};
 use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 use crate::broker::send;
 use crate::operations::{operations, Access, Scene};
@@ -64,4 +68,67 @@ async fn every_route_answers_by_token_level() {
             }
         }
     }
+}
+
+/// The head of a POST whose body is `length` bytes, with `token` if any.
+fn post_head(path: &str, length: usize, token: Option<&str>) -> Vec<u8> {
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{auth}Content-Length: {length}\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+/// What arrives on `stream` within `wait`, if anything.
+async fn answer_within(stream: &mut TcpStream, wait: Duration) -> Option<String> {
+    let mut buffer = vec![0u8; 4096];
+    match tokio::time::timeout(wait, stream.read(&mut buffer)).await {
+        Ok(Ok(n)) if n > 0 => Some(String::from_utf8_lossy(&buffer[..n]).into_owned()),
+        _ => None,
+    }
+}
+
+/// With tokens set, a body from a caller without a known token is refused
+/// before it is read: the 401 comes while most of an 8 MB upload is still
+/// to be sent (the gateway would otherwise hold each such body whole, for
+/// anyone who can reach it). A known token's body is read to its end first.
+#[tokio::test]
+async fn a_body_without_a_known_token_is_refused_before_it_is_read() {
+    let gw = Gateway::start_with(&[("PGCURSOR_TOKENS", TOKENS)]).await;
+    let address = gw.base.trim_start_matches("http://").to_string();
+    for token in [None, Some("stolen-token")] {
+        let mut stream = TcpStream::connect(&address).await.unwrap();
+        stream
+            .write_all(&post_head("/api/v1/push", 8_000_000, token))
+            .await
+            .unwrap();
+        stream.write_all(&[b' '; 65536]).await.unwrap();
+        let answer = answer_within(&mut stream, Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("{token:?}: no answer while the body is unsent"));
+        assert!(answer.starts_with("HTTP/1.1 401"), "{token:?}: {answer}");
+        let expected = match token {
+            None => "missing bearer token",
+            Some(_) => "unknown bearer token",
+        };
+        assert!(answer.contains(expected), "{token:?}: {answer}");
+    }
+    let body = r#"{"items":[{"queue":"strangers-bodies","payload":1}]}"#.as_bytes();
+    let mut stream = TcpStream::connect(&address).await.unwrap();
+    stream
+        .write_all(&post_head("/api/v1/push", body.len(), Some("rw-token")))
+        .await
+        .unwrap();
+    let (head, last) = body.split_at(body.len() - 1);
+    stream.write_all(head).await.unwrap();
+    assert_eq!(
+        answer_within(&mut stream, Duration::from_secs(1)).await,
+        None,
+        "a known token's body is read to its end"
+    );
+    stream.write_all(last).await.unwrap();
+    let answer = answer_within(&mut stream, Duration::from_secs(10))
+        .await
+        .expect("an answer once the body is complete");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
