@@ -2,7 +2,8 @@
 //! within `PGCURSOR_DB_TIMEOUT_MS`, `/health` says so, and the gateway comes
 //! back by itself. And on SIGTERM: in-flight requests (a long-poll too) get
 //! a complete answer, then the process exits 0. And slow reads: they never
-//! take the connections pushes, pops and /health need.
+//! take the connections pushes, pops and /health need; nor does a long body
+//! being parsed hold up the requests that arrive meanwhile.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -376,4 +377,37 @@ async fn slow_reads_leave_connections_for_pushes_pops_and_health() {
     );
     drop(gw);
     drop_database(&database).await;
+}
+
+/// An 8 MB body of small numbers takes the gateway a second or more to
+/// parse into a tree. It is parsed off the HTTP worker's event loop, so
+/// /health keeps answering meanwhile: several answers arrive before the big
+/// body's own (on the loop, every health check would wait for the parse).
+#[tokio::test]
+async fn health_answers_while_a_long_body_is_parsed() {
+    let gw = Gateway::start().await;
+    let body = format!(r#"{{"acknowledgments":[{}1]}}"#, "1,".repeat(4_000_000));
+    let big = tokio::spawn(send(
+        client()
+            .post(gw.url("/api/v1/ack/batch"))
+            .header("content-type", "application/json")
+            .body(body),
+    ));
+    // Uploading 8 MB over loopback takes a few milliseconds.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut answered = 0;
+    while !big.is_finished() && answered < 50 {
+        let (status, body) = get(&gw, "/health").await;
+        assert_eq!(status, 200, "{body}");
+        if !big.is_finished() {
+            answered += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, answer) = big.await.unwrap();
+    assert_eq!(status, 413, "more acknowledgments than the limit: {answer}");
+    assert!(
+        answered >= 3,
+        "{answered} health answers came while the body was parsed"
+    );
 }

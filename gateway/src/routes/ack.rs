@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
-use crate::body::parse_json;
+use crate::body::read_json;
 use crate::db::Deployment;
 use crate::error::ApiError;
 use crate::minutes::{record, Target};
@@ -72,7 +72,7 @@ async fn ack_single(
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
     crate::metrics::counters().ack_requests.increment(1);
-    let request = parse_single(&parse_json(&body)?)?;
+    let request = parse_single(&read_json(&body).await?)?;
     respond(&state, request).await
 }
 
@@ -83,7 +83,7 @@ async fn ack_batch(
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
     crate::metrics::counters().ack_requests.increment(1);
-    let request = parse_batch(&parse_json(&body)?, state.config.max_ack_items)?;
+    let request = parse_batch(&read_json(&body).await?, state.config.max_ack_items)?;
     respond(&state, request).await
 }
 
@@ -475,6 +475,7 @@ fn fail_group(answers: &mut [Value], group: &[&AckItem], detail: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::body::parse_json;
 
     const P1: &str = "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061";
     const P2: &str = "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5062";

@@ -3,21 +3,21 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::{HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use deadpool_postgres::Pool;
 use serde_json::Value;
 use tokio_postgres::types::{FromSql, ToSql, Type};
 
 use crate::app::AppState;
 use crate::auth::Level;
-use crate::body::{no_nul, parse_json, path_without_nul};
+use crate::body::{no_nul, path_without_nul, read_json};
 use crate::encryption::Items;
 use crate::error::ApiError;
 use crate::routes::messages::message_address;
 
 /// A request body that must be a JSON object (the SQL functions read fields).
-pub fn object_body(bytes: &[u8]) -> Result<Value, ApiError> {
-    let value = parse_json(bytes)?;
+pub async fn object_body(bytes: &web::Bytes) -> Result<Value, ApiError> {
+    let value = read_json(bytes).await?;
     if !value.is_object() {
         return Err(ApiError::BadRequest(
             "request body must be a JSON object".into(),
@@ -138,11 +138,11 @@ pub fn plaintext_refused(error: ApiError, action: &str) -> ApiError {
 
 /// A body that may be absent: empty (or only whitespace) reads as `{}`, as
 /// the queen client sends no body when it has no options.
-pub fn optional_object_body(bytes: &[u8]) -> Result<Value, ApiError> {
+pub async fn optional_object_body(bytes: &web::Bytes) -> Result<Value, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         Ok(Value::Object(serde_json::Map::new()))
     } else {
-        object_body(bytes)
+        object_body(bytes).await
     }
 }
 

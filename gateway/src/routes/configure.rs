@@ -22,7 +22,7 @@ async fn configure_queue(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
-    let request = object_body(&body)?;
+    let request = object_body(&body).await?;
     if state.encryption.key().is_none() && enables_encryption(&request) {
         return Err(ApiError::BadRequest(
             "options.encryptionEnabled requires PGCURSOR_ENCRYPTION_KEY on the gateway".into(),

@@ -131,7 +131,7 @@ async fn update_subscription(
     state.auth.require(&req, Level::ReadWrite)?;
     path_without_nul(&req)?;
     let group = group.into_inner();
-    let request = optional_object_body(&body)?;
+    let request = optional_object_body(&body).await?;
     // newTimestamp echoes the string sent, as Queen does.
     let answer = call_json(
         &state.pool,
@@ -156,7 +156,7 @@ async fn seek(
     state.auth.require(&req, Level::ReadWrite)?;
     path_without_nul(&req)?;
     let (group, queue) = path.into_inner();
-    let request = optional_object_body(&body)?;
+    let request = optional_object_body(&body).await?;
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.seek_consumer_group($1, $2, \

@@ -38,7 +38,7 @@ async fn extend(
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
     path_without_nul(&req)?;
-    let request = extend_request(&body, lease_id.into_inner())?;
+    let request = extend_request(&body, lease_id.into_inner()).await?;
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.extend_lease($1::jsonb)",
@@ -49,8 +49,8 @@ async fn extend(
 }
 
 /// The body (empty = `{}`) with the path's leaseId, which the SQL checks.
-fn extend_request(body: &[u8], lease_id: String) -> Result<Value, ApiError> {
-    let mut request = optional_object_body(body)?;
+async fn extend_request(body: &web::Bytes, lease_id: String) -> Result<Value, ApiError> {
+    let mut request = optional_object_body(body).await?;
     request["leaseId"] = Value::String(lease_id);
     Ok(request)
 }
@@ -60,23 +60,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn an_empty_body_means_the_default_and_the_path_names_the_lease() {
+    #[actix_web::test]
+    async fn an_empty_body_means_the_default_and_the_path_names_the_lease() {
+        async fn request(body: &'static [u8]) -> Result<Value, ApiError> {
+            extend_request(&web::Bytes::from_static(body), "L".into()).await
+        }
+        assert_eq!(request(b"").await.unwrap(), json!({"leaseId": "L"}));
+        assert_eq!(request(b" \n").await.unwrap(), json!({"leaseId": "L"}));
         assert_eq!(
-            extend_request(b"", "L".into()).unwrap(),
-            json!({"leaseId": "L"})
-        );
-        assert_eq!(
-            extend_request(b" \n", "L".into()).unwrap(),
-            json!({"leaseId": "L"})
-        );
-        assert_eq!(
-            extend_request(br#"{"seconds": 5, "leaseId": "other"}"#, "L".into()).unwrap(),
+            request(br#"{"seconds": 5, "leaseId": "other"}"#).await.unwrap(),
             json!({"leaseId": "L", "seconds": 5})
         );
-        assert!(matches!(
-            extend_request(b"[]", "L".into()),
-            Err(ApiError::BadRequest(_))
-        ));
+        assert!(matches!(request(b"[]").await, Err(ApiError::BadRequest(_))));
     }
 }

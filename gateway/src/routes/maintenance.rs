@@ -58,11 +58,11 @@ async fn set_pop(
 async fn set(
     req: &HttpRequest,
     state: &AppState,
-    body: &[u8],
+    body: &web::Bytes,
     mode: &str,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(req, Level::Admin)?;
-    let enabled = enabled_field(&object_body(body)?)?;
+    let enabled = enabled_field(&object_body(body).await?)?;
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.set_maintenance($1, $2)",

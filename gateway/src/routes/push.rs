@@ -67,7 +67,7 @@ async fn push(
             }
         }
     }
-    let request = object_body(&body)?;
+    let request = object_body(&body).await?;
     if let Some(Value::Array(items)) = request.get("items") {
         check_item_count(items.len(), state.config.max_push_items)?;
     }

@@ -57,7 +57,7 @@ async fn record(
     let mut request = if body.is_empty() {
         Value::Object(Default::default())
     } else {
-        object_body(&body)?
+        object_body(&body).await?
     };
     request["workerId"] = Value::String(worker_id().to_string());
     let answer = call_json(

@@ -28,7 +28,7 @@ async fn transaction(
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
     crate::metrics::counters().transactions.increment(1);
-    let request = object_body(&body)?;
+    let request = object_body(&body).await?;
     check_size(
         &request,
         state.config.max_ack_items,
