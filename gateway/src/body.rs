@@ -28,15 +28,26 @@ const MAX_SCALE: i64 = 16383;
 /// takes at most a few milliseconds and a thread hop would cost more.
 const PARSE_ON_THE_LOOP_BELOW: usize = 64 * 1024;
 
+/// Long parses go one at a time, as they did on a worker's loop: a tree can
+/// take many times its body's bytes (8 MB of small numbers, about 250 MB in
+/// a debug build), and four such bodies at once peaked at 297 MB one at a
+/// time, 576 MB two at a time. Others wait their turn here, off the loop.
+static LONG_PARSES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
 /// `parse_json`, off the event loop for a long body.
 pub async fn read_json(body: &web::Bytes) -> Result<Value, ApiError> {
     if body.len() < PARSE_ON_THE_LOOP_BELOW {
         return parse_json(body);
     }
+    let failed = |e: String| ApiError::Internal(format!("parsing the body: {e}"));
+    let _turn = LONG_PARSES
+        .acquire()
+        .await
+        .map_err(|e| failed(e.to_string()))?;
     let body = body.clone();
     web::block(move || parse_json(&body))
         .await
-        .map_err(|e| ApiError::Internal(format!("parsing the body: {e}")))?
+        .map_err(|e| failed(e.to_string()))?
 }
 
 /// Parses a request body as JSON: a 400 for invalid JSON, nesting deeper
