@@ -1,10 +1,11 @@
 //! Request bodies: read as bytes and parsed here, so every malformed body
 //! gets our own 400 naming what is wrong (never actix's extractor errors).
 //! PostgreSQL's jsonb cannot hold everything JSON can: U+0000 in a string or
-//! key, or a number beyond its numeric type (see `numeric_fits`). A body,
-//! path segment or query value with either is refused up front, naming where
-//! it was found, rather than failing half-way in the database with no name
-//! (a 500 for a number: "value overflows numeric format").
+//! key, a lone UTF-16 surrogate escape, or a number beyond its numeric type
+//! (see `numeric_fits`). A body, path segment or query value with one is
+//! refused up front, naming where it was found, rather than failing half-way
+//! in the database with no name (a 500: "value overflows numeric format").
+//! Long bodies are parsed off the event loop (`read_json`).
 
 use actix_web::{web, HttpRequest};
 use serde_json::Value;

@@ -41,8 +41,9 @@ async fn push(
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
     crate::metrics::counters().push_requests.increment(1);
-    // A body that may hold what PostgreSQL cannot store (U+0000, a number past
-    // numeric, nesting past MAX_DEPTH) goes the long way, whose parse names it.
+    // A body that may hold what PostgreSQL cannot store (U+0000, a lone
+    // surrogate, a number past numeric, nesting past MAX_DEPTH) goes the long
+    // way, whose parse names it.
     let arrays = if may_be_unstorable(&body) {
         None
     } else {
