@@ -7,6 +7,10 @@
 //! in the database with no name (a 500: "value overflows numeric format").
 //! Long bodies are parsed off the event loop (`read_json`).
 
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::CONTENT_ENCODING;
+use actix_web::middleware::Next;
 use actix_web::{web, HttpRequest};
 use serde_json::Value;
 
@@ -49,6 +53,29 @@ pub async fn read_json(body: &web::Bytes) -> Result<Value, ApiError> {
     web::block(move || parse_json(&body))
         .await
         .map_err(|e| failed(e.to_string()))?
+}
+
+/// Middleware (`middleware::from_fn`): a request whose Content-Encoding is
+/// anything but `identity` is answered 415 naming it, unread. The gateway
+/// decodes no compression, and a gzip body read as JSON was a puzzling
+/// "request body is not valid JSON: expected value at line 1 column 1".
+pub async fn refuse_encoded_bodies(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    let encoding = req
+        .headers()
+        .get(CONTENT_ENCODING)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_string());
+    match encoding {
+        Some(coding) if !coding.is_empty() && !coding.eq_ignore_ascii_case("identity") => {
+            let refused = ApiError::UnsupportedEncoding(format!(
+                "Content-Encoding {coding:?} is not supported: send the body uncompressed"
+            ));
+            Ok(req.error_response(refused).map_into_right_body())
+        }
+        _ => Ok(next.call(req).await?.map_into_left_body()),
+    }
 }
 
 /// Parses a request body as JSON: a 400 for invalid JSON, nesting deeper

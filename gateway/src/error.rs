@@ -17,6 +17,9 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// A body in a Content-Encoding the gateway does not decode: 415.
+    #[error("{0}")]
+    UnsupportedEncoding(String),
     #[error("{0}")]
     Unavailable(String),
     /// Maintenance mode refuses the request for now: 503 with Retry-After.
@@ -47,6 +50,7 @@ impl ResponseError for ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedEncoding(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable(_) | ApiError::Maintenance(_) | ApiError::EncryptedQueues(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }

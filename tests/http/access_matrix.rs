@@ -113,6 +113,18 @@ async fn a_body_without_a_known_token_is_refused_before_it_is_read() {
         };
         assert!(answer.contains(expected), "{token:?}: {answer}");
     }
+    // The token comes first: a stranger's compressed body is a 401, not a 415.
+    let (status, answer) = send(
+        pgcursor_tests::client()
+            .post(gw.url("/api/v1/push"))
+            .header("content-encoding", "gzip")
+            .body("x"),
+    )
+    .await;
+    assert_eq!(
+        (status, answer),
+        (401, json!({"error": "missing bearer token"}))
+    );
     let body = r#"{"items":[{"queue":"strangers-bodies","payload":1}]}"#.as_bytes();
     let mut stream = TcpStream::connect(&address).await.unwrap();
     stream
