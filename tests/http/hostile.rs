@@ -300,15 +300,18 @@ async fn a_compressed_body_is_a_415_naming_its_encoding() {
             "" => bench.gw.url(&path),
             q => format!("{}?{q}", bench.gw.url(&path)),
         };
+        let body = body.unwrap();
+        let send_as = |encoding: &'static str| {
+            send(
+                pgcursor_tests::client()
+                    .request(op.method.clone(), &url)
+                    .header("content-type", "application/json")
+                    .header("content-encoding", encoding)
+                    .body(body.clone()),
+            )
+        };
         let before = bench.scene.digest(&bench.db).await;
-        let (status, answer) = send(
-            pgcursor_tests::client()
-                .request(op.method.clone(), &url)
-                .header("content-type", "application/json")
-                .header("content-encoding", "gzip")
-                .body(body.clone().unwrap()),
-        )
-        .await;
+        let (status, answer) = send_as("gzip").await;
         assert_eq!(status, 415, "{} {path}: {answer}", op.method);
         assert_eq!(
             answer["error"],
@@ -321,14 +324,7 @@ async fn a_compressed_body_is_a_415_naming_its_encoding() {
             "{} {path} changed something",
             op.method
         );
-        let (status, answer) = send(
-            pgcursor_tests::client()
-                .request(op.method.clone(), &url)
-                .header("content-type", "application/json")
-                .header("content-encoding", "identity")
-                .body(body.unwrap()),
-        )
-        .await;
+        let (status, answer) = send_as("identity").await;
         assert_eq!(
             status, op.success,
             "{} {path}, identity: {answer}",
