@@ -492,6 +492,47 @@ async fn pop_and_listing_counts_are_a_200_or_a_400_naming_the_parameter() {
     bench.finish().await;
 }
 
+/// A push payload nests as deep as any body may (128 arrays and objects from
+/// the body's top, so 125 in the payload), though push passes payloads on
+/// unparsed: one level more is a 400 saying so, not PostgreSQL's own limit
+/// (a 500 "stack depth limit exceeded" near 10,000) or a message stored.
+#[tokio::test]
+async fn a_push_payload_nests_at_most_as_deep_as_any_body() {
+    let bench = Bench::start().await;
+    let queue = fresh(&bench, "deep");
+    for (levels, status) in [(125, 200), (126, 400), (20_000, 400)] {
+        let payload = format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+        let body = format!(r#"{{"items":[{{"queue":"{queue}","payload":{payload}}}]}}"#);
+        let (got, answer) = send(
+            pgcursor_tests::client()
+                .post(bench.gw.url("/api/v1/push"))
+                .header("content-type", "application/json")
+                .body(body),
+        )
+        .await;
+        assert_eq!(got, status, "a payload {levels} deep: {answer}");
+        if status == 400 {
+            let error = answer["error"].as_str().unwrap_or_default();
+            assert!(
+                error.starts_with("request body nests more than 128"),
+                "{error}"
+            );
+        }
+    }
+    let stored: i64 = bench
+        .db
+        .query_one(
+            "SELECT count(*) FROM pgcursor.messages m JOIN pgcursor.partitions p \
+             ON p.id = m.partition_id WHERE p.queue = $1",
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 1, "only the payload 125 deep is stored");
+    bench.finish().await;
+}
+
 #[tokio::test]
 async fn deep_nesting_duplicate_keys_and_invalid_utf8_bodies() {
     let bench = Bench::start().await;
