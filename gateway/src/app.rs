@@ -196,6 +196,9 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
             .wrap(actix_web::middleware::from_fn(
                 crate::body::refuse_encoded_bodies,
             ))
+            .wrap(actix_web::middleware::from_fn(
+                crate::body::refuse_undecodable_urls,
+            ))
             // Outside the one above: a caller without a token learns nothing but 401.
             .wrap(actix_web::middleware::from_fn(
                 crate::auth::refuse_bodies_of_strangers,

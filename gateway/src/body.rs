@@ -78,6 +78,43 @@ pub async fn refuse_encoded_bodies(
     }
 }
 
+/// Middleware (`middleware::from_fn`): a path or query whose percent-escapes
+/// do not decode to UTF-8 (`%FF`) is a 400 naming where. actix-web decodes
+/// them lossily, to U+FFFD, so `consumerGroup=%FF` made a group named "\u{FFFD}".
+pub async fn refuse_undecodable_urls(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    match undecodable_part(req.path(), req.query_string()) {
+        Some(part) => {
+            let refused = ApiError::BadRequest(format!("{part} is not UTF-8 once percent-decoded"));
+            Ok(req.error_response(refused).map_into_right_body())
+        }
+        None => Ok(next.call(req).await?.map_into_left_body()),
+    }
+}
+
+/// What of a path and query does not decode to UTF-8: "the path", or
+/// "query parameter <name>" (its name as far as it decodes).
+fn undecodable_part(path: &str, query: &str) -> Option<String> {
+    let decodes = |text: &str| {
+        percent_encoding::percent_decode_str(text)
+            .decode_utf8()
+            .is_ok()
+    };
+    if path.contains('%') && !decodes(path) {
+        return Some("the path".into());
+    }
+    if !query.contains('%') {
+        return None;
+    }
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let name = percent_encoding::percent_decode_str(key).decode_utf8_lossy();
+        (!decodes(key) || !decodes(value)).then(|| format!("query parameter {name}"))
+    })
+}
+
 /// Parses a request body as JSON: a 400 for invalid JSON, nesting deeper
 /// than `MAX_DEPTH`, or a value PostgreSQL cannot store (named by its path).
 pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
@@ -478,6 +515,32 @@ mod tests {
         // Strings do not count towards the depth.
         let bracketed = format!("[\"{}\"]", "[".repeat(1000));
         assert!(!may_be_unstorable(bracketed.as_bytes()));
+    }
+
+    #[test]
+    fn percent_escapes_must_decode_to_utf8() {
+        assert_eq!(
+            undecodable_part("/api/v1/pop/queue/q%FF", ""),
+            Some("the path".into())
+        );
+        assert_eq!(
+            undecodable_part("/api/v1/pop/queue/q", "batch=1&consumerGroup=%FF%FE"),
+            Some("query parameter consumerGroup".into())
+        );
+        assert_eq!(
+            undecodable_part("/x", "%C3=1"),
+            Some("query parameter \u{FFFD}".into())
+        );
+        for (path, query) in [
+            (
+                "/api/v1/pop/queue/%E6%97%A5%E6%9C%AC",
+                "consumerGroup=caf%C3%A9&x",
+            ),
+            ("/api/v1/messages", "queue=a+b%20c&&=&%25"),
+            ("/health", ""),
+        ] {
+            assert_eq!(undecodable_part(path, query), None, "{path}?{query}");
+        }
     }
 
     #[test]

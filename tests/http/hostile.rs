@@ -492,6 +492,65 @@ async fn pop_and_listing_counts_are_a_200_or_a_400_naming_the_parameter() {
     bench.finish().await;
 }
 
+/// Percent-escapes that do not decode to UTF-8 are a 400 naming where, in a
+/// path or a query: decoded lossily (to U+FFFD) they named other things, and
+/// a pop with `consumerGroup=%FF` made a group called "\u{FFFD}".
+#[tokio::test]
+async fn percent_escapes_that_are_not_utf8_are_a_400_naming_where() {
+    let bench = Bench::start().await;
+    let queue = bench.scene.queue.clone();
+    let cases = [
+        (
+            format!("/api/v1/pop/queue/{queue}?batch=1&consumerGroup=%FF"),
+            "query parameter consumerGroup is not UTF-8 once percent-decoded",
+        ),
+        (
+            format!("/api/v1/pop/queue/{queue}%FF?batch=1"),
+            "the path is not UTF-8 once percent-decoded",
+        ),
+        (
+            format!("/api/v1/messages?queue={queue}%C3"),
+            "query parameter queue is not UTF-8 once percent-decoded",
+        ),
+    ];
+    for (target, error) in cases {
+        let (status, body) = raw_request(&bench.gw, "GET", target.as_bytes()).await;
+        let text = String::from_utf8_lossy(&body);
+        assert_eq!(status, 400, "{target}: {text}");
+        assert!(text.contains(error), "{target}: {text}");
+    }
+    let groups: i64 = bench
+        .db
+        .query_one(
+            "SELECT (SELECT count(*) FROM pgcursor.cursors c JOIN pgcursor.partitions p \
+                     ON p.id = c.partition_id WHERE p.queue = $1 AND c.consumer_group LIKE '%\u{FFFD}%') \
+                  + (SELECT count(*) FROM pgcursor.subscriptions s \
+                     WHERE s.queue = $1 AND s.consumer_group LIKE '%\u{FFFD}%')",
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(groups, 0, "no group named with U+FFFD");
+    // Proper UTF-8 still reads as itself.
+    let (status, body) = get(
+        &bench.gw,
+        &format!("/api/v1/pop/queue/{queue}?batch=1&consumerGroup=caf%C3%A9"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["consumerGroup"], "café", "{body}");
+    bench
+        .db
+        .execute(
+            "SELECT pgcursor.delete_consumer_group('café', $1, true)",
+            &[&queue],
+        )
+        .await
+        .unwrap();
+    bench.finish().await;
+}
+
 /// A push payload nests as deep as any body may (128 arrays and objects from
 /// the body's top, so 125 in the payload), though push passes payloads on
 /// unparsed: one level more is a 400 saying so, not PostgreSQL's own limit
