@@ -190,18 +190,12 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
                     .content_type_required(false)
                     .error_handler(json_payload_error),
             )
-            // Innermost, so the 503s, 415s and 401s they answer pass through the
-            // layers registered after them (error handlers, CORS, request metrics).
+            // Innermost, so the 503s, 401s, 400s and 415s they answer pass
+            // through the layers registered after them (error handlers, CORS,
+            // request metrics).
             .wrap(actix_web::middleware::from_fn(crate::reads::limit_reads))
             .wrap(actix_web::middleware::from_fn(
-                crate::body::refuse_encoded_bodies,
-            ))
-            .wrap(actix_web::middleware::from_fn(
-                crate::body::refuse_undecodable_urls,
-            ))
-            // Outside the one above: a caller without a token learns nothing but 401.
-            .wrap(actix_web::middleware::from_fn(
-                crate::auth::refuse_bodies_of_strangers,
+                crate::body::refuse_before_reading,
             ))
             .wrap(ErrorHandlers::new().default_handler(move |res| json_errors(res, limit)))
             // So every answer (errors, 404s) carries the CORS headers, but

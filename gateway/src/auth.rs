@@ -5,14 +5,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
-use actix_web::body::{EitherBody, MessageBody};
-use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::AUTHORIZATION;
 use actix_web::http::Method;
-use actix_web::middleware::Next;
-use actix_web::{web, HttpRequest};
+use actix_web::HttpRequest;
 
-use crate::app::AppState;
 use crate::error::ApiError;
 
 /// What a token may do. The order matters: a higher level includes the lower.
@@ -99,6 +95,24 @@ impl Auth {
         self.check(header, needed)
     }
 
+    /// The 401 for a request that may carry a body (any method but GET, HEAD
+    /// and OPTIONS; every such route needs a token) from a caller without a
+    /// known token, answered before the body is read (body::refuse_before_reading).
+    /// Handlers read the whole body (up to PGCURSOR_MAX_BODY_BYTES) before
+    /// they look at the token, so otherwise anyone who can reach the gateway
+    /// could make it hold 8 MB per open connection: 40 slow uploads held
+    /// 340 MB. The level a route needs is still the handler's to check (403).
+    pub fn refuses_body_of(&self, req: &HttpRequest) -> Option<ApiError> {
+        if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+            return None;
+        }
+        let header = req
+            .headers()
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        self.check(header, Level::ReadOnly).err()
+    }
+
     /// The decision, given the raw Authorization header.
     pub fn check(&self, authorization: Option<&str>, needed: Level) -> Result<(), ApiError> {
         if !self.is_enabled() {
@@ -118,31 +132,6 @@ impl Auth {
         }
         Ok(())
     }
-}
-
-/// Middleware (`middleware::from_fn`): with authentication on, a request
-/// that may carry a body (any method but GET, HEAD and OPTIONS; every such
-/// route needs a token) and holds no known token is answered 401 before its
-/// body is read. Handlers read the whole body (up to PGCURSOR_MAX_BODY_BYTES)
-/// before they look at the token, so otherwise anyone who can reach the
-/// gateway could make it hold 8 MB per open connection: 40 slow uploads held
-/// 340 MB. The level a route needs is still the handler's to check (403).
-pub async fn refuse_bodies_of_strangers(
-    req: ServiceRequest,
-    next: Next<impl MessageBody>,
-) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
-    let bodiless = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    let state = req.app_data::<web::Data<AppState>>().cloned();
-    if let Some(state) = state.filter(|_| !bodiless) {
-        let header = req
-            .headers()
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        if let Err(refused) = state.auth.check(header, Level::ReadOnly) {
-            return Ok(req.error_response(refused).map_into_right_body());
-        }
-    }
-    Ok(next.call(req).await?.map_into_left_body())
 }
 
 /// `Bearer <token>`; the scheme is case-insensitive (RFC 7235).

@@ -9,11 +9,12 @@
 
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::CONTENT_ENCODING;
+use actix_web::http::header::{HeaderMap, CONTENT_ENCODING};
 use actix_web::middleware::Next;
 use actix_web::{web, HttpRequest};
 use serde_json::Value;
 
+use crate::app::AppState;
 use crate::error::ApiError;
 
 /// Arrays and objects a body may nest: serde_json's recursion limit, so
@@ -55,47 +56,47 @@ pub async fn read_json(body: &web::Bytes) -> Result<Value, ApiError> {
         .map_err(|e| failed(e.to_string()))?
 }
 
-/// Middleware (`middleware::from_fn`): a request whose Content-Encoding is
-/// anything but `identity` is answered 415 naming it, unread. The gateway
-/// decodes no compression, and a gzip body read as JSON was a puzzling
-/// "request body is not valid JSON: expected value at line 1 column 1".
-pub async fn refuse_encoded_bodies(
+/// Middleware (`middleware::from_fn`): what is refused before a request is
+/// routed or its body read, first refusal wins. A caller without a known
+/// token gets its 401 first (`Auth::refuses_body_of`), so it learns nothing
+/// else; then an undecodable path or query (400), then an encoded body (415).
+pub async fn refuse_before_reading(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
-    let encoding = req
-        .headers()
-        .get(CONTENT_ENCODING)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_string());
-    match encoding {
-        Some(coding) if !coding.is_empty() && !coding.eq_ignore_ascii_case("identity") => {
-            let refused = ApiError::UnsupportedEncoding(format!(
-                "Content-Encoding {coding:?} is not supported: send the body uncompressed"
-            ));
-            Ok(req.error_response(refused).map_into_right_body())
-        }
-        _ => Ok(next.call(req).await?.map_into_left_body()),
-    }
-}
-
-/// Middleware (`middleware::from_fn`): a path or query whose percent-escapes
-/// do not decode to UTF-8 (`%FF`) is a 400 naming where. actix-web decodes
-/// them lossily, to U+FFFD, so `consumerGroup=%FF` made a group named "\u{FFFD}".
-pub async fn refuse_undecodable_urls(
-    req: ServiceRequest,
-    next: Next<impl MessageBody>,
-) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
-    match undecodable_part(req.path(), req.query_string()) {
-        Some(part) => {
-            let refused = ApiError::BadRequest(format!("{part} is not UTF-8 once percent-decoded"));
-            Ok(req.error_response(refused).map_into_right_body())
-        }
+    let state = req.app_data::<web::Data<AppState>>().cloned();
+    let refused = state
+        .and_then(|state| state.auth.refuses_body_of(req.request()))
+        .or_else(|| {
+            undecodable_part(req.path(), req.query_string()).map(|part| {
+                ApiError::BadRequest(format!("{part} is not UTF-8 once percent-decoded"))
+            })
+        })
+        .or_else(|| unsupported_encoding(req.headers()));
+    match refused {
+        Some(refused) => Ok(req.error_response(refused).map_into_right_body()),
         None => Ok(next.call(req).await?.map_into_left_body()),
     }
 }
 
-/// What of a path and query does not decode to UTF-8: "the path", or
-/// "query parameter <name>" (its name as far as it decodes).
+/// The 415 for a body whose Content-Encoding is anything but `identity`. The
+/// gateway decodes no compression, and a gzip body read as JSON was a
+/// puzzling "request body is not valid JSON: expected value at line 1 column 1".
+fn unsupported_encoding(headers: &HeaderMap) -> Option<ApiError> {
+    let coding = String::from_utf8_lossy(headers.get(CONTENT_ENCODING)?.as_bytes())
+        .trim()
+        .to_string();
+    (!coding.is_empty() && !coding.eq_ignore_ascii_case("identity")).then(|| {
+        ApiError::UnsupportedEncoding(format!(
+            "Content-Encoding {coding:?} is not supported: send the body uncompressed"
+        ))
+    })
+}
+
+/// What of a path and query does not decode to UTF-8 (`%FF`): "the path", or
+/// "query parameter <name>" (its name as far as it decodes). actix-web
+/// decodes them lossily, to U+FFFD, so `consumerGroup=%FF` made a group
+/// named "\u{FFFD}".
 fn undecodable_part(path: &str, query: &str) -> Option<String> {
     let decodes = |text: &str| {
         percent_encoding::percent_decode_str(text)
@@ -137,8 +138,8 @@ pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
 /// Whether a JSON text may hold what `parse_json` refuses, or PostgreSQL's
 /// jsonb would: U+0000 (JSON carries it only as the escape \u0000), a lone
 /// surrogate escape (\ud800), a number PostgreSQL cannot store, or nesting
-/// deeper than `MAX_DEPTH`. One pass,
-/// skipping strings with memchr; no allocation. False only when the text
+/// deeper than `MAX_DEPTH`. One pass, skipping strings with memchr; no
+/// allocation. False only when the text
 /// holds none of them (an invalid text may answer either way).
 pub fn may_be_unstorable(json: &[u8]) -> bool {
     let (mut depth, mut at) = (0usize, 0usize);
