@@ -190,9 +190,10 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
                     .content_type_required(false)
                     .error_handler(json_payload_error),
             )
-            // Innermost, so the 503s, 401s, 400s and 415s they answer pass
-            // through the layers registered after them (error handlers, CORS,
-            // request metrics).
+            // Innermost, so the 408s, 503s, 401s, 400s and 415s they answer
+            // pass through the layers registered after them (error handlers,
+            // CORS, request metrics).
+            .wrap(actix_web::middleware::from_fn(crate::body::limit_body_time))
             .wrap(actix_web::middleware::from_fn(crate::reads::limit_reads))
             .wrap(actix_web::middleware::from_fn(
                 crate::body::refuse_before_reading,

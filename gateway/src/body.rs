@@ -5,14 +5,22 @@
 //! (see `numeric_fits`). A body, path segment or query value with one is
 //! refused up front, naming where it was found, rather than failing half-way
 //! in the database with no name (a 500: "value overflows numeric format").
-//! Long bodies are parsed off the event loop (`read_json`).
+//! Long bodies are parsed off the event loop (`read_json`), and a body must
+//! arrive whole in time (`limit_body_time`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use actix_web::body::{EitherBody, MessageBody};
-use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{HeaderMap, CONTENT_ENCODING};
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::error::PayloadError;
+use actix_web::http::header::{HeaderMap, CONTENT_ENCODING, CONTENT_LENGTH, TRANSFER_ENCODING};
+use actix_web::http::ConnectionType;
 use actix_web::middleware::Next;
-use actix_web::{web, HttpRequest};
+use actix_web::{web, HttpMessage, HttpRequest, ResponseError};
+use futures::StreamExt;
 use serde_json::Value;
+use tokio::time::Instant;
 
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -77,6 +85,73 @@ pub async fn refuse_before_reading(
         Some(refused) => Ok(req.error_response(refused).map_into_right_body()),
         None => Ok(next.call(req).await?.map_into_left_body()),
     }
+}
+
+/// Middleware (`middleware::from_fn`): a request's body must arrive whole
+/// within PGCURSOR_BODY_TIMEOUT_MS of its head. actix-web waits for a body
+/// for ever, so an upload that stalls (a client gone quiet, or one sending
+/// a byte now and then) held its connection and all it had sent. Past the
+/// deadline the route's read of the body fails, nothing is done with it,
+/// and the answer is a 408 that closes the connection.
+pub async fn limit_body_time(
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    let has_body =
+        req.headers().contains_key(CONTENT_LENGTH) || req.headers().contains_key(TRANSFER_ENCODING);
+    let state = req.app_data::<web::Data<AppState>>().cloned();
+    let Some(state) = state.filter(|_| has_body) else {
+        return Ok(next.call(req).await?.map_into_left_body());
+    };
+    let within = state.config.body_timeout();
+    let late = Arc::new(AtomicBool::new(false));
+    let payload = req.take_payload();
+    req.set_payload(until_deadline(
+        payload,
+        Instant::now() + within,
+        late.clone(),
+    ));
+    let answer = next.call(req).await?;
+    if !late.load(Ordering::Relaxed) {
+        return Ok(answer.map_into_left_body());
+    }
+    let (request, _) = answer.into_parts();
+    let mut refused = ApiError::RequestTimeout(format!(
+        "the request body did not arrive whole within {} ms (PGCURSOR_BODY_TIMEOUT_MS)",
+        within.as_millis()
+    ))
+    .error_response();
+    refused
+        .head_mut()
+        .set_connection_type(ConnectionType::Close);
+    Ok(ServiceResponse::new(request, refused).map_into_right_body())
+}
+
+/// `payload`, failing at `deadline` if it has not ended by then (and
+/// setting `late`, which only a read of the body can do).
+fn until_deadline(
+    payload: Payload,
+    deadline: Instant,
+    late: Arc<AtomicBool>,
+) -> actix_web::dev::Payload {
+    let stream = futures::stream::unfold(Some(payload), move |payload| {
+        let late = late.clone();
+        async move {
+            let mut payload = payload?;
+            match tokio::time::timeout_at(deadline, payload.next()).await {
+                Ok(chunk) => chunk.map(|chunk| (chunk, Some(payload))),
+                Err(_) => {
+                    late.store(true, Ordering::Relaxed);
+                    let timed_out = std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the request body did not arrive in time",
+                    );
+                    Some((Err(PayloadError::Io(timed_out)), None))
+                }
+            }
+        }
+    });
+    Payload::from(Box::pin(stream) as std::pin::Pin<Box<dyn futures::Stream<Item = _>>>)
 }
 
 /// The 415 for a body whose Content-Encoding is anything but `identity`. The

@@ -132,6 +132,16 @@ pub struct Config {
     )]
     pub db_timeout_ms: u64,
 
+    /// How long a request's body may take to arrive whole, in milliseconds from its head, before a 408 (a stalled upload would otherwise hold its connection and what it sent for ever)
+    #[arg(
+        long,
+        env = "PGCURSOR_BODY_TIMEOUT_MS",
+        value_name = "PGCURSOR_BODY_TIMEOUT_MS",
+        default_value = "60000",
+        value_parser = positive_u64,
+    )]
+    pub body_timeout_ms: u64,
+
     /// Seconds between housekeeping runs (transaction index purge, retention)
     #[arg(
         long,
@@ -232,6 +242,10 @@ impl Config {
 
     pub fn db_timeout(&self) -> Duration {
         Duration::from_millis(self.db_timeout_ms)
+    }
+
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_millis(self.body_timeout_ms)
     }
 
     pub fn housekeeping_interval(&self) -> Duration {
@@ -350,6 +364,7 @@ mod tests {
             (&["--pool-size", "abc"][..], "PGCURSOR_POOL_SIZE"),
             (&["--pool-size", "0"][..], "PGCURSOR_POOL_SIZE"),
             (&["--http-workers", "0"][..], "PGCURSOR_HTTP_WORKERS"),
+            (&["--body-timeout-ms", "0"][..], "PGCURSOR_BODY_TIMEOUT_MS"),
             (
                 &["--stats-flush-seconds", "0"][..],
                 "PGCURSOR_STATS_FLUSH_SECONDS",

@@ -20,6 +20,9 @@ pub enum ApiError {
     /// A body in a Content-Encoding the gateway does not decode: 415.
     #[error("{0}")]
     UnsupportedEncoding(String),
+    /// The body did not arrive whole in time (body::limit_body_time): 408.
+    #[error("{0}")]
+    RequestTimeout(String),
     #[error("{0}")]
     Unavailable(String),
     /// Maintenance mode refuses the request for now: 503 with Retry-After.
@@ -51,6 +54,7 @@ impl ResponseError for ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedEncoding(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::Unavailable(_) | ApiError::Maintenance(_) | ApiError::EncryptedQueues(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use pgcursor_tests::{db, Gateway};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::broker::send;
+use crate::broker::{answer_within, post_head, send};
 use crate::operations::{operations, Access, Scene};
 
 const TOKENS: &str = "ro-token:read-only,rw-token:read-write,admin-token:admin";
@@ -67,24 +67,6 @@ async fn every_route_answers_by_token_level() {
                 }
             }
         }
-    }
-}
-
-/// The head of a POST whose body is `length` bytes, with `token` if any.
-fn post_head(path: &str, length: usize, token: Option<&str>) -> Vec<u8> {
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{auth}Content-Length: {length}\r\n\r\n"
-    )
-    .into_bytes()
-}
-
-/// What arrives on `stream` within `wait`, if anything.
-async fn answer_within(stream: &mut TcpStream, wait: Duration) -> Option<String> {
-    let mut buffer = vec![0u8; 4096];
-    match tokio::time::timeout(wait, stream.read(&mut buffer)).await {
-        Ok(Ok(n)) if n > 0 => Some(String::from_utf8_lossy(&buffer[..n]).into_owned()),
-        _ => None,
     }
 }
 

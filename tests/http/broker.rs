@@ -278,3 +278,21 @@ pub async fn age_messages(queue: &str, seconds: i32) {
         .await
         .expect("age the messages");
 }
+
+/// The head of a POST whose body is `length` bytes, with `token` if any.
+pub fn post_head(path: &str, length: usize, token: Option<&str>) -> Vec<u8> {
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{auth}Content-Length: {length}\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+/// What arrives on `stream` within `wait`, if anything.
+pub async fn answer_within(stream: &mut tokio::net::TcpStream, wait: Duration) -> Option<String> {
+    let mut buffer = vec![0u8; 4096];
+    match tokio::time::timeout(wait, tokio::io::AsyncReadExt::read(stream, &mut buffer)).await {
+        Ok(Ok(n)) if n > 0 => Some(String::from_utf8_lossy(&buffer[..n]).into_owned()),
+        _ => None,
+    }
+}

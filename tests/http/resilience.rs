@@ -3,7 +3,8 @@
 //! back by itself. And on SIGTERM: in-flight requests (a long-poll too) get
 //! a complete answer, then the process exits 0. And slow reads: they never
 //! take the connections pushes, pops and /health need; nor does a long body
-//! being parsed hold up the requests that arrive meanwhile.
+//! being parsed hold up the requests that arrive meanwhile; and a body that
+//! does not arrive in time is given up.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -11,9 +12,13 @@ use std::time::{Duration, Instant};
 use pgcursor_tests::{client, db, Gateway, PrivateCluster};
 use serde_json::{json, Value};
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
 use crate::broker::{
-    configure_queue, drop_database, eventually, fresh_queue, get, lock_table, messages, pop, post,
-    push_n, scratch_database, send, until_waiting_for_a_lock,
+    answer_within, configure_queue, drop_database, eventually, fresh_queue, get, lock_table,
+    messages, pop, post, post_head, push_n, scratch_database, send, stored_messages,
+    until_waiting_for_a_lock,
 };
 
 /// The database timeout the outage tests give the gateway.
@@ -410,4 +415,93 @@ async fn health_answers_while_a_long_body_is_parsed() {
         answered >= 3,
         "{answered} health answers came while the body was parsed"
     );
+}
+
+/// A body must arrive whole within PGCURSOR_BODY_TIMEOUT_MS of its head
+/// (actix-web alone waits for ever). One that stalls, or one that drips a
+/// byte every 100 ms (never quiet for long, yet late), is a 408 that closes
+/// the connection and writes nothing. A slow body inside the deadline is
+/// served, and its connection serves the next request.
+#[tokio::test]
+async fn a_body_that_does_not_arrive_in_time_is_a_408() {
+    let gw = Gateway::start_with(&[("PGCURSOR_BODY_TIMEOUT_MS", "1500")]).await;
+    let address = gw.base.trim_start_matches("http://").to_string();
+    let queue = fresh_queue("late-body");
+    let body = format!(r#"{{"items":[{{"queue":"{queue}","payload":1}}]}}"#).into_bytes();
+    let head = post_head("/api/v1/push", body.len(), None);
+    let late = |answer: &str| {
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(
+            answer.contains("did not arrive whole within 1500 ms (PGCURSOR_BODY_TIMEOUT_MS)"),
+            "{answer}"
+        );
+    };
+
+    let mut stalled = TcpStream::connect(&address).await.unwrap();
+    stalled.write_all(&head).await.unwrap();
+    stalled.write_all(&body[..body.len() - 1]).await.unwrap();
+    let started = Instant::now();
+    let answer = answer_within(&mut stalled, Duration::from_secs(10))
+        .await
+        .expect("an answer to a stalled body");
+    late(&answer);
+    assert!(
+        started.elapsed() >= Duration::from_millis(1000),
+        "{:?}",
+        started.elapsed()
+    );
+    let mut rest = [0u8; 64];
+    let closed = tokio::time::timeout(Duration::from_secs(2), stalled.read(&mut rest)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "the connection stays open: {closed:?}"
+    );
+
+    let mut dripping = TcpStream::connect(&address).await.unwrap();
+    dripping.write_all(&head).await.unwrap();
+    let started = Instant::now();
+    let mut answer = None;
+    for byte in &body[..body.len() - 1] {
+        if dripping
+            .write_all(std::slice::from_ref(byte))
+            .await
+            .is_err()
+        {
+            break;
+        }
+        answer = answer_within(&mut dripping, Duration::from_millis(100)).await;
+        if answer.is_some() {
+            break;
+        }
+    }
+    late(&answer.expect("an answer while the body drips"));
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        stored_messages(&queue).await,
+        0,
+        "a late body wrote nothing"
+    );
+
+    let mut slow = TcpStream::connect(&address).await.unwrap();
+    slow.write_all(&head).await.unwrap();
+    for piece in body.chunks(body.len() / 3 + 1) {
+        slow.write_all(piece).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let answer = answer_within(&mut slow, Duration::from_secs(10))
+        .await
+        .expect("an answer to a slow body in time");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(stored_messages(&queue).await, 1);
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = answer_within(&mut slow, Duration::from_secs(10))
+        .await
+        .expect("the connection serves the next request");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
