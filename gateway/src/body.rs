@@ -8,14 +8,15 @@
 //! Long bodies are parsed off the event loop (`read_json`), and a body must
 //! arrive whole in time (`limit_body_time`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::cell::Cell;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
 
-use actix_web::body::{EitherBody, MessageBody};
+use actix_web::body::{BodySize, BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::error::PayloadError;
 use actix_web::http::header::{HeaderMap, CONTENT_ENCODING, CONTENT_LENGTH, TRANSFER_ENCODING};
-use actix_web::http::ConnectionType;
 use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage, HttpRequest, ResponseError};
 use futures::StreamExt;
@@ -104,7 +105,7 @@ pub async fn limit_body_time(
         return Ok(next.call(req).await?.map_into_left_body());
     };
     let within = state.config.body_timeout();
-    let late = Arc::new(AtomicBool::new(false));
+    let late = LateBody::default();
     let payload = req.take_payload();
     req.set_payload(until_deadline(
         payload,
@@ -112,28 +113,54 @@ pub async fn limit_body_time(
         late.clone(),
     ));
     let answer = next.call(req).await?;
-    if !late.load(Ordering::Relaxed) {
+    let Some(unread) = late.take() else {
         return Ok(answer.map_into_left_body());
-    }
+    };
     let (request, _) = answer.into_parts();
-    let mut refused = ApiError::RequestTimeout(format!(
+    let refused = ApiError::RequestTimeout(format!(
         "the request body did not arrive whole within {} ms (PGCURSOR_BODY_TIMEOUT_MS)",
         within.as_millis()
     ))
     .error_response();
-    refused
-        .head_mut()
-        .set_connection_type(ConnectionType::Close);
-    Ok(ServiceResponse::new(request, refused).map_into_right_body())
+    // actix-web closes the connection after an answer whose request body
+    // is unfinished and still held when the answer ends; a dropped chunked
+    // body it would drain instead, for as long as its sender liked. So the
+    // answer's body holds it.
+    let refused = refused.map_body(|_, body| WithUnread {
+        body,
+        _unread: unread,
+    });
+    Ok(ServiceResponse::new(request, refused.map_into_boxed_body()).map_into_right_body())
+}
+
+/// The body `until_deadline` gave up on, unread: set only by a read of the
+/// body past the deadline.
+type LateBody = Rc<Cell<Option<Payload>>>;
+
+/// A 408's body, and the late request body it holds until it is sent.
+struct WithUnread {
+    body: BoxBody,
+    _unread: Payload,
+}
+
+impl MessageBody for WithUnread {
+    type Error = <BoxBody as MessageBody>::Error;
+
+    fn size(&self) -> BodySize {
+        self.body.size()
+    }
+
+    fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<web::Bytes, Self::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_next(cx)
+    }
 }
 
 /// `payload`, failing at `deadline` if it has not ended by then (and
-/// setting `late`, which only a read of the body can do).
-fn until_deadline(
-    payload: Payload,
-    deadline: Instant,
-    late: Arc<AtomicBool>,
-) -> actix_web::dev::Payload {
+/// handing the rest to `late`).
+fn until_deadline(payload: Payload, deadline: Instant, late: LateBody) -> Payload {
     let stream = futures::stream::unfold(Some(payload), move |payload| {
         let late = late.clone();
         async move {
@@ -141,7 +168,7 @@ fn until_deadline(
             match tokio::time::timeout_at(deadline, payload.next()).await {
                 Ok(chunk) => chunk.map(|chunk| (chunk, Some(payload))),
                 Err(_) => {
-                    late.store(true, Ordering::Relaxed);
+                    late.set(Some(payload));
                     let timed_out = std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
                         "the request body did not arrive in time",
@@ -151,7 +178,7 @@ fn until_deadline(
             }
         }
     });
-    Payload::from(Box::pin(stream) as std::pin::Pin<Box<dyn futures::Stream<Item = _>>>)
+    Payload::from(Box::pin(stream) as Pin<Box<dyn futures::Stream<Item = _>>>)
 }
 
 /// The 415 for a body whose Content-Encoding is anything but `identity`. The

@@ -418,10 +418,11 @@ async fn health_answers_while_a_long_body_is_parsed() {
 }
 
 /// A body must arrive whole within PGCURSOR_BODY_TIMEOUT_MS of its head
-/// (actix-web alone waits for ever). One that stalls, or one that drips a
-/// byte every 100 ms (never quiet for long, yet late), is a 408 that closes
-/// the connection and writes nothing. A slow body inside the deadline is
-/// served, and its connection serves the next request.
+/// (actix-web alone waits for ever). One that stalls (with a length, or
+/// chunked), or one that drips a byte every 100 ms (never quiet for long,
+/// yet late), is a 408 that closes the connection and writes nothing. A
+/// slow body inside the deadline is served, and its connection serves the
+/// next request.
 #[tokio::test]
 async fn a_body_that_does_not_arrive_in_time_is_a_408() {
     let gw = Gateway::start_with(&[("PGCURSOR_BODY_TIMEOUT_MS", "1500")]).await;
@@ -437,25 +438,34 @@ async fn a_body_that_does_not_arrive_in_time_is_a_408() {
         );
     };
 
-    let mut stalled = TcpStream::connect(&address).await.unwrap();
-    stalled.write_all(&head).await.unwrap();
-    stalled.write_all(&body[..body.len() - 1]).await.unwrap();
-    let started = Instant::now();
-    let answer = answer_within(&mut stalled, Duration::from_secs(10))
-        .await
-        .expect("an answer to a stalled body");
-    late(&answer);
-    assert!(
-        started.elapsed() >= Duration::from_millis(1000),
-        "{:?}",
-        started.elapsed()
+    let chunked = format!(
+        "POST /api/v1/push HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+        body.len() - 1
     );
-    let mut rest = [0u8; 64];
-    let closed = tokio::time::timeout(Duration::from_secs(2), stalled.read(&mut rest)).await;
-    assert!(
-        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
-        "the connection stays open: {closed:?}"
-    );
+    for (what, head) in [
+        ("with a length", head.clone()),
+        ("chunked", chunked.into_bytes()),
+    ] {
+        let mut stalled = TcpStream::connect(&address).await.unwrap();
+        stalled.write_all(&head).await.unwrap();
+        stalled.write_all(&body[..body.len() - 1]).await.unwrap();
+        let started = Instant::now();
+        let answer = answer_within(&mut stalled, Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("{what}: no answer to a stalled body"));
+        late(&answer);
+        assert!(
+            started.elapsed() >= Duration::from_millis(1000),
+            "{what}: {:?}",
+            started.elapsed()
+        );
+        let mut rest = [0u8; 64];
+        let closed = tokio::time::timeout(Duration::from_secs(5), stalled.read(&mut rest)).await;
+        assert!(
+            matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+            "{what}: the connection stays open: {closed:?}"
+        );
+    }
 
     let mut dripping = TcpStream::connect(&address).await.unwrap();
     dripping.write_all(&head).await.unwrap();
