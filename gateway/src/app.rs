@@ -190,14 +190,15 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
                     .content_type_required(false)
                     .error_handler(json_payload_error),
             )
-            // Innermost, so the 408s, 503s, 401s, 400s and 415s they answer
+            // Innermost, so the 503s, 401s, 400s, 415s and 408s they answer
             // pass through the layers registered after them (error handlers,
-            // CORS, request metrics).
-            .wrap(actix_web::middleware::from_fn(crate::body::limit_body_time))
+            // CORS, request metrics); guard_body around the refusals, whose
+            // answers leave a body unread.
             .wrap(actix_web::middleware::from_fn(crate::reads::limit_reads))
             .wrap(actix_web::middleware::from_fn(
                 crate::body::refuse_before_reading,
             ))
+            .wrap(actix_web::middleware::from_fn(crate::body::guard_body))
             .wrap(ErrorHandlers::new().default_handler(move |res| json_errors(res, limit)))
             // So every answer (errors, 404s) carries the CORS headers, but
             // the Prometheus exposition (docs/http-api.md "CORS").

@@ -6,12 +6,13 @@
 //! refused up front, naming where it was found, rather than failing half-way
 //! in the database with no name (a 500: "value overflows numeric format").
 //! Long bodies are parsed off the event loop (`read_json`), and a body must
-//! arrive whole in time (`limit_body_time`).
+//! arrive whole in time (`guard_body`).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use actix_web::body::{BodySize, BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
@@ -21,7 +22,6 @@ use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage, HttpRequest, ResponseError};
 use futures::StreamExt;
 use serde_json::Value;
-use tokio::time::Instant;
 
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -88,15 +88,22 @@ pub async fn refuse_before_reading(
     }
 }
 
-/// Middleware (`middleware::from_fn`): a request's body must arrive whole
-/// within PGCURSOR_BODY_TIMEOUT_MS of its head. actix-web waits for a body
-/// for ever, so an upload that stalls (a client gone quiet, or one sending
-/// a byte now and then) held its connection and all it had sent. Past the
-/// deadline the route's read of the body fails, nothing is done with it,
-/// and the answer is a 408 that closes the connection.
-pub async fn limit_body_time(
+/// Middleware (`middleware::from_fn`): a request's body arrives within its
+/// deadline, and an answer that leaves it unread closes the connection.
+///
+/// actix-web waits for a body for ever, so an upload that stalls (a client
+/// gone quiet, or one sending a byte now and then) held its connection and
+/// all it had sent. So a body must arrive whole within
+/// PGCURSOR_BODY_TIMEOUT_MS of its head: past that, the route's read of it
+/// fails, nothing is done with it, and the answer is a 408.
+///
+/// And a chunked body that an answer left unread (a stranger's 401, a
+/// 404, a 408) actix-web drains before the next request, for as long as
+/// its sender keeps sending. It closes the connection instead when the
+/// body is still held as the answer ends, so the answer holds it.
+pub async fn guard_body(
     mut req: ServiceRequest,
-    next: Next<impl MessageBody>,
+    next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
     let has_body =
         req.headers().contains_key(CONTENT_LENGTH) || req.headers().contains_key(TRANSFER_ENCODING);
@@ -105,39 +112,71 @@ pub async fn limit_body_time(
         return Ok(next.call(req).await?.map_into_left_body());
     };
     let within = state.config.body_timeout();
-    let late = LateBody::default();
-    let payload = req.take_payload();
-    req.set_payload(until_deadline(
-        payload,
-        Instant::now() + within,
-        late.clone(),
-    ));
-    let answer = next.call(req).await?;
-    let Some(unread) = late.take() else {
-        return Ok(answer.map_into_left_body());
+    let body = Rc::new(RefCell::new(Some(req.take_payload())));
+    let late = Rc::new(Cell::new(false));
+    req.set_payload(Payload::from(Box::pin(BeforeDeadline {
+        body: body.clone(),
+        deadline: Box::pin(tokio::time::sleep(within)),
+        late: late.clone(),
+    }) as BoxedPayload));
+    let mut answer = next.call(req).await?.map_into_boxed_body();
+    if late.get() {
+        let refused = ApiError::RequestTimeout(format!(
+            "the request body did not arrive whole within {} ms (PGCURSOR_BODY_TIMEOUT_MS)",
+            within.as_millis()
+        ));
+        answer = answer.into_response(refused.error_response());
+    }
+    let Some(unread) = body.take() else {
+        return Ok(answer.map_into_right_body());
     };
-    let (request, _) = answer.into_parts();
-    let refused = ApiError::RequestTimeout(format!(
-        "the request body did not arrive whole within {} ms (PGCURSOR_BODY_TIMEOUT_MS)",
-        within.as_millis()
-    ))
-    .error_response();
-    // actix-web closes the connection after an answer whose request body
-    // is unfinished and still held when the answer ends; a dropped chunked
-    // body it would drain instead, for as long as its sender liked. So the
-    // answer's body holds it.
-    let refused = refused.map_body(|_, body| WithUnread {
+    let answer = answer.map_body(|_, body| WithUnread {
         body,
         _unread: unread,
     });
-    Ok(ServiceResponse::new(request, refused.map_into_boxed_body()).map_into_right_body())
+    Ok(answer.map_into_boxed_body().map_into_right_body())
 }
 
-/// The body `until_deadline` gave up on, unread: set only by a read of the
-/// body past the deadline.
-type LateBody = Rc<Cell<Option<Payload>>>;
+type BoxedPayload = Pin<Box<dyn futures::Stream<Item = Result<web::Bytes, PayloadError>>>>;
 
-/// A 408's body, and the late request body it holds until it is sent.
+/// A request body read through `guard_body`: `body` holds what is not yet
+/// read, and is emptied once the body has ended. Past `deadline` a read
+/// fails once, sets `late`, and leaves the rest unread in `body`.
+struct BeforeDeadline {
+    body: Rc<RefCell<Option<Payload>>>,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    late: Rc<Cell<bool>>,
+}
+
+impl futures::Stream for BeforeDeadline {
+    type Item = Result<web::Bytes, PayloadError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let mut body = this.body.borrow_mut();
+        let Some(payload) = body.as_mut().filter(|_| !this.late.get()) else {
+            return Poll::Ready(None);
+        };
+        match payload.poll_next_unpin(cx) {
+            Poll::Ready(None) => {
+                *body = None;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(chunk)) => Poll::Ready(Some(chunk)),
+            Poll::Pending => {
+                ready!(this.deadline.as_mut().poll(cx));
+                this.late.set(true);
+                let timed_out = std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the request body did not arrive in time",
+                );
+                Poll::Ready(Some(Err(PayloadError::Io(timed_out))))
+            }
+        }
+    }
+}
+
+/// An answer's body, and the unread request body it holds until it is sent.
 struct WithUnread {
     body: BoxBody,
     _unread: Payload,
@@ -156,29 +195,6 @@ impl MessageBody for WithUnread {
     ) -> Poll<Option<Result<web::Bytes, Self::Error>>> {
         Pin::new(&mut self.get_mut().body).poll_next(cx)
     }
-}
-
-/// `payload`, failing at `deadline` if it has not ended by then (and
-/// handing the rest to `late`).
-fn until_deadline(payload: Payload, deadline: Instant, late: LateBody) -> Payload {
-    let stream = futures::stream::unfold(Some(payload), move |payload| {
-        let late = late.clone();
-        async move {
-            let mut payload = payload?;
-            match tokio::time::timeout_at(deadline, payload.next()).await {
-                Ok(chunk) => chunk.map(|chunk| (chunk, Some(payload))),
-                Err(_) => {
-                    late.set(Some(payload));
-                    let timed_out = std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "the request body did not arrive in time",
-                    );
-                    Some((Err(PayloadError::Io(timed_out)), None))
-                }
-            }
-        }
-    });
-    Payload::from(Box::pin(stream) as Pin<Box<dyn futures::Stream<Item = _>>>)
 }
 
 /// The 415 for a body whose Content-Encoding is anything but `identity`. The

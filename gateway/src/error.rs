@@ -20,7 +20,7 @@ pub enum ApiError {
     /// A body in a Content-Encoding the gateway does not decode: 415.
     #[error("{0}")]
     UnsupportedEncoding(String),
-    /// The body did not arrive whole in time (body::limit_body_time): 408.
+    /// The body did not arrive whole in time (body::guard_body): 408.
     #[error("{0}")]
     RequestTimeout(String),
     #[error("{0}")]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use pgcursor_tests::{db, Gateway};
 use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::broker::{answer_within, post_head, send};
@@ -95,6 +95,24 @@ async fn a_body_without_a_known_token_is_refused_before_it_is_read() {
         };
         assert!(answer.contains(expected), "{token:?}: {answer}");
     }
+    // A stranger's chunked upload gets its 401, and then the connection is
+    // closed: actix-web alone would drain the unread chunks for as long as
+    // they came.
+    let mut stream = TcpStream::connect(&address).await.unwrap();
+    let chunked =
+        "POST /api/v1/push HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n";
+    stream.write_all(chunked.as_bytes()).await.unwrap();
+    stream.write_all(&[b' '; 1000]).await.unwrap();
+    let answer = answer_within(&mut stream, Duration::from_secs(10))
+        .await
+        .expect("an answer to a stranger's chunked upload");
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    let mut rest = [0u8; 64];
+    let closed = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut rest)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "the connection stays open after a stranger's 401: {closed:?}"
+    );
     // The token comes first: a stranger's compressed body is a 401, not a 415.
     let (status, answer) = send(
         pgcursor_tests::client()
