@@ -36,9 +36,10 @@ pub const MAX_DEPTH: usize = 128;
 /// Digits PostgreSQL's numeric holds after the decimal point.
 const MAX_SCALE: i64 = 16383;
 
-/// Bodies at least this long are parsed on actix's blocking threads, not on
-/// the worker's event loop: a tree of 8 MB of small numbers takes 0.5 s to
-/// build (release), and the loop would serve none of its other requests
+/// Bodies and answers at least this long are parsed on actix's blocking
+/// threads, not on the worker's event loop: a tree of 8 MB of small numbers
+/// takes 0.5 s to build (release), opening the envelopes of a 32 MB pop
+/// answer 70-120 ms, and the loop would serve none of its other requests
 /// meanwhile (a gateway on two cores has one worker). Below it, a parse
 /// takes at most a few milliseconds and a thread hop would cost more.
 const PARSE_ON_THE_LOOP_BELOW: usize = 64 * 1024;
@@ -49,20 +50,27 @@ const PARSE_ON_THE_LOOP_BELOW: usize = 64 * 1024;
 /// time, 576 MB two at a time. Others wait their turn here, off the loop.
 static LONG_PARSES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
 
-/// `parse_json`, off the event loop for a long body.
-pub async fn read_json(body: &web::Bytes) -> Result<Value, ApiError> {
-    if body.len() < PARSE_ON_THE_LOOP_BELOW {
-        return parse_json(body);
+/// `parse`, a parse of `len` bytes of JSON: on the loop when short, else on
+/// actix's blocking threads in its turn.
+pub async fn parse_off_the_loop_if_long<T: Send + 'static>(
+    len: usize,
+    parse: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    if len < PARSE_ON_THE_LOOP_BELOW {
+        return Ok(parse());
     }
-    let failed = |e: String| ApiError::Internal(format!("parsing the body: {e}"));
+    let failed = |e: String| ApiError::Internal(format!("parsing off the event loop: {e}"));
     let _turn = LONG_PARSES
         .acquire()
         .await
         .map_err(|e| failed(e.to_string()))?;
+    web::block(parse).await.map_err(|e| failed(e.to_string()))
+}
+
+/// `parse_json`, off the event loop for a long body.
+pub async fn read_json(body: &web::Bytes) -> Result<Value, ApiError> {
     let body = body.clone();
-    web::block(move || parse_json(&body))
-        .await
-        .map_err(|e| failed(e.to_string()))?
+    parse_off_the_loop_if_long(body.len(), move || parse_json(&body)).await?
 }
 
 /// Middleware (`middleware::from_fn`): what is refused before a request is

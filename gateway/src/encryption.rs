@@ -32,6 +32,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
+use crate::error::ApiError;
 use crate::routes::call::RawJson;
 
 /// The environment variable holding the key, and the alias Queen reads.
@@ -253,27 +254,19 @@ impl Encryption {
     }
 
     /// Opens the envelopes in an answer's `data`/`payload` fields, at the top
-    /// level (message detail) and in each of `messages` (pop, dead letters).
-    /// Answers without the text `"authTag"` (and every answer when the
-    /// gateway has no key) are passed on unread.
-    pub fn open_answer(&self, answer: RawJson) -> RawJson {
-        let Some(key) = &self.key else { return answer };
-        if !answer.0.contains("\"authTag\"") {
-            return answer;
-        }
-        let Ok(mut value) = serde_json::from_str::<Value>(&answer.0) else {
-            return answer;
+    /// level (message detail) and in each of `messages` (pop, dead letters),
+    /// off the event loop for a long answer. Answers without the text
+    /// `"authTag"` (and every answer when the gateway has no key) are passed
+    /// on unread.
+    pub async fn open_answer(&self, answer: RawJson) -> Result<RawJson, ApiError> {
+        let Some(key) = self.key.clone() else {
+            return Ok(answer);
         };
-        let mut opened = open_fields(key, &mut value);
-        if let Some(messages) = value.get_mut("messages").and_then(Value::as_array_mut) {
-            for message in messages {
-                opened |= open_fields(key, message);
-            }
+        if !answer.0.contains("\"authTag\"") {
+            return Ok(answer);
         }
-        if !opened {
-            return answer;
-        }
-        RawJson(value.to_string())
+        crate::body::parse_off_the_loop_if_long(answer.0.len(), move || open_messages(&key, answer))
+            .await
     }
 
     /// Opens the envelope in `field` of each element of `list` (traces by
@@ -303,6 +296,23 @@ impl Encryption {
         }
         RawJson(value.to_string())
     }
+}
+
+/// `answer` with the envelopes of its messages opened (`open_answer`).
+fn open_messages(key: &Key, answer: RawJson) -> RawJson {
+    let Ok(mut value) = serde_json::from_str::<Value>(&answer.0) else {
+        return answer;
+    };
+    let mut opened = open_fields(key, &mut value);
+    if let Some(messages) = value.get_mut("messages").and_then(Value::as_array_mut) {
+        for message in messages {
+            opened |= open_fields(key, message);
+        }
+    }
+    if !opened {
+        return answer;
+    }
+    RawJson(value.to_string())
 }
 
 /// Opens `data` and `payload` of one object; whether any was opened.
@@ -395,8 +405,8 @@ mod tests {
         assert_eq!(key().open(&expected), Some(payload));
     }
 
-    #[test]
-    fn a_tampered_or_foreign_envelope_is_left_as_it_is() {
+    #[actix_web::test]
+    async fn a_tampered_or_foreign_envelope_is_left_as_it_is() {
         let key = key();
         let envelope = key.seal(&json!({"a": 1}));
         let mut tampered = envelope.clone();
@@ -422,19 +432,32 @@ mod tests {
         // In an answer: the tampered payload comes back byte for byte.
         let encryption = Encryption::new(Some(key.clone()));
         let text = json!({"messages": [{"data": tampered, "payload": tampered}]}).to_string();
-        assert_eq!(encryption.open_answer(RawJson(text.clone())).0, text);
+        assert_eq!(
+            encryption
+                .open_answer(RawJson(text.clone()))
+                .await
+                .unwrap()
+                .0,
+            text
+        );
     }
 
-    #[test]
-    fn answers_are_opened_only_where_payloads_are() {
+    #[actix_web::test]
+    async fn answers_are_opened_only_where_payloads_are() {
         let key = key();
         let encryption = Encryption::new(Some(key.clone()));
         let sealed = key.seal(&json!({"x": 1}));
         let pop = json!({"success": true, "messages": [
             {"data": sealed, "payload": sealed, "offset": 1},
             {"data": {"plain": true}, "payload": {"plain": true}, "offset": 2}]});
-        let opened: Value =
-            serde_json::from_str(&encryption.open_answer(RawJson(pop.to_string())).0).unwrap();
+        let opened: Value = serde_json::from_str(
+            &encryption
+                .open_answer(RawJson(pop.to_string()))
+                .await
+                .unwrap()
+                .0,
+        )
+        .unwrap();
         assert_eq!(
             opened,
             json!({"success": true, "messages": [
@@ -442,8 +465,14 @@ mod tests {
                 {"data": {"plain": true}, "payload": {"plain": true}, "offset": 2}]})
         );
         let detail = json!({"payload": sealed, "data": sealed, "queue": "q"});
-        let opened: Value =
-            serde_json::from_str(&encryption.open_answer(RawJson(detail.to_string())).0).unwrap();
+        let opened: Value = serde_json::from_str(
+            &encryption
+                .open_answer(RawJson(detail.to_string()))
+                .await
+                .unwrap()
+                .0,
+        )
+        .unwrap();
         assert_eq!(
             opened,
             json!({"payload": {"x": 1}, "data": {"x": 1}, "queue": "q"})
@@ -451,7 +480,11 @@ mod tests {
         // No key: nothing is read.
         let text = detail.to_string();
         assert_eq!(
-            Encryption::default().open_answer(RawJson(text.clone())).0,
+            Encryption::default()
+                .open_answer(RawJson(text.clone()))
+                .await
+                .unwrap()
+                .0,
             text
         );
     }

@@ -368,3 +368,46 @@ async fn requeue_keeps_envelopes_and_refuses_plaintext_into_an_encrypted_queue()
     );
     assert_eq!(stored_messages(&plain).await, 1);
 }
+
+/// Opening the envelopes of a long pop answer takes a while (70-120 ms for
+/// 32 MB in a release build, seconds in a debug one). It is done off the
+/// HTTP worker's event loop, so /health answers promptly meanwhile (on the
+/// loop, one health check would wait for the whole opening).
+#[tokio::test]
+async fn health_answers_while_a_long_answer_is_opened() {
+    let gw = keyed_gateway().await;
+    let queue = fresh_queue("enc-long");
+    configure_encrypted(&gw, &queue).await;
+    let text = "x".repeat(40_000);
+    for _ in 0..4 {
+        let items: Vec<Value> = (0..50)
+            .map(|i| json!({"queue": queue, "payload": {"i": i, "text": text}}))
+            .collect();
+        let (status, answer) = post(&gw, "/api/v1/push", &json!({ "items": items })).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    let popping = tokio::spawn(send(
+        pgcursor_tests::client().get(gw.url(&format!("/api/v1/pop/queue/{queue}?batch=200"))),
+    ));
+    let mut slowest = std::time::Duration::ZERO;
+    let mut checks = 0;
+    while !popping.is_finished() {
+        let started = std::time::Instant::now();
+        let (status, body) = get(&gw, "/health").await;
+        assert_eq!(status, 200, "{body}");
+        slowest = slowest.max(started.elapsed());
+        checks += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (status, answer) = popping.await.unwrap();
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(messages(&answer).len(), 200);
+    for message in messages(&answer) {
+        assert_eq!(message["payload"]["text"], text.as_str());
+        assert_eq!(message["data"], message["payload"]);
+    }
+    assert!(
+        slowest < std::time::Duration::from_millis(500),
+        "of {checks} health checks, one waited {slowest:?} while the answer was opened"
+    );
+}

@@ -43,7 +43,7 @@ async fn list(
     let answer = call_listing(&state.pool, sql, filter).await?;
     // Dead letters of encrypted queues are listed in plaintext (docs/http-api.md
     // "Encrypted queues").
-    Ok(state.encryption.open_answer(answer).respond())
+    Ok(state.encryption.open_answer(answer).await?.respond())
 }
 
 async fn requeue(

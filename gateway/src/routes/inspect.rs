@@ -44,5 +44,5 @@ async fn message(
     let answer = call_on_message(&req, &state, Level::ReadOnly, sql, path.into_inner())
         .await?;
     // `payload` and `data` in plaintext when the message is an envelope.
-    Ok(state.encryption.open_answer(answer).respond())
+    Ok(state.encryption.open_answer(answer).await?.respond())
 }

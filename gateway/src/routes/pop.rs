@@ -114,7 +114,7 @@ async fn respond(
     record_minute(pop.queue(), &look.delivered);
     let answer = look.answer;
     // Envelopes of encrypted queues are opened here; other answers go out as written.
-    Ok(state.encryption.open_answer(answer).respond())
+    Ok(state.encryption.open_answer(answer).await?.respond())
 }
 
 /// The most one pop answers (PGCURSOR_MAX_POP_BATCH, PGCURSOR_MAX_ANSWER_BYTES):
