@@ -217,7 +217,7 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
                     Ok(answer.map_into_left_body())
                 })
             })
-            // Outermost: every request is counted and timed, by route pattern.
+            // Every request is counted and timed, by route pattern.
             .wrap_fn(|req, srv| {
                 let started = std::time::Instant::now();
                 let call = srv.call(req);
@@ -234,6 +234,10 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
                     Ok(answer)
                 }
             })
+            // Outermost: it watches the answer as it leaves.
+            .wrap(actix_web::middleware::from_fn(
+                crate::peer::watch_long_answers,
+            ))
             .configure(configure)
     })
     .on_connect(move |connection, data| {

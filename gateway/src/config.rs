@@ -142,6 +142,16 @@ pub struct Config {
     )]
     pub body_timeout_ms: u64,
 
+    /// How long a long answer (1 MiB or more) may make no progress toward its client, in milliseconds, before the connection is shut down: a client that stopped reading it, or vanished
+    #[arg(
+        long,
+        env = "PGCURSOR_SEND_TIMEOUT_MS",
+        value_name = "PGCURSOR_SEND_TIMEOUT_MS",
+        default_value = "60000",
+        value_parser = positive_u64,
+    )]
+    pub send_timeout_ms: u64,
+
     /// Seconds between housekeeping runs (transaction index purge, retention)
     #[arg(
         long,
@@ -246,6 +256,10 @@ impl Config {
 
     pub fn body_timeout(&self) -> Duration {
         Duration::from_millis(self.body_timeout_ms)
+    }
+
+    pub fn send_timeout(&self) -> Duration {
+        Duration::from_millis(self.send_timeout_ms)
     }
 
     pub fn housekeeping_interval(&self) -> Duration {
@@ -365,6 +379,7 @@ mod tests {
             (&["--pool-size", "0"][..], "PGCURSOR_POOL_SIZE"),
             (&["--http-workers", "0"][..], "PGCURSOR_HTTP_WORKERS"),
             (&["--body-timeout-ms", "0"][..], "PGCURSOR_BODY_TIMEOUT_MS"),
+            (&["--send-timeout-ms", "0"][..], "PGCURSOR_SEND_TIMEOUT_MS"),
             (
                 &["--stats-flush-seconds", "0"][..],
                 "PGCURSOR_STATS_FLUSH_SECONDS",

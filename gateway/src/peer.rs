@@ -3,12 +3,23 @@
 //! For a pop that matters: a long-poll its client gave up on would still
 //! lease the next messages, to nobody, and they would wait out the lease
 //! before another consumer got them. So a pop asks just before it looks
-//! (routes/pop.rs).
+//! (routes/pop.rs). And whether a client still takes its answer: one that
+//! stops reading a long answer has its connection shut down
+//! (`watch_long_answers`).
 
 use std::any::Any;
+use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use actix_web::dev::Extensions;
-use actix_web::HttpRequest;
+use actix_web::body::{BodySize, BoxBody, EitherBody, MessageBody};
+use actix_web::dev::{Extensions, ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use actix_web::{web, HttpRequest};
+use tokio::time::Instant;
+
+use crate::app::AppState;
 
 /// The socket of an accepted connection, noted by `note_socket`.
 #[cfg(unix)]
@@ -59,4 +70,127 @@ pub fn has_hung_up(req: &HttpRequest) -> bool {
     #[cfg(not(unix))]
     let _ = req;
     false
+}
+
+/// Answers at least this long are watched by `watch_long_answers`. Shorter
+/// ones fit in the sockets' buffers, so the gateway is done with them even
+/// when their client reads nothing.
+const WATCH_ANSWERS_FROM: u64 = 1 << 20;
+
+/// Middleware (`middleware::from_fn`): a long answer whose client takes
+/// none of it for PGCURSOR_SEND_TIMEOUT_MS has its connection shut down.
+/// actix-web has no send timeout, so a client that stopped reading a 16 MB
+/// pop (or vanished without a word) kept its connection and the unsent rest
+/// of the answer in the gateway's memory for ever. Taking is what the
+/// client's TCP acknowledges: a client reading slowly is not cut off.
+pub async fn watch_long_answers(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody, Watched>>, actix_web::Error> {
+    let socket = req.conn_data::<ClientSocket>().copied();
+    let within = req
+        .app_data::<web::Data<AppState>>()
+        .map(|state| state.config.send_timeout());
+    let answer = next.call(req).await?;
+    let long =
+        matches!(answer.response().body().size(), BodySize::Sized(n) if n >= WATCH_ANSWERS_FROM);
+    let (Some(socket), Some(within), true) = (socket, within, long) else {
+        return Ok(answer.map_into_left_body());
+    };
+    let Some(acked) = bytes_acked(socket) else {
+        return Ok(answer.map_into_left_body());
+    };
+    let watchdog = actix_web::rt::spawn(shut_down_when_stuck(socket, acked, within));
+    Ok(answer
+        .map_body(|_, body| Watched {
+            body: BoxBody::new(body),
+            watchdog,
+        })
+        .map_into_right_body())
+}
+
+/// A long answer's body, with the watchdog it stops once dropped (sent, or
+/// its connection gone), so the watchdog never touches a socket number
+/// used again.
+pub struct Watched {
+    body: BoxBody,
+    watchdog: tokio::task::JoinHandle<()>,
+}
+
+impl MessageBody for Watched {
+    type Error = <BoxBody as MessageBody>::Error;
+
+    fn size(&self) -> BodySize {
+        self.body.size()
+    }
+
+    fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<web::Bytes, Self::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_next(cx)
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.watchdog.abort();
+    }
+}
+
+/// Shuts `socket` down once its client has acknowledged nothing more than
+/// `acked` bytes for `within`. Runs on the connection's worker thread, so
+/// never while its `Watched` is being dropped, and it is aborted then,
+/// before the socket can be closed.
+async fn shut_down_when_stuck(socket: ClientSocket, mut acked: u64, within: Duration) {
+    let mut since = Instant::now();
+    loop {
+        tokio::time::sleep(within / 4).await;
+        match bytes_acked(socket) {
+            Some(now) if now != acked => (acked, since) = (now, Instant::now()),
+            _ if since.elapsed() >= within => break,
+            _ => {}
+        }
+    }
+    // SAFETY: `socket` is the connection's, still open (see above); its
+    // writes then fail, and actix-web drops the connection and the answer.
+    unsafe {
+        libc::shutdown(socket.0, libc::SHUT_RDWR);
+    }
+    if crate::clock::once_a_minute(&WARNED_STUCK_AT) {
+        tracing::warn!(
+            "a client took none of its answer for {} ms (PGCURSOR_SEND_TIMEOUT_MS): its connection was shut down",
+            within.as_millis()
+        );
+    }
+}
+
+/// When `shut_down_when_stuck` last warned.
+static WARNED_STUCK_AT: AtomicU64 = AtomicU64::new(0);
+
+/// How many bytes sent on `socket` its peer has acknowledged (TCP_INFO);
+/// `None` where that cannot be known.
+fn bytes_acked(socket: ClientSocket) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getsockopt fills at most `len` bytes of `info`, a plain
+        // C struct for which all zeroes is a valid value.
+        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        let got = unsafe {
+            libc::getsockopt(
+                socket.0,
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                std::ptr::addr_of_mut!(info).cast(),
+                &mut len,
+            )
+        };
+        (got == 0).then_some(info.tcpi_bytes_acked)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = socket;
+        None
+    }
 }

@@ -515,3 +515,54 @@ async fn a_body_that_does_not_arrive_in_time_is_a_408() {
         .expect("the connection serves the next request");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
+
+/// A client that stops reading a long answer is dropped once it has taken
+/// none of it for PGCURSOR_SEND_TIMEOUT_MS (before, the gateway kept the
+/// connection, and the rest of the answer in its memory, for ever). A
+/// client reading slowly, 64 KB every 300 ms, is not.
+#[tokio::test]
+async fn a_client_that_stops_reading_its_answer_is_dropped() {
+    let gw = Gateway::start_with(&[("PGCURSOR_SEND_TIMEOUT_MS", "2000")]).await;
+    let queue = fresh_queue("unread-answer");
+    let text = "x".repeat(40_000);
+    for _ in 0..4 {
+        let items: Vec<Value> = (0..50)
+            .map(|i| json!({"queue": queue, "payload": {"i": i, "text": text}}))
+            .collect();
+        let (status, answer) = post(&gw, "/api/v1/push", &json!({ "items": items })).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    // An answer of about 16 MB (data and payload), more than the sockets hold.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(256 * 1024).unwrap();
+    let address = gw.base.trim_start_matches("http://").parse().unwrap();
+    let mut client = socket.connect(address).await.unwrap();
+    let pop = format!("GET /api/v1/pop/queue/{queue}?batch=200 HTTP/1.1\r\nHost: x\r\n\r\n");
+    client.write_all(pop.as_bytes()).await.unwrap();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut received = 0;
+    let reading_slowly = Instant::now();
+    while reading_slowly.elapsed() < Duration::from_secs(6) {
+        let read = tokio::time::timeout(Duration::from_secs(5), client.read(&mut buffer)).await;
+        let Ok(Ok(n @ 1..)) = read else {
+            panic!("a slow reader was dropped after {received} bytes: {read:?}");
+        };
+        received += n;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let rest = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match client.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received += n,
+            }
+        }
+    })
+    .await;
+    assert!(rest.is_ok(), "the connection is still open");
+    assert!(
+        received < 8_000_000,
+        "{received} bytes of the answer arrived: the connection was kept"
+    );
+}
