@@ -76,7 +76,8 @@ pub async fn read_json(body: &web::Bytes) -> Result<Value, ApiError> {
 /// Middleware (`middleware::from_fn`): what is refused before a request is
 /// routed or its body read, first refusal wins. A caller without a known
 /// token gets its 401 first (`Auth::refuses_body_of`), so it learns nothing
-/// else; then an undecodable path or query (400), then an encoded body (415).
+/// else; then an undecodable path or query, or a repeated query parameter
+/// (400), then an encoded body (415).
 pub async fn refuse_before_reading(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
@@ -87,6 +88,11 @@ pub async fn refuse_before_reading(
         .or_else(|| {
             undecodable_part(req.path(), req.query_string()).map(|part| {
                 ApiError::BadRequest(format!("{part} is not UTF-8 once percent-decoded"))
+            })
+        })
+        .or_else(|| {
+            repeated_parameter(req.query_string()).map(|name| {
+                ApiError::BadRequest(format!("query parameter {name} is given more than once"))
             })
         })
         .or_else(|| unsupported_encoding(req.headers()));
@@ -240,6 +246,29 @@ fn undecodable_part(path: &str, query: &str) -> Option<String> {
         let name = percent_encoding::percent_decode_str(key).decode_utf8_lossy();
         (!decodes(key) || !decodes(value)).then(|| format!("query parameter {name}"))
     })
+}
+
+/// The (decoded) name of a query parameter given more than once. Routes read
+/// the query into a map, where the last one won silently: a pop with
+/// `consumerGroup=a&consumerGroup=b` consumed as group b (Queen's server
+/// takes the first). No route takes a list as repeated parameters.
+fn repeated_parameter(query: &str) -> Option<String> {
+    if !query.contains('&') {
+        return None;
+    }
+    let mut seen = std::collections::HashSet::new();
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let key = pair.split_once('=').map_or(pair, |(key, _)| key);
+            let key = key.replace('+', " ");
+            percent_encoding::percent_decode_str(&key)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .filter(|name| !name.is_empty())
+        .find(|name| !seen.insert(name.clone()))
 }
 
 /// Parses a request body as JSON: a 400 for invalid JSON, nesting deeper
@@ -667,6 +696,27 @@ mod tests {
             ("/health", ""),
         ] {
             assert_eq!(undecodable_part(path, query), None, "{path}?{query}");
+        }
+    }
+
+    #[test]
+    fn a_query_parameter_may_be_given_once() {
+        for (query, repeated) in [
+            ("consumerGroup=a&consumerGroup=b", "consumerGroup"),
+            ("batch=1&wait=true&batch", "batch"),
+            ("consumer%47roup=a&consumerGroup=b", "consumerGroup"),
+            ("a+b=1&a%20b=2", "a b"),
+        ] {
+            assert_eq!(repeated_parameter(query), Some(repeated.into()), "{query}");
+        }
+        for query in [
+            "",
+            "batch=1",
+            "batch=1&wait=true",
+            "a=1&&=&=&b",
+            "batch=1&Batch=2",
+        ] {
+            assert_eq!(repeated_parameter(query), None, "{query}");
         }
     }
 

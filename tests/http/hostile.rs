@@ -551,6 +551,40 @@ async fn percent_escapes_that_are_not_utf8_are_a_400_naming_where() {
     bench.finish().await;
 }
 
+/// A query parameter given twice is a 400 naming it, and changes nothing:
+/// read into a map, the last one won, so a pop with
+/// `consumerGroup=a&consumerGroup=b` consumed as group b.
+#[tokio::test]
+async fn a_repeated_query_parameter_is_a_400_naming_it() {
+    let bench = Bench::start().await;
+    let queue = bench.scene.queue.clone();
+    let cases = [
+        (
+            format!("/api/v1/pop/queue/{queue}?consumerGroup=a&consumerGroup=b&autoAck=true"),
+            "consumerGroup",
+        ),
+        (
+            format!("/api/v1/pop/queue/{queue}?consumer%47roup=a&consumerGroup=b&autoAck=true"),
+            "consumerGroup",
+        ),
+        (
+            format!("/api/v1/pop/queue/{queue}?batch=1&autoAck=true&batch=1000"),
+            "batch",
+        ),
+        (format!("/api/v1/messages?queue={queue}&queue=x"), "queue"),
+    ];
+    for (target, name) in cases {
+        let (status, body) = get(&bench.gw, &target).await;
+        assert_eq!(status, 400, "{target}: {body}");
+        assert_eq!(
+            body,
+            json!({"error": format!("query parameter {name} is given more than once")}),
+            "{target}"
+        );
+    }
+    bench.finish().await;
+}
+
 /// A push payload nests as deep as any body may (128 arrays and objects from
 /// the body's top, so 125 in the payload), though push passes payloads on
 /// unparsed: one level more is a 400 saying so, not PostgreSQL's own limit
