@@ -48,6 +48,9 @@ pub struct Shared {
     pub turns: crate::turns::Turns,
     /// Every worker's pool, by worker index.
     pools: Mutex<Vec<Option<Pool>>>,
+    /// Room for request bodies, in KiB (PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT;
+    /// body::guard_body).
+    pub bodies: Arc<tokio::sync::Semaphore>,
 }
 
 impl Deref for AppState {
@@ -170,6 +173,7 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
         deployment,
         wakeups: crate::notify::PushWakeups::start(&config),
         encryption: crate::encryption::Encryption::new(config.encryption_key.clone()),
+        bodies: Arc::new(tokio::sync::Semaphore::new(config.bodies_kib() as usize)),
         config,
         auth,
     });

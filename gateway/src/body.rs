@@ -8,7 +8,7 @@
 //! Long bodies are parsed off the event loop (`read_json`), and a body must
 //! arrive whole in time (`guard_body`).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -102,14 +102,23 @@ pub async fn refuse_before_reading(
     }
 }
 
-/// Middleware (`middleware::from_fn`): a request's body arrives within its
-/// deadline, and an answer that leaves it unread closes the connection.
+/// Middleware (`middleware::from_fn`): a request's body is read within the
+/// gateway's memory budget and its deadline, and an answer that leaves it
+/// unread closes the connection.
+///
+/// Bodies are held whole (up to PGCURSOR_MAX_BODY_BYTES each) until their
+/// request is answered, and nothing bounded them all together: many large
+/// uploads at once could take the gateway's memory. So a body is read only
+/// once PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT has room for it (its
+/// Content-Length, or the most a body may be when it is chunked); until
+/// then it waits unread, which TCP holds back at the client.
 ///
 /// actix-web waits for a body for ever, so an upload that stalls (a client
 /// gone quiet, or one sending a byte now and then) held its connection and
 /// all it had sent. So a body must arrive whole within
 /// PGCURSOR_BODY_TIMEOUT_MS of its head: past that, the route's read of it
-/// fails, nothing is done with it, and the answer is a 408.
+/// fails, nothing is done with it, and the answer is a 408 (a 503 if it was
+/// still waiting for room).
 ///
 /// And a chunked body that an answer left unread (a stranger's 401, a
 /// 404, a 408) actix-web drains before the next request, for as long as
@@ -126,22 +135,33 @@ pub async fn guard_body(
         return Ok(next.call(req).await?.map_into_left_body());
     };
     let within = state.config.body_timeout();
-    let body = Rc::new(RefCell::new(Some(req.take_payload())));
-    let late = Rc::new(Cell::new(false));
+    let read = Rc::new(RefCell::new(BodyRead {
+        unread: Some(req.take_payload()),
+        room: None,
+        late: None,
+    }));
+    let kib = budget_kib(req.headers(), &state);
     req.set_payload(Payload::from(Box::pin(BeforeDeadline {
-        body: body.clone(),
+        read: read.clone(),
         deadline: Box::pin(tokio::time::sleep(within)),
-        late: late.clone(),
+        making_room: Some(Box::pin(state.bodies.clone().acquire_many_owned(kib))),
     }) as BoxedPayload));
     let mut answer = next.call(req).await?.map_into_boxed_body();
-    if late.get() {
-        let refused = ApiError::RequestTimeout(format!(
-            "the request body did not arrive whole within {} ms (PGCURSOR_BODY_TIMEOUT_MS)",
-            within.as_millis()
-        ));
+    let late = read.borrow().late;
+    if let Some(late) = late {
+        let refused = match late {
+            Late::Arriving => ApiError::RequestTimeout(format!(
+                "the request body did not arrive whole within {} ms (PGCURSOR_BODY_TIMEOUT_MS)",
+                within.as_millis()
+            )),
+            Late::NoRoom => ApiError::Unavailable(format!(
+                "the gateway holds as many request bodies as it may (PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT) and had no room for this one within {} ms; retry later",
+                within.as_millis()
+            )),
+        };
         answer = answer.into_response(refused.error_response());
     }
-    let Some(unread) = body.take() else {
+    let Some(unread) = read.borrow_mut().unread.take() else {
         return Ok(answer.map_into_right_body());
     };
     let answer = answer.map_body(|_, body| WithUnread {
@@ -151,15 +171,54 @@ pub async fn guard_body(
     Ok(answer.map_into_boxed_body().map_into_right_body())
 }
 
+/// The room a request's body takes in PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT, in
+/// KiB: its Content-Length, or the most a body may be (chunked, or claiming
+/// more, which is refused once read that far), and never more than all of it.
+fn budget_kib(headers: &HeaderMap, state: &AppState) -> u32 {
+    let most = state.config.max_body_bytes as u64;
+    let claimed = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(most);
+    let kib = claimed.min(most).div_ceil(1024).max(1);
+    u32::try_from(kib)
+        .unwrap_or(u32::MAX)
+        .min(state.config.bodies_kib())
+}
+
 type BoxedPayload = Pin<Box<dyn futures::Stream<Item = Result<web::Bytes, PayloadError>>>>;
 
-/// A request body read through `guard_body`: `body` holds what is not yet
-/// read, and is emptied once the body has ended. Past `deadline` a read
-/// fails once, sets `late`, and leaves the rest unread in `body`.
+type MakingRoom = Pin<
+    Box<dyn Future<Output = Result<tokio::sync::OwnedSemaphorePermit, tokio::sync::AcquireError>>>,
+>;
+
+/// A request body as `guard_body` and its reader share it.
+struct BodyRead {
+    /// What is not yet read; emptied once the body has ended.
+    unread: Option<Payload>,
+    /// The body's room in PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT, held until its
+    /// request is answered.
+    room: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Why the deadline passed before the body ended, if it did.
+    late: Option<Late>,
+}
+
+#[derive(Clone, Copy)]
+enum Late {
+    /// Waiting for room.
+    NoRoom,
+    /// Waiting for the body's bytes.
+    Arriving,
+}
+
+/// A request body read through `guard_body`: first its room, then its
+/// bytes. Past `deadline` a read fails once, notes why, and leaves the rest
+/// unread.
 struct BeforeDeadline {
-    body: Rc<RefCell<Option<Payload>>>,
+    read: Rc<RefCell<BodyRead>>,
     deadline: Pin<Box<tokio::time::Sleep>>,
-    late: Rc<Cell<bool>>,
+    making_room: Option<MakingRoom>,
 }
 
 impl futures::Stream for BeforeDeadline {
@@ -167,26 +226,41 @@ impl futures::Stream for BeforeDeadline {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        let mut body = this.body.borrow_mut();
-        let Some(payload) = body.as_mut().filter(|_| !this.late.get()) else {
+        let mut read = this.read.borrow_mut();
+        if read.late.is_some() {
+            return Poll::Ready(None);
+        }
+        let waiting = match this.making_room.as_mut().map(|room| room.as_mut().poll(cx)) {
+            Some(Poll::Ready(room)) => {
+                // (An error would mean the budget closed, which it never is.)
+                read.room = room.ok();
+                this.making_room = None;
+                None
+            }
+            Some(Poll::Pending) => Some(Late::NoRoom),
+            None => None,
+        };
+        let Some(payload) = read.unread.as_mut() else {
             return Poll::Ready(None);
         };
-        match payload.poll_next_unpin(cx) {
-            Poll::Ready(None) => {
-                *body = None;
-                Poll::Ready(None)
-            }
-            Poll::Ready(Some(chunk)) => Poll::Ready(Some(chunk)),
-            Poll::Pending => {
-                ready!(this.deadline.as_mut().poll(cx));
-                this.late.set(true);
-                let timed_out = std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "the request body did not arrive in time",
-                );
-                Poll::Ready(Some(Err(PayloadError::Io(timed_out))))
-            }
-        }
+        let late = match waiting {
+            Some(late) => late,
+            None => match payload.poll_next_unpin(cx) {
+                Poll::Ready(None) => {
+                    read.unread = None;
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Some(chunk)) => return Poll::Ready(Some(chunk)),
+                Poll::Pending => Late::Arriving,
+            },
+        };
+        ready!(this.deadline.as_mut().poll(cx));
+        read.late = Some(late);
+        let timed_out = std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the request body was not read in time",
+        );
+        Poll::Ready(Some(Err(PayloadError::Io(timed_out))))
     }
 }
 

@@ -142,6 +142,16 @@ pub struct Config {
     )]
     pub body_timeout_ms: u64,
 
+    /// Most request-body bytes the gateway holds at once, over all requests: a body waits, unread, for room (at most PGCURSOR_BODY_TIMEOUT_MS, then a 503)
+    #[arg(
+        long,
+        env = "PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT",
+        value_name = "PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT",
+        default_value = "268435456",
+        value_parser = positive_usize,
+    )]
+    pub max_body_bytes_in_flight: usize,
+
     /// How long a long answer (1 MiB or more) may make no progress toward its client, in milliseconds, before the connection is shut down: a client that stopped reading it, or vanished
     #[arg(
         long,
@@ -256,6 +266,14 @@ impl Config {
 
     pub fn body_timeout(&self) -> Duration {
         Duration::from_millis(self.body_timeout_ms)
+    }
+
+    /// PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT in KiB, as body::guard_body counts
+    /// it (at least 1, at most what a semaphore holds).
+    pub fn bodies_kib(&self) -> u32 {
+        let kib = (self.max_body_bytes_in_flight as u64).div_ceil(1024);
+        let most = tokio::sync::Semaphore::MAX_PERMITS.min(u32::MAX as usize) as u64;
+        kib.clamp(1, most) as u32
     }
 
     pub fn send_timeout(&self) -> Duration {
@@ -380,6 +398,10 @@ mod tests {
             (&["--http-workers", "0"][..], "PGCURSOR_HTTP_WORKERS"),
             (&["--body-timeout-ms", "0"][..], "PGCURSOR_BODY_TIMEOUT_MS"),
             (&["--send-timeout-ms", "0"][..], "PGCURSOR_SEND_TIMEOUT_MS"),
+            (
+                &["--max-body-bytes-in-flight", "0"][..],
+                "PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT",
+            ),
             (
                 &["--stats-flush-seconds", "0"][..],
                 "PGCURSOR_STATS_FLUSH_SECONDS",

@@ -220,7 +220,12 @@ pub fn keys(value: &Value) -> BTreeSet<&str> {
 
 /// How many messages a queue stores (straight from the database).
 pub async fn stored_messages(queue: &str) -> i64 {
-    db().await
+    stored_messages_at(&db().await, queue).await
+}
+
+/// `stored_messages`, in the database `client` is connected to.
+pub async fn stored_messages_at(client: &tokio_postgres::Client, queue: &str) -> i64 {
+    client
         .query_one(
             "SELECT count(*) FROM pgcursor.messages m
                JOIN pgcursor.partitions p ON p.id = m.partition_id WHERE p.queue = $1",

@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use crate::broker::{
     answer_within, configure_queue, drop_database, eventually, fresh_queue, get, lock_table,
     messages, pop, post, post_head, push_n, scratch_database, send, stored_messages,
-    until_waiting_for_a_lock,
+    stored_messages_at, until_waiting_for_a_lock,
 };
 
 /// The database timeout the outage tests give the gateway.
@@ -565,4 +565,103 @@ async fn a_client_that_stops_reading_its_answer_is_dropped() {
         received < 8_000_000,
         "{received} bytes of the answer arrived: the connection was kept"
     );
+}
+
+/// Request bodies share PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT, each holding its
+/// room (its Content-Length) until its request is answered: a body for
+/// which there is no room waits unread until there is, and one that finds
+/// none within PGCURSOR_BODY_TIMEOUT_MS is a 503 that changes nothing.
+#[tokio::test]
+async fn request_bodies_wait_for_room_in_the_gateways_budget() {
+    let (database, url) = scratch_database(&[]).await;
+    let gw = pgcursor_tests::GatewayConfig::new()
+        .database_url(&url)
+        .env("PGCURSOR_MAX_BODY_BYTES", "65536")
+        .env("PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT", "100000")
+        .env("PGCURSOR_BODY_TIMEOUT_MS", "3000")
+        .start()
+        .await;
+    let address = gw.base.trim_start_matches("http://").to_string();
+    let queue = fresh_queue("bodies-budget");
+    // A request of `path` with `body` padded with spaces to `length` bytes.
+    let send_padded = |path: &'static str, body: String, length: usize| {
+        let address = address.clone();
+        let mut body = body.into_bytes();
+        body.resize(length, b' ');
+        async move {
+            let mut stream = TcpStream::connect(&address).await.unwrap();
+            stream
+                .write_all(&post_head(path, length, None))
+                .await
+                .unwrap();
+            stream.write_all(&body).await.unwrap();
+            stream
+        }
+    };
+    let push = format!(r#"{{"items":[{{"queue":"{queue}","payload":1}}]}}"#);
+    let configure = |name: &str| format!(r#"{{"queue":"{queue}-{name}"}}"#);
+    let answered = |what: &'static str| {
+        move |answer: Option<String>| answer.unwrap_or_else(|| panic!("no answer {what}"))
+    };
+
+    // 59 KiB held by a push whose body is read and that waits for a lock:
+    // a configure of 49 KiB does not fit in the 98 left.
+    let locker = lock_table(&url, "pgcursor.messages").await;
+    let mut holding = send_padded("/api/v1/push", push.clone(), 60_000).await;
+    until_waiting_for_a_lock("the push holding room waits", "%push_items%").await;
+    let mut waiting = send_padded("/api/v1/configure", configure("waits"), 50_000).await;
+    assert_eq!(
+        answer_within(&mut waiting, Duration::from_secs(1)).await,
+        None,
+        "a body read while there is no room for it"
+    );
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    for stream in [&mut holding, &mut waiting] {
+        let answer =
+            answered("once there is room")(answer_within(stream, Duration::from_secs(10)).await);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+
+    // No room within the deadline: a 503.
+    let locker = lock_table(&url, "pgcursor.messages").await;
+    let mut holding = send_padded("/api/v1/push", push, 60_000).await;
+    until_waiting_for_a_lock("the push holding room waits", "%push_items%").await;
+    let mut refused = send_padded("/api/v1/configure", configure("refused"), 50_000).await;
+    let answer = answered("to a body that found no room")(
+        answer_within(&mut refused, Duration::from_secs(10)).await,
+    );
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(
+        answer.contains(
+            "(PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT) and had no room for this one within 3000 ms"
+        ),
+        "{answer}"
+    );
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    let answer =
+        answered("to the holder")(answer_within(&mut holding, Duration::from_secs(10)).await);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    assert_eq!(stored_messages_at(&client, &queue).await, 2);
+    let configured: Vec<String> = client
+        .query(
+            "SELECT name FROM pgcursor.queues WHERE name LIKE $1 || '-%' ORDER BY name",
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(
+        configured,
+        [format!("{queue}-waits")],
+        "the refused configure changed nothing"
+    );
+    drop(gw);
+    drop_database(&database).await;
 }
