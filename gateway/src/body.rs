@@ -5,8 +5,8 @@
 //! (see `numeric_fits`). A body, path segment or query value with one is
 //! refused up front, naming where it was found, rather than failing half-way
 //! in the database with no name (a 500: "value overflows numeric format").
-//! Long bodies are parsed off the event loop (`read_json`), and a body must
-//! arrive whole in time (`guard_body`).
+//! Long bodies are parsed off the event loop (`read_json`), and a body is
+//! read within the gateway's room for bodies and its deadline (`guard_body`).
 
 use std::cell::RefCell;
 use std::future::Future;
