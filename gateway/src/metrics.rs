@@ -55,6 +55,9 @@ pub struct Counters {
     pub pop_looks: Counter,
     pub ack_requests: Counter,
     pub transactions: Counter,
+    /// Long answers whose connection was shut down because the client took
+    /// none of it in time (peer::watch_long_answers).
+    pub answers_abandoned: Counter,
     ack_items: [Counter; ACK_OUTCOMES.len()],
     ack_errors: [Counter; ACK_ERRORS.len()],
 }
@@ -101,6 +104,7 @@ pub fn counters() -> &'static Counters {
             pop_looks: c("pgcursor_pop_looks_total"),
             ack_requests: c("queen_cluster_ack_requests_total"),
             transactions: c("queen_cluster_transactions_total"),
+            answers_abandoned: c("pgcursor_http_answers_abandoned_total"),
             ack_items: ACK_OUTCOMES.map(|outcome| {
                 let counter = counter!("pgcursor_ack_items_total", "outcome" => outcome);
                 counter.increment(0);
@@ -143,6 +147,10 @@ fn describe() {
     describe_counter!(
         "queen_cluster_transactions_total",
         "Transaction requests this gateway process received past authentication"
+    );
+    describe_counter!(
+        "pgcursor_http_answers_abandoned_total",
+        "Answers of 1 MiB or more whose client took none of them for PGCURSOR_SEND_TIMEOUT_MS: their connection was shut down"
     );
     describe_counter!(
         "pgcursor_ack_items_total",

@@ -157,6 +157,7 @@ async fn shut_down_when_stuck(socket: ClientSocket, mut acked: u64, within: Dura
     unsafe {
         libc::shutdown(socket.0, libc::SHUT_RDWR);
     }
+    crate::metrics::counters().answers_abandoned.increment(1);
     if crate::clock::once_a_minute(&WARNED_STUCK_AT) {
         tracing::warn!(
             "a client took none of its answer for {} ms (PGCURSOR_SEND_TIMEOUT_MS): its connection was shut down",

@@ -19,7 +19,7 @@ use crate::broker::{
 };
 
 /// (family, type) of everything a scrape shows with a database behind it.
-const FAMILIES: [(&str, &str); 37] = [
+const FAMILIES: [(&str, &str); 40] = [
     ("queen_uptime_seconds", "gauge"),
     ("queen_process_resident_memory_bytes", "gauge"),
     ("queen_process_virtual_memory_bytes", "gauge"),
@@ -42,6 +42,9 @@ const FAMILIES: [(&str, &str); 37] = [
     ("queen_cluster_push_messages_total", "counter"),
     ("queen_cluster_pop_messages_total", "counter"),
     ("pgcursor_pop_looks_total", "counter"),
+    ("pgcursor_http_answers_abandoned_total", "counter"),
+    ("pgcursor_http_body_bytes_held", "gauge"),
+    ("pgcursor_http_body_bytes_max", "gauge"),
     ("pgcursor_ack_items_total", "counter"),
     ("pgcursor_ack_errors_total", "counter"),
     ("queen_dlq_depth", "gauge"),

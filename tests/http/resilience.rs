@@ -561,6 +561,11 @@ async fn a_client_that_stops_reading_its_answer_is_dropped() {
     })
     .await;
     assert!(rest.is_ok(), "the connection is still open");
+    let abandoned = crate::metrics::scrape(&gw).await;
+    assert_eq!(
+        abandoned.value("pgcursor_http_answers_abandoned_total", &[]),
+        1.0
+    );
     assert!(
         received < 8_000_000,
         "{received} bytes of the answer arrived: the connection was kept"
@@ -609,6 +614,15 @@ async fn request_bodies_wait_for_room_in_the_gateways_budget() {
     let locker = lock_table(&url, "pgcursor.messages").await;
     let mut holding = send_padded("/api/v1/push", push.clone(), 60_000).await;
     until_waiting_for_a_lock("the push holding room waits", "%push_items%").await;
+    let held = crate::metrics::scrape(&gw).await;
+    assert_eq!(
+        held.value("pgcursor_http_body_bytes_held", &[]),
+        (59 * 1024) as f64
+    );
+    assert_eq!(
+        held.value("pgcursor_http_body_bytes_max", &[]),
+        (98 * 1024) as f64
+    );
     let mut waiting = send_padded("/api/v1/configure", configure("waits"), 50_000).await;
     assert_eq!(
         answer_within(&mut waiting, Duration::from_secs(1)).await,
@@ -647,6 +661,8 @@ async fn request_bodies_wait_for_room_in_the_gateways_budget() {
         .unwrap();
     tokio::spawn(connection);
     assert_eq!(stored_messages_at(&client, &queue).await, 2);
+    let held = crate::metrics::scrape(&gw).await;
+    assert_eq!(held.value("pgcursor_http_body_bytes_held", &[]), 0.0);
     let configured: Vec<String> = client
         .query(
             "SELECT name FROM pgcursor.queues WHERE name LIKE $1 || '-%' ORDER BY name",

@@ -166,6 +166,18 @@ fn process_gauges(state: &AppState) {
     );
     set(gauge!("pgcursor_http_connections"), crate::connections::open() as f64);
     set(gauge!("pgcursor_http_connections_max"), state.max_connections as f64);
+    describe_gauge!(
+        "pgcursor_http_body_bytes_held",
+        "Room request bodies take now in PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT (each its Content-Length, rounded up to KiB), until their request is answered"
+    );
+    describe_gauge!(
+        "pgcursor_http_body_bytes_max",
+        "PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT: the most room request bodies take at once; more wait, unread"
+    );
+    let room = u64::from(state.config.bodies_kib());
+    let held = room.saturating_sub(state.bodies.available_permits() as u64);
+    set(gauge!("pgcursor_http_body_bytes_held"), (held * 1024) as f64);
+    set(gauge!("pgcursor_http_body_bytes_max"), (room * 1024) as f64);
     let pool = state.pool_status();
     describe_gauge!("queen_db_pool_size", "Database connections open in the pool");
     describe_gauge!("queen_db_pool_idle", "Pool connections open and not checked out");
