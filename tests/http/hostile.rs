@@ -463,9 +463,18 @@ async fn pop_and_listing_counts_are_a_200_or_a_400_naming_the_parameter() {
         {
             for value in values.clone() {
                 let (path, valid, _) = bench.render(op, &Slot::Nothing, "", false);
-                // A fresh group always finds messages: a long-poll answers at once.
+                // A fresh group always finds messages: a long-poll answers at
+                // once. It replaces the scene's (a parameter may be given once).
                 let group = Uuid::now_v7().to_string();
-                let mut query = format!("{valid}&consumerGroup={group}&{name}={}", encode(value));
+                let valid: Vec<&str> = valid
+                    .split('&')
+                    .filter(|pair| !pair.starts_with("consumerGroup="))
+                    .collect();
+                let mut query = format!(
+                    "{}&consumerGroup={group}&{name}={}",
+                    valid.join("&"),
+                    encode(value)
+                );
                 if name == "timeout" {
                     query.push_str("&wait=true");
                 }
