@@ -164,10 +164,7 @@ pub async fn guard_body(
     let Some(unread) = read.borrow_mut().unread.take() else {
         return Ok(answer.map_into_right_body());
     };
-    let answer = answer.map_body(|_, body| WithUnread {
-        body,
-        _unread: unread,
-    });
+    let answer = answer.map_body(|_, body| Holding::new(body, unread));
     Ok(answer.map_into_boxed_body().map_into_right_body())
 }
 
@@ -264,13 +261,21 @@ impl futures::Stream for BeforeDeadline {
     }
 }
 
-/// An answer's body, and the unread request body it holds until it is sent.
-struct WithUnread {
+/// An answer's body, and something kept until the body is dropped (sent,
+/// or its connection gone): an unread request body (`guard_body`), a
+/// watchdog (peer::watch_long_answers).
+pub struct Holding<T> {
     body: BoxBody,
-    _unread: Payload,
+    _held: T,
 }
 
-impl MessageBody for WithUnread {
+impl<T> Holding<T> {
+    pub fn new(body: BoxBody, held: T) -> Holding<T> {
+        Holding { body, _held: held }
+    }
+}
+
+impl<T: Unpin> MessageBody for Holding<T> {
     type Error = <BoxBody as MessageBody>::Error;
 
     fn size(&self) -> BodySize {

@@ -8,9 +8,7 @@
 //! (`watch_long_answers`).
 
 use std::any::Any;
-use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use actix_web::body::{BodySize, BoxBody, EitherBody, MessageBody};
@@ -20,6 +18,7 @@ use actix_web::{web, HttpRequest};
 use tokio::time::Instant;
 
 use crate::app::AppState;
+use crate::body::Holding;
 
 /// The socket of an accepted connection, noted by `note_socket`.
 #[cfg(unix)]
@@ -86,7 +85,7 @@ const WATCH_ANSWERS_FROM: u64 = 1 << 20;
 pub async fn watch_long_answers(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<EitherBody<impl MessageBody, Watched>>, actix_web::Error> {
+) -> Result<ServiceResponse<EitherBody<impl MessageBody, Holding<StopsOnDrop>>>, actix_web::Error> {
     let socket = req.conn_data::<ClientSocket>().copied();
     let within = req
         .app_data::<web::Data<AppState>>()
@@ -102,46 +101,24 @@ pub async fn watch_long_answers(
     };
     let watchdog = actix_web::rt::spawn(shut_down_when_stuck(socket, acked, within));
     Ok(answer
-        .map_body(|_, body| Watched {
-            body: BoxBody::new(body),
-            watchdog,
-        })
+        .map_body(|_, body| Holding::new(BoxBody::new(body), StopsOnDrop(watchdog)))
         .map_into_right_body())
 }
 
-/// A long answer's body, with the watchdog it stops once dropped (sent, or
-/// its connection gone), so the watchdog never touches a socket number
-/// used again.
-pub struct Watched {
-    body: BoxBody,
-    watchdog: tokio::task::JoinHandle<()>,
-}
+/// A watchdog that stops once dropped with its answer's body (sent, or its
+/// connection gone), so it never touches a socket number used again.
+pub struct StopsOnDrop(tokio::task::JoinHandle<()>);
 
-impl MessageBody for Watched {
-    type Error = <BoxBody as MessageBody>::Error;
-
-    fn size(&self) -> BodySize {
-        self.body.size()
-    }
-
-    fn poll_next(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<web::Bytes, Self::Error>>> {
-        Pin::new(&mut self.get_mut().body).poll_next(cx)
-    }
-}
-
-impl Drop for Watched {
+impl Drop for StopsOnDrop {
     fn drop(&mut self) {
-        self.watchdog.abort();
+        self.0.abort();
     }
 }
 
 /// Shuts `socket` down once its client has acknowledged nothing more than
 /// `acked` bytes for `within`. Runs on the connection's worker thread, so
-/// never while its `Watched` is being dropped, and it is aborted then,
-/// before the socket can be closed.
+/// never while its answer is being dropped, and it is aborted then
+/// (`StopsOnDrop`), before the socket can be closed.
 async fn shut_down_when_stuck(socket: ClientSocket, mut acked: u64, within: Duration) {
     let mut since = Instant::now();
     loop {
