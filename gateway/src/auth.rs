@@ -106,11 +106,7 @@ impl Auth {
         if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
             return None;
         }
-        let header = req
-            .headers()
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        self.check(header, Level::ReadOnly).err()
+        self.require(req, Level::ReadOnly).err()
     }
 
     /// The decision, given the raw Authorization header.

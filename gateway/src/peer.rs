@@ -86,14 +86,17 @@ pub async fn watch_long_answers(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody, Holding<StopsOnDrop>>>, actix_web::Error> {
-    let socket = req.conn_data::<ClientSocket>().copied();
-    let within = req
-        .app_data::<web::Data<AppState>>()
-        .map(|state| state.config.send_timeout());
     let answer = next.call(req).await?;
     let long =
         matches!(answer.response().body().size(), BodySize::Sized(n) if n >= WATCH_ANSWERS_FROM);
-    let (Some(socket), Some(within), true) = (socket, within, long) else {
+    // Looked up for long answers only: every request passes here.
+    let request = answer.request();
+    let watched = long.then(|| {
+        let socket = request.conn_data::<ClientSocket>().copied()?;
+        let state = request.app_data::<web::Data<AppState>>()?;
+        Some((socket, state.config.send_timeout()))
+    });
+    let Some((socket, within)) = watched.flatten() else {
         return Ok(answer.map_into_left_body());
     };
     let Some(acked) = bytes_acked(socket) else {
