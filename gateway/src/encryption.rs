@@ -405,6 +405,11 @@ mod tests {
         assert_eq!(key().open(&expected), Some(payload));
     }
 
+    /// `answer` as `encryption` opens it.
+    async fn opened(encryption: &Encryption, answer: String) -> String {
+        encryption.open_answer(RawJson(answer)).await.unwrap().0
+    }
+
     #[actix_web::test]
     async fn a_tampered_or_foreign_envelope_is_left_as_it_is() {
         let key = key();
@@ -432,14 +437,7 @@ mod tests {
         // In an answer: the tampered payload comes back byte for byte.
         let encryption = Encryption::new(Some(key.clone()));
         let text = json!({"messages": [{"data": tampered, "payload": tampered}]}).to_string();
-        assert_eq!(
-            encryption
-                .open_answer(RawJson(text.clone()))
-                .await
-                .unwrap()
-                .0,
-            text
-        );
+        assert_eq!(opened(&encryption, text.clone()).await, text);
     }
 
     #[actix_web::test]
@@ -450,43 +448,24 @@ mod tests {
         let pop = json!({"success": true, "messages": [
             {"data": sealed, "payload": sealed, "offset": 1},
             {"data": {"plain": true}, "payload": {"plain": true}, "offset": 2}]});
-        let opened: Value = serde_json::from_str(
-            &encryption
-                .open_answer(RawJson(pop.to_string()))
-                .await
-                .unwrap()
-                .0,
-        )
-        .unwrap();
+        let answer: Value =
+            serde_json::from_str(&opened(&encryption, pop.to_string()).await).unwrap();
         assert_eq!(
-            opened,
+            answer,
             json!({"success": true, "messages": [
                 {"data": {"x": 1}, "payload": {"x": 1}, "offset": 1},
                 {"data": {"plain": true}, "payload": {"plain": true}, "offset": 2}]})
         );
         let detail = json!({"payload": sealed, "data": sealed, "queue": "q"});
-        let opened: Value = serde_json::from_str(
-            &encryption
-                .open_answer(RawJson(detail.to_string()))
-                .await
-                .unwrap()
-                .0,
-        )
-        .unwrap();
+        let answer: Value =
+            serde_json::from_str(&opened(&encryption, detail.to_string()).await).unwrap();
         assert_eq!(
-            opened,
+            answer,
             json!({"payload": {"x": 1}, "data": {"x": 1}, "queue": "q"})
         );
         // No key: nothing is read.
         let text = detail.to_string();
-        assert_eq!(
-            Encryption::default()
-                .open_answer(RawJson(text.clone()))
-                .await
-                .unwrap()
-                .0,
-            text
-        );
+        assert_eq!(opened(&Encryption::default(), text.clone()).await, text);
     }
 
     #[test]

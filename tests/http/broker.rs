@@ -223,6 +223,18 @@ pub async fn stored_messages(queue: &str) -> i64 {
     stored_messages_at(&db().await, queue).await
 }
 
+/// 200 messages of `text` (and their index `i`) pushed to `queue`, 50 a
+/// push: an answer of all of them is about 16 MB when `text` is 40 kB.
+pub async fn push_200_of(gw: &Gateway, queue: &str, text: &str) {
+    for _ in 0..4 {
+        let items: Vec<Value> = (0..50)
+            .map(|i| json!({"queue": queue, "payload": {"i": i, "text": text}}))
+            .collect();
+        let (status, answer) = post(gw, "/api/v1/push", &json!({ "items": items })).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+}
+
 /// `stored_messages`, in the database `client` is connected to.
 pub async fn stored_messages_at(client: &tokio_postgres::Client, queue: &str) -> i64 {
     client

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::broker::{
-    fresh_queue, get, keys, messages, pop, post, send, stored_column, stored_messages,
+    fresh_queue, get, keys, messages, pop, post, push_200_of, send, stored_column, stored_messages,
 };
 
 const KEY: &str = "8f3a1c5e7b9d2f4a6c8e0b1d3f5a7c9e2b4d6f8a0c1e3b5d7f9a2c4e6b8d0f1a";
@@ -379,13 +379,7 @@ async fn health_answers_while_a_long_answer_is_opened() {
     let queue = fresh_queue("enc-long");
     configure_encrypted(&gw, &queue).await;
     let text = "x".repeat(40_000);
-    for _ in 0..4 {
-        let items: Vec<Value> = (0..50)
-            .map(|i| json!({"queue": queue, "payload": {"i": i, "text": text}}))
-            .collect();
-        let (status, answer) = post(&gw, "/api/v1/push", &json!({ "items": items })).await;
-        assert_eq!(status, 200, "{answer}");
-    }
+    push_200_of(&gw, &queue, &text).await;
     let popping = tokio::spawn(send(
         pgcursor_tests::client().get(gw.url(&format!("/api/v1/pop/queue/{queue}?batch=200"))),
     ));

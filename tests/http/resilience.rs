@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 
 use crate::broker::{
     answer_within, configure_queue, drop_database, eventually, fresh_queue, get, lock_table,
-    messages, pop, post, post_head, push_n, scratch_database, send, stored_messages,
+    messages, pop, post, post_head, push_200_of, push_n, scratch_database, send, stored_messages,
     stored_messages_at, until_waiting_for_a_lock,
 };
 
@@ -525,13 +525,7 @@ async fn a_client_that_stops_reading_its_answer_is_dropped() {
     let gw = Gateway::start_with(&[("PGCURSOR_SEND_TIMEOUT_MS", "3000")]).await;
     let queue = fresh_queue("unread-answer");
     let text = "x".repeat(40_000);
-    for _ in 0..4 {
-        let items: Vec<Value> = (0..50)
-            .map(|i| json!({"queue": queue, "payload": {"i": i, "text": text}}))
-            .collect();
-        let (status, answer) = post(&gw, "/api/v1/push", &json!({ "items": items })).await;
-        assert_eq!(status, 200, "{answer}");
-    }
+    push_200_of(&gw, &queue, &text).await;
     // An answer of about 16 MB (data and payload), more than the sockets hold.
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(256 * 1024).unwrap();
