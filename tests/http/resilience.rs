@@ -442,9 +442,12 @@ async fn a_body_that_does_not_arrive_in_time_is_a_408() {
         "POST /api/v1/push HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n",
         body.len() - 1
     );
+    // The ack routes too (docs/ack-contract.md §14, the 408 row).
+    let ack = post_head("/api/v1/ack/batch", body.len(), None);
     for (what, head) in [
         ("with a length", head.clone()),
         ("chunked", chunked.into_bytes()),
+        ("an ack", ack),
     ] {
         let mut stalled = TcpStream::connect(&address).await.unwrap();
         stalled.write_all(&head).await.unwrap();
@@ -634,17 +637,24 @@ async fn request_bodies_wait_for_room_in_the_gateways_budget() {
     let locker = lock_table(&url, "pgcursor.messages").await;
     let mut holding = send_padded("/api/v1/push", push, 60_000).await;
     until_waiting_for_a_lock("the push holding room waits", "%push_items%").await;
-    let mut refused = send_padded("/api/v1/configure", configure("refused"), 50_000).await;
-    let answer = answered("to a body that found no room")(
-        answer_within(&mut refused, Duration::from_secs(10)).await,
-    );
-    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    assert!(
-        answer.contains(
-            "(PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT) and had no room for this one within 3000 ms"
-        ),
-        "{answer}"
-    );
+    // A configure, and an ack (docs/ack-contract.md §14, the 503 row).
+    let ack = r#"{"acknowledgments":[{"transactionId":"t","partitionId":"0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90","status":"completed"}]}"#;
+    let mut refused = [
+        send_padded("/api/v1/configure", configure("refused"), 50_000).await,
+        send_padded("/api/v1/ack/batch", ack.to_string(), 50_000).await,
+    ];
+    for stream in &mut refused {
+        let answer = answered("to a body that found no room")(
+            answer_within(stream, Duration::from_secs(10)).await,
+        );
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(
+            answer.contains(
+                "(PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT) and had no room for this one within 3000 ms"
+            ),
+            "{answer}"
+        );
+    }
     locker.batch_execute("ROLLBACK").await.unwrap();
     let answer =
         answered("to the holder")(answer_within(&mut holding, Duration::from_secs(10)).await);
