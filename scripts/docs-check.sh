@@ -54,7 +54,10 @@ fi
     || { cat "$tmp/schema.log" >&2; echo "docs-check: applying the schema failed" >&2; exit 1; }
 
 export DOCS_URL=$url DOCS_TMP=$tmp DOCS_MODE=$mode
-exec perl -x "$0" "$DOC"
+# Not exec: the EXIT trap must still stop the cluster (or drop the scratch
+# database) once perl is done.
+perl -x "$0" "$DOC"
+exit
 
 #!perl
 use strict;
