@@ -256,7 +256,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgcursor_internal.lock_bucket(name text)
 RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT hashtext(name) & 255 $$;
 
--- The advisory lock class (first key) of lock_partition_set ("pgcp").
+-- The advisory lock class (first key) of lock_partition_sets ("pgcp").
 CREATE OR REPLACE FUNCTION pgcursor_internal.partition_set_class()
 RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 1885823856 $$;
 
@@ -264,24 +264,46 @@ RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 1885823856 $$;
 -- one, shared: pushes do not wait for each other) with a change to which
 -- groups are subscribed there (a pop recording or renewing a subscription,
 -- exclusive), for the queues given, bucket by bucket (lock_bucket) in
--- bucket order. Without it each can miss the other: a pop that sees no new
--- partition writes its rows and marks its new subscription complete while
--- the push, not seeing that subscription, cannot mark it pending, and the
--- group never gets a row on the partition. With it the later one starts
--- after the earlier commits, and sees it.
-CREATE OR REPLACE FUNCTION pgcursor_internal.lock_partition_set(queues text[], shared boolean)
-RETURNS void LANGUAGE plpgsql AS $$
+-- bucket order: exclusive for the buckets of `exclusive`, shared for the
+-- other buckets of `shared`. Without it each can miss the other: a pop
+-- that sees no new partition writes its rows and marks its new
+-- subscription complete while the push, not seeing that subscription,
+-- cannot mark it pending, and the group never gets a row on the
+-- partition. With it the later one starts after the earlier commits, and
+-- sees it. delete_queue holds its queue's bucket exclusive too, and every
+-- writer of rows that refer to a queue or its partitions (partitions,
+-- subscriptions, cursor rows) holds it shared at least: such a writer then
+-- never finds the queue deleted under it (a foreign-key error), as its
+-- statements after the lock see the delete committed, or the delete waits.
+-- With skip_busy, a bucket another session holds is passed over instead
+-- of waited for. Answers the queues whose buckets it locked.
+CREATE OR REPLACE FUNCTION pgcursor_internal.lock_partition_sets(
+    exclusive text[], shared text[], skip_busy boolean DEFAULT false)
+RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
-    bucket integer;
+    class  integer := pgcursor_internal.partition_set_class();
+    b      record;
+    locked integer[] := '{}';
 BEGIN
-    FOR bucket IN SELECT DISTINCT pgcursor_internal.lock_bucket(x) FROM unnest(queues) x ORDER BY 1 LOOP
-        IF shared THEN
-            PERFORM pg_advisory_xact_lock_shared(pgcursor_internal.partition_set_class(), bucket);
+    FOR b IN SELECT pgcursor_internal.lock_bucket(x.queue) AS bucket, bool_or(x.sole) AS sole
+               FROM (SELECT q, true FROM unnest(exclusive) q
+                     UNION ALL SELECT q, false FROM unnest(shared) q) x(queue, sole)
+              GROUP BY 1 ORDER BY 1 LOOP
+        IF NOT skip_busy AND b.sole THEN
+            PERFORM pg_advisory_xact_lock(class, b.bucket);
+        ELSIF NOT skip_busy THEN
+            PERFORM pg_advisory_xact_lock_shared(class, b.bucket);
+        ELSIF b.sole THEN
+            CONTINUE WHEN NOT pg_try_advisory_xact_lock(class, b.bucket);
         ELSE
-            PERFORM pg_advisory_xact_lock(pgcursor_internal.partition_set_class(), bucket);
+            CONTINUE WHEN NOT pg_try_advisory_xact_lock_shared(class, b.bucket);
         END IF;
+        locked := locked || b.bucket;
     END LOOP;
+    RETURN ARRAY(SELECT DISTINCT x FROM unnest(exclusive || shared) x
+                  WHERE pgcursor_internal.lock_bucket(x) = ANY (locked));
 END $$;
+DROP FUNCTION IF EXISTS pgcursor_internal.lock_partition_set(text[], boolean);
 
 -- Every cursor row, and the rows pending subscriptions do not have yet (a
 -- group's first pop on a queue writes rows only on the partitions it claims,
@@ -303,6 +325,32 @@ RETURNS SETOF pgcursor.cursors LANGUAGE sql STABLE AS $$
                         WHERE c.partition_id = p.id AND c.consumer_group = s.consumer_group)
 $$;
 
+-- The pending subscriptions (of group grp, or all) as (groups[i],
+-- queues[i]), locked in (group, queue) order, their queues' partition sets
+-- first (shared, lock_partition_sets: no delete_queue can then remove a
+-- partition a cursor row is being written on). With skip_locked, those
+-- another session holds (subscription or partition set) are left out.
+CREATE OR REPLACE FUNCTION pgcursor_internal.lock_pending_subscriptions(
+    grp text, skip_locked boolean, OUT groups text[], OUT queues text[])
+LANGUAGE plpgsql AS $$
+BEGIN
+    queues := ARRAY(SELECT DISTINCT s.queue FROM pgcursor.subscriptions s
+                     WHERE s.cursor_rows = 'pending' AND (grp IS NULL OR s.consumer_group = grp));
+    IF cardinality(queues) = 0 THEN
+        RETURN;
+    END IF;
+    queues := pgcursor_internal.lock_partition_sets('{}', queues, skip_busy => skip_locked);
+    EXECUTE format(
+        'SELECT array_agg(x.consumer_group), array_agg(x.queue)
+           FROM (SELECT s.consumer_group, s.queue FROM pgcursor.subscriptions s
+                  WHERE s.cursor_rows = ''pending'' AND ($1 IS NULL OR s.consumer_group = $1)
+                    AND s.queue = ANY ($2)
+                  ORDER BY s.consumer_group, s.queue
+                    FOR UPDATE %s) x',
+        CASE WHEN skip_locked THEN 'SKIP LOCKED' ELSE '' END)
+    INTO groups, queues USING grp, queues;
+END $$;
+
 -- Writes the rows cursor_rows() shows for pending subscriptions (of group
 -- grp, or all) and marks the subscriptions complete. Housekeeping runs it
 -- for all, a seek and a delete for their group (they move or count rows), a
@@ -320,14 +368,8 @@ DECLARE
     queues text[];
     made   bigint;
 BEGIN
-    EXECUTE format(
-        'SELECT array_agg(x.consumer_group), array_agg(x.queue)
-           FROM (SELECT s.consumer_group, s.queue FROM pgcursor.subscriptions s
-                  WHERE s.cursor_rows = ''pending'' AND ($1 IS NULL OR s.consumer_group = $1)
-                  ORDER BY s.consumer_group, s.queue
-                    FOR UPDATE %s) x',
-        CASE WHEN skip_locked THEN 'SKIP LOCKED' ELSE '' END)
-    INTO groups, queues USING grp;
+    SELECT l.groups, l.queues INTO groups, queues
+      FROM pgcursor_internal.lock_pending_subscriptions(grp, skip_locked) l;
     IF groups IS NULL THEN
         RETURN 0;
     END IF;

@@ -141,7 +141,7 @@ BEGIN
     IF cardinality(growing) = 0 THEN
         RETURN;
     END IF;
-    PERFORM pgcursor_internal.lock_partition_set(growing, shared => true);
+    PERFORM pgcursor_internal.lock_partition_sets('{}', growing);
     -- The subscriptions the new partitions concern are locked before the
     -- partitions are written, in (group, queue) order: a pop's
     -- materialize_cursors locks subscriptions, then writes cursor rows that
@@ -177,7 +177,7 @@ BEGIN
     -- ones: one being materialized when this push locked the subscriptions
     -- above made it wait, and is marked pending again here, so the new
     -- partition is not missed. Only rows locked above are written (no pop
-    -- can subscribe to these queues meanwhile: lock_partition_set). (A
+    -- can subscribe to these queues meanwhile: lock_partition_sets). (A
     -- statement of its own, not one with the insert: as one, Citus sends
     -- the insert's returned column where the partitions shard expects all
     -- three, "missing data for column "queue"". Only when there is a row to
@@ -390,29 +390,32 @@ BEGIN
     END IF;
 END $$;
 
--- The heads found for partitions `ids`, refused unless there is one per
--- partition: with one missing, offsets would go to the wrong partitions.
-CREATE OR REPLACE FUNCTION pgcursor_internal.all_heads(ids uuid[], heads bigint[])
-RETURNS bigint[] LANGUAGE plpgsql AS $$
+-- After lock_heads found fewer heads than partitions `ids`: refused when
+-- every one of them is still there, so one has no head row (offsets would
+-- go to the wrong partitions); otherwise one was deleted meanwhile.
+CREATE OR REPLACE FUNCTION pgcursor_internal.refuse_headless_partitions(ids uuid[])
+RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    IF coalesce(cardinality(heads), 0) <> coalesce(cardinality(ids), 0) THEN
+    IF (SELECT count(*) FROM pgcursor.partitions p WHERE p.id = ANY (ids)) = cardinality(ids) THEN
         RAISE EXCEPTION 'a partition of this push has no head row (pgcursor.partition_heads)'
             USING ERRCODE = 'XX000';
     END IF;
-    RETURN heads;
 END $$;
 
 -- Locks the heads of partitions `ids` (given in id order: concurrent pushes
 -- lock in one order and cannot deadlock) and answers them in that order.
+-- A partition deleted (delete_queue) while this waited for its head has
+-- none: the answer is then shorter than `ids`.
 CREATE OR REPLACE FUNCTION pgcursor_internal.lock_heads(ids uuid[])
 RETURNS bigint[] LANGUAGE plpgsql AS $$
 BEGIN
-    RETURN pgcursor_internal.all_heads(ids, ARRAY(
+    RETURN ARRAY(
         SELECT h.head FROM unnest(ids) WITH ORDINALITY u(id, n)
           JOIN pgcursor.partition_heads h ON h.partition_id = u.id
          ORDER BY u.n
-           FOR UPDATE OF h));
+           FOR UPDATE OF h);
 END $$;
+DROP FUNCTION IF EXISTS pgcursor_internal.all_heads(uuid[], bigint[]);
 
 -- push_items: the items as arrays, element i of each being item i (see
 -- check_push_arrays) -> one row per item in request order. This is the
@@ -443,24 +446,30 @@ BEGIN
     PERFORM pgcursor_internal.refuse_push_in_maintenance();
     SELECT array_agg(d.q ORDER BY d.q, d.n), array_agg(d.n ORDER BY d.q, d.n) INTO pair_queues, pair_names
     FROM (SELECT DISTINCT u.q, coalesce(u.n, 'Default') AS n FROM unnest(queues, partitions) u(q, n)) d;
-    -- The partitions, in id order; when one is missing (a new queue or
-    -- partition), create it and look again. (Looked up first: the usual
-    -- push creates nothing, and a probe for that was a statement more.)
+    -- The partitions, in id order, and their heads, locked (in id order: no
+    -- deadlocks) before the transaction index is looked at, so the next
+    -- statement sees every push that committed ahead of us and offsets stay
+    -- dense. When a partition is missing (a new queue or partition), create
+    -- it and look again; so too when one was deleted with its queue while
+    -- this push waited for its head: the push then creates it anew, as it
+    -- would have after the delete. (Looked up first: the usual push creates
+    -- nothing, and a probe for that was a statement more.)
     LOOP
         SELECT array_agg(p.queue ORDER BY p.id), array_agg(p.name ORDER BY p.id), array_agg(p.id ORDER BY p.id)
         INTO found_queues, found_names, ids
         FROM pgcursor.partitions p
         JOIN unnest(pair_queues, pair_names) u(q, n) ON p.queue = u.q AND p.name = u.n;
-        EXIT WHEN coalesce(cardinality(ids), 0) = coalesce(cardinality(pair_queues), 0);
-        PERFORM pgcursor_internal.refuse_long_names(queues, partitions);
-        PERFORM pgcursor_internal.ensure_partitions(pair_queues, pair_names);
+        IF coalesce(cardinality(ids), 0) = coalesce(cardinality(pair_queues), 0) THEN
+            heads := pgcursor_internal.lock_heads(ids);
+            EXIT WHEN cardinality(heads) = coalesce(cardinality(ids), 0);
+            PERFORM pgcursor_internal.refuse_headless_partitions(ids);
+        ELSE
+            PERFORM pgcursor_internal.refuse_long_names(queues, partitions);
+            PERFORM pgcursor_internal.ensure_partitions(pair_queues, pair_names);
+        END IF;
     END LOOP;
     pair_queues := found_queues;
     pair_names := found_names;
-    -- Lock the touched partitions' heads (in id order: no deadlocks) before
-    -- looking at the transaction index, so the next statement sees every
-    -- push that committed ahead of us and offsets stay dense.
-    heads := pgcursor_internal.lock_heads(ids);
     -- What the request's queues ask of this push, in one look at their rows:
     -- encryption (a refusal rolls back everything, partitions created above
     -- included) and a maxSize (then the room left).

@@ -66,12 +66,13 @@ END $$;
 -- new to the group yet. The usual case (subscribed, rows complete) costs
 -- one primary-key probe per queue and answers none. Recording a
 -- subscription first waits for pushes creating partitions of the queue
--- (lock_partition_set), so that the pop sees those partitions.
+-- (lock_partition_sets), so that the pop sees those partitions.
 CREATE OR REPLACE FUNCTION pgcursor_internal.subscribe(queues text[], grp text, mode text, since timestamptz)
 RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
     unsubscribed text[];  -- no subscription yet
     emptied text[];       -- a subscription whose rows a delete removed
+    waiting text[];       -- a subscription whose rows are still being written
     fresh_new text[] := '{}';
 BEGIN
     -- The usual case first, as a bare probe: the aggregates below, run
@@ -82,10 +83,18 @@ BEGIN
         RETURN '{}';
     END IF;
     SELECT coalesce(array_agg(x.queue) FILTER (WHERE s.cursor_rows IS NULL), '{}'),
-           coalesce(array_agg(x.queue) FILTER (WHERE s.cursor_rows = 'none'), '{}')
-      INTO unsubscribed, emptied
+           coalesce(array_agg(x.queue) FILTER (WHERE s.cursor_rows = 'none'), '{}'),
+           coalesce(array_agg(x.queue) FILTER (WHERE s.cursor_rows = 'pending'), '{}')
+      INTO unsubscribed, emptied, waiting
       FROM unnest(queues) x(queue)
       LEFT JOIN pgcursor.subscriptions s ON s.consumer_group = grp AND s.queue = x.queue;
+    IF cardinality(unsubscribed) + cardinality(emptied) > 0 THEN
+        PERFORM pgcursor_internal.refuse_long_key('consumerGroup', grp);  -- the group's first rows
+    END IF;
+    -- Exclusive where the subscription changes; shared where rows will be
+    -- written on it (add_claimable_cursors): a queue deleted since it was
+    -- looked up is then gone from every statement below.
+    PERFORM pgcursor_internal.lock_partition_sets(unsubscribed || emptied, waiting);
     -- Writes only when there is something to write, and each statement
     -- only when it has something to do: on Citus every statement modifying
     -- a reference table takes that table's one lock, whatever it changes.
@@ -93,10 +102,6 @@ BEGIN
     -- partitions, and two first pops deadlocked when each, holding the lock
     -- of its INSERT, asked for the UPDATE's stronger one (so the UPDATE,
     -- when there is one, comes first).
-    IF cardinality(unsubscribed) + cardinality(emptied) > 0 THEN
-        PERFORM pgcursor_internal.refuse_long_key('consumerGroup', grp);  -- the group's first rows
-        PERFORM pgcursor_internal.lock_partition_set(unsubscribed || emptied, shared => false);
-    END IF;
     IF cardinality(emptied) > 0 THEN
         UPDATE pgcursor.subscriptions s SET cursor_rows = 'pending'
          WHERE s.consumer_group = grp AND s.queue = ANY (emptied) AND s.cursor_rows = 'none';
@@ -109,6 +114,7 @@ BEGIN
                    CASE WHEN since IS NOT NULL THEN since WHEN mode = 'new' THEN now() END,
                    'pending'
               FROM unnest(unsubscribed) x(queue)
+             WHERE EXISTS (SELECT 1 FROM pgcursor.queues q WHERE q.name = x.queue)  -- not deleted meanwhile
              ORDER BY x.queue  -- one order everywhere: concurrent first pops wait, never deadlock
             ON CONFLICT DO NOTHING
             RETURNING s.queue, s.mode)

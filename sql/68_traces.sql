@@ -61,8 +61,12 @@ BEGIN
     txid := req ->> 'transactionId';
     pid := (req ->> 'partitionId')::uuid;
     names := pgcursor_internal.trace_names_arg(req);
-    IF NOT EXISTS (SELECT 1 FROM pgcursor.messages m  -- the stored message (index messages_transaction_id)
-                    WHERE m.partition_id = pid AND m.transaction_id = txid) THEN
+    -- The partition is held (key share) before the message is looked for:
+    -- a queue deleted meanwhile is then found without it, not as a
+    -- foreign-key error of the insert.
+    PERFORM 1 FROM pgcursor.partitions p WHERE p.id = pid FOR KEY SHARE;
+    IF NOT FOUND OR NOT EXISTS (SELECT 1 FROM pgcursor.messages m  -- the stored message (index messages_transaction_id)
+                                 WHERE m.partition_id = pid AND m.transaction_id = txid) THEN
         RAISE EXCEPTION 'Message not found' USING ERRCODE = 'P0002';
     END IF;
     INSERT INTO pgcursor.trace_events (partition_id, id, transaction_id, consumer_group, event_type, data,

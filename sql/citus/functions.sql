@@ -64,9 +64,10 @@ BEGIN
 END $convert$;
 
 -- lock_heads (sql/20_push.sql): one routed FOR UPDATE per partition, in the
--- order given (id order). Citus 12.1 takes row locks only in a query routed
--- to one shard ("could not run distributed query with FOR UPDATE/SHARE
--- commands"), and a push's partitions may lie on several.
+-- order given (id order); a partition deleted meanwhile has no head. Citus
+-- 12.1 takes row locks only in a query routed to one shard ("could not run
+-- distributed query with FOR UPDATE/SHARE commands"), and a push's
+-- partitions may lie on several.
 CREATE OR REPLACE FUNCTION pgcursor_internal.lock_heads(ids uuid[])
 RETURNS bigint[] LANGUAGE plpgsql AS $$
 DECLARE
@@ -80,10 +81,12 @@ BEGIN
             heads := heads || head;
         END IF;
     END LOOP;
-    RETURN pgcursor_internal.all_heads(ids, heads);
+    RETURN heads;
 END $$;
 
--- delete_queue (sql/10_queues.sql), two changes:
+-- delete_queue (sql/10_queues.sql), two changes (and the cursor rows are
+-- not locked ahead of the partitions: Citus takes row locks only in a
+-- query routed to one shard):
 -- 1. citus.multi_shard_modify_mode = 'sequential' for the transaction. Its
 --    deletes of messages and transaction_index run on every shard in
 --    parallel, and the queues delete that follows cascades to the
@@ -103,7 +106,10 @@ DECLARE
     ids uuid[];
 BEGIN
     PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
-    ids := ARRAY(SELECT id FROM pgcursor.partitions WHERE queue = qname ORDER BY id FOR UPDATE);
+    PERFORM pgcursor_internal.lock_partition_sets(ARRAY[qname], '{}');
+    ids := ARRAY(SELECT id FROM pgcursor.partitions WHERE queue = qname ORDER BY id);
+    PERFORM pgcursor_internal.lock_heads(ids);
+    PERFORM 1 FROM pgcursor.partitions WHERE id = ANY (ids) ORDER BY id FOR UPDATE;
     PERFORM pgcursor_internal.retire_totals(ids, NULL);
     DELETE FROM pgcursor.messages WHERE partition_id = ANY (ids);
     DELETE FROM pgcursor.transaction_index WHERE partition_id = ANY (ids);
@@ -416,14 +422,8 @@ DECLARE
     part   pgcursor.partitions;
     sub    pgcursor.subscriptions;
 BEGIN
-    EXECUTE format(
-        'SELECT array_agg(x.consumer_group), array_agg(x.queue)
-           FROM (SELECT s.consumer_group, s.queue FROM pgcursor.subscriptions s
-                  WHERE s.cursor_rows = ''pending'' AND ($1 IS NULL OR s.consumer_group = $1)
-                  ORDER BY s.consumer_group, s.queue
-                    FOR UPDATE %s) x',
-        CASE WHEN skip_locked THEN 'SKIP LOCKED' ELSE '' END)
-    INTO groups, queues USING grp;
+    SELECT l.groups, l.queues INTO groups, queues
+      FROM pgcursor_internal.lock_pending_subscriptions(grp, skip_locked) l;
     IF groups IS NULL THEN
         RETURN 0;
     END IF;

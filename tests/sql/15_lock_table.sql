@@ -20,7 +20,7 @@ SELECT is((SELECT count(pgcursor.configure(jsonb_build_object('queue', 't15q' ||
           1000::bigint, '1,000 queues in namespace t15ns');
 SELECT is(pg_temp.my_advisory_locks(), 0::bigint, 'no advisory lock so far');
 
--- A push creating a partition in each: lock_partition_set, shared.
+-- A push creating a partition in each: lock_partition_sets, shared.
 SELECT is((SELECT count(*) FROM pgcursor.push_items(
               ARRAY(SELECT 't15q' || i FROM generate_series(1, 1000) i),
               ARRAY(SELECT to_jsonb(i) FROM generate_series(1, 1000) i))),
@@ -28,7 +28,7 @@ SELECT is((SELECT count(*) FROM pgcursor.push_items(
 SELECT cmp_ok(pg_temp.my_advisory_locks(), '<=', 256::bigint,
               'it holds at most 256 advisory locks');
 
--- A new group's first pop over all of them: subscribe's lock_partition_set,
+-- A new group's first pop over all of them: subscribe's lock_partition_sets,
 -- exclusive (the same locks), and add_claimable_cursors' try-locks.
 SELECT is((SELECT count(*) FROM pgcursor.pop_messages(
               '{"namespace": "t15ns", "consumerGroup": "t15g", "batch": 1000, "partitions": 1000}')
