@@ -51,8 +51,13 @@ async fn the_bench_harness_starts_a_gateway_and_reads_its_peak_rss() {
     let peak = gw.peak_rss_kb().expect("VmHWM in /proc/<pid>/status");
     assert!(peak > 0);
     if gw.reset_peak_rss() {
+        // (The gateway may allocate a little between the two reads: its
+        // housekeeping runs meanwhile. 18,120 -> 18,132 kB was seen.)
         let after = gw.peak_rss_kb().expect("VmHWM after clear_refs");
-        assert!(after <= peak, "reset raised the peak: {peak} -> {after} kB");
+        assert!(
+            after <= peak + 256,
+            "reset raised the peak: {peak} -> {after} kB"
+        );
     }
 }
 
