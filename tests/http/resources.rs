@@ -248,10 +248,7 @@ async fn a_queue_deleted_under_traffic_answers_every_call() {
     let pusher = |k: usize| {
         let (gw, queue, note) = (&gw, &queue, &note);
         async move {
-            for i in 0.. {
-                if Instant::now() >= until {
-                    break;
-                }
+            for i in (0..).take_while(|_| Instant::now() < until) {
                 let items: Vec<Value> = ["a", "b", if k == 0 { "c" } else { "d" }]
                     .iter()
                     .map(|p| json!({"queue": queue, "partition": p, "payload": i}))
@@ -266,10 +263,7 @@ async fn a_queue_deleted_under_traffic_answers_every_call() {
     let consumer = |k: usize| {
         let (gw, queue, note) = (&gw, &queue, &note);
         async move {
-            for i in 0.. {
-                if Instant::now() >= until {
-                    break;
-                }
+            for i in (0..).take_while(|_| Instant::now() < until) {
                 let group = if i % 3 == 0 {
                     format!("new-{k}-{i}")
                 } else {
