@@ -61,21 +61,24 @@ BEGIN
     txid := req ->> 'transactionId';
     pid := (req ->> 'partitionId')::uuid;
     names := pgcursor_internal.trace_names_arg(req);
-    -- The partition is held (key share) before the message is looked for:
-    -- a queue deleted meanwhile is then found without it, not as a
-    -- foreign-key error of the insert.
-    PERFORM 1 FROM pgcursor.partitions p WHERE p.id = pid FOR KEY SHARE;
-    IF NOT FOUND OR NOT EXISTS (SELECT 1 FROM pgcursor.messages m  -- the stored message (index messages_transaction_id)
-                                 WHERE m.partition_id = pid AND m.transaction_id = txid) THEN
+    IF NOT EXISTS (SELECT 1 FROM pgcursor.messages m  -- the stored message (index messages_transaction_id)
+                    WHERE m.partition_id = pid AND m.transaction_id = txid) THEN
         RAISE EXCEPTION 'Message not found' USING ERRCODE = 'P0002';
     END IF;
-    INSERT INTO pgcursor.trace_events (partition_id, id, transaction_id, consumer_group, event_type, data,
-                                       worker_id, created_at)
-    VALUES (pid, pgcursor_internal.uuidv7(), txid,
-            coalesce(pgcursor_internal.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__'),
-            coalesce(pgcursor_internal.optional_text(req, 'eventType'), 'info'), req -> 'data',
-            pgcursor_internal.optional_text(req, 'workerId'), clock_timestamp())
-    RETURNING * INTO event;
+    BEGIN
+        INSERT INTO pgcursor.trace_events (partition_id, id, transaction_id, consumer_group, event_type, data,
+                                           worker_id, created_at)
+        VALUES (pid, pgcursor_internal.uuidv7(), txid,
+                coalesce(pgcursor_internal.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__'),
+                coalesce(pgcursor_internal.optional_text(req, 'eventType'), 'info'), req -> 'data',
+                pgcursor_internal.optional_text(req, 'workerId'), clock_timestamp())
+        RETURNING * INTO event;
+    EXCEPTION WHEN foreign_key_violation THEN
+        -- The queue was deleted since the message was found. (Not a lock on
+        -- the partition first: on Citus that locks the whole table, and
+        -- traces deadlocked with pushes creating partitions.)
+        RAISE EXCEPTION 'Message not found' USING ERRCODE = 'P0002';
+    END;
     -- One INSERT ... VALUES per name: Citus runs an INSERT ... SELECT through
     -- the coordinator and answers a name too long for the index as an
     -- internal error (XX000) instead of PostgreSQL's 54000, the client's 400.
