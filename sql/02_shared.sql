@@ -402,6 +402,10 @@ $$;
 -- subscription on the queue starts (start_cursor), or at cursor 0 when the
 -- group has none (docs/ack-contract.md §3). Concurrent calls for
 -- one (partition, group) serialise here; other partitions never wait on it.
+-- All nulls when the partition is gone: deleted with its queue, maybe
+-- while this waited for the row. Creating one takes the queue's partition
+-- set (shared, lock_partition_sets), as every writer of rows that refer to
+-- a partition does, and looks for the partition again after.
 CREATE OR REPLACE FUNCTION pgcursor_internal.lock_cursor(partition_id uuid, consumer_group text)
 RETURNS pgcursor.cursors LANGUAGE plpgsql AS $$
 DECLARE
@@ -414,10 +418,18 @@ BEGIN
      WHERE c.partition_id = lock_cursor.partition_id AND c.consumer_group = lock_cursor.consumer_group
        FOR UPDATE;
     IF NOT FOUND THEN
+        SELECT p.queue INTO part.queue FROM pgcursor.partitions p WHERE p.id = lock_cursor.partition_id;
+        IF NOT FOUND THEN
+            RETURN row;
+        END IF;
+        PERFORM pgcursor_internal.lock_partition_sets('{}', ARRAY[part.queue]);
         -- The rows into variables first, then start_cursor on those: Citus
         -- refuses a sub-select inside INSERT ... VALUES, and a table row
         -- passed to a function inside a query there has the shard's type.
         SELECT * INTO part FROM pgcursor.partitions p WHERE p.id = lock_cursor.partition_id;
+        IF NOT FOUND THEN
+            RETURN row;
+        END IF;
         SELECT * INTO sub FROM pgcursor.subscriptions s
          WHERE s.queue = part.queue AND s.consumer_group = lock_cursor.consumer_group;
         IF FOUND THEN

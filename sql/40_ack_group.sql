@@ -421,6 +421,9 @@ BEGIN
         RETURN pgcursor_internal.refuse_all(items, 'partition not found', false);
     END IF;
     cur := pgcursor_internal.lock_cursor(partition_id, consumer_group);
+    IF cur.partition_id IS NULL THEN  -- deleted with its queue since it was looked up
+        RETURN pgcursor_internal.refuse_all(items, 'partition not found', false);
+    END IF;
     IF lease_id IS NOT NULL
        AND NOT (cur.lease_id IS NOT DISTINCT FROM lease_id AND pgcursor_internal.lease_is_live(cur.lease_expires_at)) THEN
         RETURN pgcursor_internal.refuse_all(items, 'invalid or expired lease', cur.lease_id IS NULL);

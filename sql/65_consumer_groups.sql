@@ -124,7 +124,7 @@ BEGIN
                 ORDER BY c.partition_id
     LOOP
         cur := pgcursor_internal.lock_cursor(pid, grp);
-        CONTINUE WHEN cur.completed_total <> 0 OR cur.last_ack_at IS NOT NULL
+        CONTINUE WHEN cur.partition_id IS NULL OR cur.completed_total <> 0 OR cur.last_ack_at IS NOT NULL
                    OR pgcursor_internal.lease_is_live(cur.lease_expires_at);
         SELECT * INTO p FROM pgcursor.partitions x WHERE x.id = pid;
         PERFORM pgcursor_internal.move_cursor(p, grp, pgcursor_internal.cursor_before(p, since), NULL);
@@ -225,8 +225,8 @@ BEGIN
                 WHERE c.consumer_group = grp AND x.queue = seek_consumer_group.queue
                 ORDER BY c.partition_id
     LOOP
-        PERFORM pgcursor_internal.lock_cursor(pid, grp);
-        CONTINUE WHEN end_ AND pgcursor_internal.partition_head(pid) = 0;
+        CONTINUE WHEN (pgcursor_internal.lock_cursor(pid, grp)).partition_id IS NULL  -- its queue deleted meanwhile
+                   OR end_ AND pgcursor_internal.partition_head(pid) = 0;
         SELECT * INTO p FROM pgcursor.partitions x WHERE x.id = pid;
         PERFORM pgcursor_internal.move_cursor(p, grp, CASE WHEN end_ THEN pgcursor_internal.partition_head(p.id)
                                                  ELSE pgcursor_internal.cursor_before(p, seek_consumer_group.to_time) END,

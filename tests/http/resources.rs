@@ -230,7 +230,8 @@ async fn a_call_cancelled_as_a_deadlocks_victim_is_made_again() {
 }
 
 /// A queue deleted and configured again, over and over, while it is
-/// pushed to, popped (by its groups and by new ones), acked and traced:
+/// pushed to, popped (by its groups and by new ones), traced and acked
+/// (alone, or with a push to a new partition in one transaction):
 /// every call answers as it would before or after a delete, never a 500,
 /// and every partition's offsets stay dense (tests/sql/16_delete_races.sql
 /// has each race in turn). Pushes, pops and traces answered 500 on foreign
@@ -280,7 +281,19 @@ async fn a_queue_deleted_under_traffic_answers_every_call() {
                 let status = if i % 2 == 0 { "completed" } else { "failed" };
                 let ack = json!({"transactionId": last["transactionId"], "partitionId": last["partitionId"],
                                  "leaseId": popped["leaseId"], "consumerGroup": group, "status": status});
-                note("ack", post(gw, "/api/v1/ack", &ack).await);
+                if i % 4 < 2 {
+                    note("ack", post(gw, "/api/v1/ack", &ack).await);
+                    continue;
+                }
+                // The ack with a push to a new partition, in one transaction.
+                let mut operation = ack;
+                operation["type"] = json!("ack");
+                let push = json!({"type": "push", "items": [{"queue": queue, "partition": format!("t{k}-{i}"), "payload": i}]});
+                let bundle = json!({"operations": [operation, push]});
+                note(
+                    "transaction",
+                    post(gw, "/api/v1/transaction", &bundle).await,
+                );
             }
         }
     };
@@ -320,8 +333,8 @@ async fn a_queue_deleted_under_traffic_answers_every_call() {
         count("delete", 200)
     );
     assert!(
-        count("push", 200) >= 10 && count("ack", 200) >= 1,
-        "pushes and acks went through"
+        count("push", 200) >= 10 && count("ack", 200) >= 1 && count("transaction", 200) >= 1,
+        "pushes, acks and transactions went through"
     );
     // One more push, so the queue has a partition at least; then partition
     // by partition (on Citus, messages and heads join only on their

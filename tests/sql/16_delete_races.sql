@@ -7,7 +7,7 @@
 -- which waits for it; then 'd' commits. Two dblink sessions work on
 -- committed data (cleaned up at the end).
 BEGIN;
-SELECT plan(13);
+SELECT plan(18);
 \ir lib/dblink.sql
 
 CREATE TEMP TABLE pids (name text PRIMARY KEY, pid integer) ON COMMIT DROP;
@@ -113,6 +113,27 @@ SELECT ok(pg_temp.behind_a_delete($q$
                WHERE p.queue = 't16' LIMIT 1$q$),
           'a trace waits for the delete');
 SELECT is(pg_temp.after_the_delete(), 'error: Message not found', 'then finds no message');
+
+-- Acks the delete overtakes: one whose group's cursor row the delete
+-- removes while the ack waits for it, and one of a group with no row
+-- there yet, which the ack would create (both failed on the foreign key
+-- of cursors): the partition is not found.
+CREATE FUNCTION pg_temp.ack_call(grp text) RETURNS text LANGUAGE sql AS $$
+    SELECT format($q$SELECT pgcursor.ack_group(jsonb_build_object(
+               'partitionId', %L, 'consumerGroup', %L,
+               'items', jsonb_build_array(jsonb_build_object('transactionId', 'none')))) -> 0 ->> 'error'$q$,
+           x, grp)
+      FROM dblink('d', $q$SELECT id FROM pgcursor.partitions WHERE queue = 't16' AND name = 'a'$q$) AS t(x uuid)
+$$;
+SELECT pg_temp.fill();
+SELECT is((SELECT x FROM dblink('d', $q$SELECT pgcursor.pop('{"queue": "t16", "consumerGroup": "rowed", "partition": "a", "autoAck": true}')
+                                               ->> 'partitionsClaimed'$q$) AS t(x text)),
+          '1', 'group rowed has a cursor row on partition a');
+SELECT ok(pg_temp.behind_a_delete(pg_temp.ack_call('rowed')), 'its ack waits for the delete');
+SELECT is(pg_temp.after_the_delete(), 'partition not found', 'then finds no partition');
+SELECT pg_temp.fill();
+SELECT ok(pg_temp.behind_a_delete(pg_temp.ack_call('rowless')), 'an ack of a group without a row waits for the delete');
+SELECT is(pg_temp.after_the_delete(), 'partition not found', 'then finds no partition');
 
 -- An ack holding its cursor row when the delete starts, which then
 -- dead-letters (retryLimit 0) and so refers to the partition: it goes
