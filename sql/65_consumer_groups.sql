@@ -115,16 +115,17 @@ BEGIN
     UPDATE pgcursor.subscriptions s SET mode = 'timestamp', since = update_subscription.since
      WHERE s.consumer_group = grp;
     GET DIAGNOSTICS updated = ROW_COUNT;
-    -- Candidates first, then each row locked (lock_cursor) and looked at
-    -- again, in partition order: Citus locks rows only in a statement
-    -- routed to one shard, and a group's rows lie on every shard.
+    -- Candidates first, then each row locked (a FOR UPDATE of its own) and
+    -- looked at again, in partition order: Citus locks rows only in a
+    -- statement routed to one shard, and a group's rows lie on every shard.
     FOR pid IN SELECT c.partition_id FROM pgcursor.cursors c
                 WHERE c.consumer_group = grp AND c.completed_total = 0 AND c.last_ack_at IS NULL
                   AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
                 ORDER BY c.partition_id
     LOOP
-        cur := pgcursor_internal.lock_cursor(pid, grp);
-        CONTINUE WHEN cur.partition_id IS NULL OR cur.completed_total <> 0 OR cur.last_ack_at IS NOT NULL
+        SELECT * INTO cur FROM pgcursor.cursors c WHERE c.partition_id = pid AND c.consumer_group = grp FOR UPDATE;
+        CONTINUE WHEN NOT FOUND  -- deleted meanwhile (the group or its queue): not made again
+                   OR cur.completed_total <> 0 OR cur.last_ack_at IS NOT NULL
                    OR pgcursor_internal.lease_is_live(cur.lease_expires_at);
         SELECT * INTO p FROM pgcursor.partitions x WHERE x.id = pid;
         PERFORM pgcursor_internal.move_cursor(p, grp, pgcursor_internal.cursor_before(p, since), NULL);
@@ -225,7 +226,8 @@ BEGIN
                 WHERE c.consumer_group = grp AND x.queue = seek_consumer_group.queue
                 ORDER BY c.partition_id
     LOOP
-        CONTINUE WHEN (pgcursor_internal.lock_cursor(pid, grp)).partition_id IS NULL  -- its queue deleted meanwhile
+        PERFORM 1 FROM pgcursor.cursors c WHERE c.partition_id = pid AND c.consumer_group = grp FOR UPDATE;
+        CONTINUE WHEN NOT FOUND  -- deleted meanwhile (the group or its queue): not made again
                    OR end_ AND pgcursor_internal.partition_head(pid) = 0;
         SELECT * INTO p FROM pgcursor.partitions x WHERE x.id = pid;
         PERFORM pgcursor_internal.move_cursor(p, grp, CASE WHEN end_ THEN pgcursor_internal.partition_head(p.id)

@@ -10,21 +10,6 @@ BEGIN;
 SELECT plan(18);
 \ir lib/dblink.sql
 
-CREATE TEMP TABLE pids (name text PRIMARY KEY, pid integer) ON COMMIT DROP;
--- Waits (up to 10 s) until session `name`'s call waits for a lock.
-CREATE FUNCTION pg_temp.until_blocked(name text) RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-    who integer := (SELECT p.pid FROM pids p WHERE p.name = until_blocked.name);
-BEGIN
-    FOR i IN 1 .. 1000 LOOP
-        PERFORM pg_stat_clear_snapshot();
-        IF EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = who AND a.wait_event_type IN ('Lock', 'Advisory')) THEN
-            RETURN true;
-        END IF;
-        PERFORM pg_sleep(0.01);
-    END LOOP;
-    RETURN false;
-END $$;
 -- Session 'd' deletes queue t16 and holds its transaction open; session
 -- 'w' sends `call`, which must wait for the delete.
 CREATE FUNCTION pg_temp.behind_a_delete(call text) RETURNS boolean LANGUAGE plpgsql AS $$
@@ -63,8 +48,6 @@ END $$;
 
 DO $$ BEGIN
     PERFORM pg_temp.open_sessions('d', 'w');
-    INSERT INTO pids SELECT 'w', x FROM dblink('w', 'SELECT pg_backend_pid()') AS t(x integer);
-    INSERT INTO pids SELECT 'd', x FROM dblink('d', 'SELECT pg_backend_pid()') AS t(x integer);
     PERFORM pg_temp.fill();
 END $$;
 

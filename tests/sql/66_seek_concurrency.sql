@@ -3,7 +3,7 @@
 -- waits, then sees the first's outcome. Two dblink sessions work on committed
 -- data (cleaned up at the end).
 BEGIN;
-SELECT plan(10);
+SELECT plan(14);
 \ir lib/dblink.sql
 CREATE FUNCTION pg_temp.ack_sql(lease text, tx text) RETURNS text LANGUAGE sql AS $$
     SELECT format($q$SELECT (pgcursor.ack_group(jsonb_build_object(
@@ -61,6 +61,20 @@ SELECT dblink_exec('t66a', 'COMMIT');
 SELECT is((SELECT x FROM dblink('t66b', pg_temp.ack_sql(l, 'a1')) AS t(x text)), 'invalid or expired lease',
           'then the ack sees the released lease') FROM lease;
 SELECT is(pg_temp.committed(), '3 false', '... and changes nothing');
+
+-- A seek the group's delete overtakes (A deletes the group and holds its
+-- transaction; B's seek, sent meanwhile, waits for the group's row): it
+-- moves nothing and does not make the deleted row again (it made it at
+-- cursor 0, so the group would have consumed the partition again).
+SELECT dblink_exec('t66a', 'BEGIN');
+SELECT is((SELECT x FROM dblink('t66a', $q$SELECT pgcursor.delete_consumer_group('g', 't66', false) ->> 'deletedPartitions'$q$)
+             AS t(x text)), '1', 'A deletes the group''s row (held)');
+SELECT dblink_send_query('t66b', pg_temp.seek_sql(true));
+SELECT ok(pg_temp.until_blocked('t66b'), 'a seek of the group waits for the delete');
+SELECT dblink_exec('t66a', 'COMMIT');
+SELECT is((SELECT x FROM dblink_get_result('t66b') AS t(x text)), '0', 'then moves no row');
+SELECT FROM dblink_get_result('t66b') AS t(x text);
+SELECT is(pg_temp.committed(), NULL, '... and makes none again');
 
 DO $$ BEGIN
     PERFORM pg_temp.drop_queue();

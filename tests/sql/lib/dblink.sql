@@ -10,6 +10,9 @@ CREATE FUNCTION pg_temp.connstr() RETURNS text LANGUAGE sql AS $$
                   coalesce(nullif(split_part(current_setting('unix_socket_directories'), ',', 1), ''), 'localhost'))
 $$;
 
+-- The sessions' backend pids, for until_blocked.
+CREATE TEMP TABLE session_pids (name text PRIMARY KEY, pid integer) ON COMMIT DROP;
+
 -- Opens the named dblink sessions.
 CREATE FUNCTION pg_temp.open_sessions(VARIADIC names text[]) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -17,7 +20,24 @@ DECLARE
 BEGIN
     FOREACH n IN ARRAY names LOOP
         PERFORM dblink_connect(n, pg_temp.connstr());
+        INSERT INTO session_pids SELECT n, x FROM dblink(n, 'SELECT pg_backend_pid()') AS t(x integer);
     END LOOP;
+END $$;
+
+-- Waits (up to 10 s) until the named session's call (sent with
+-- dblink_send_query) waits for a lock; false if it never does.
+CREATE FUNCTION pg_temp.until_blocked(name text) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    who integer := (SELECT p.pid FROM session_pids p WHERE p.name = until_blocked.name);
+BEGIN
+    FOR i IN 1 .. 1000 LOOP
+        PERFORM pg_stat_clear_snapshot();
+        IF EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = who AND a.wait_event_type IN ('Lock', 'Advisory')) THEN
+            RETURN true;
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+    RETURN false;
 END $$;
 
 -- Closes them.
