@@ -82,10 +82,10 @@ END $$;
 -- in id order, as pushes lock them (the cascade would delete them in no
 -- particular order); then the partitions, so that no push still writing
 -- to them can commit rows after they are deleted. Taken in other orders,
--- these locks deadlocked a delete with concurrent acks and pushes. The queue and its
--- partitions go before the messages: deleted messages of a partition that
--- still exists would first have their ids copied into the transaction
--- index (remember_deleted_ids), only to be deleted next.
+-- these locks deadlocked a delete with concurrent acks and pushes. The
+-- queue and its partitions go before the messages: deleted messages of a
+-- partition that still exists would first have their ids copied into the
+-- transaction index (remember_deleted_ids), only to be deleted next.
 CREATE OR REPLACE FUNCTION pgcursor.delete_queue(qname text)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE

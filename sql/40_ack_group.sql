@@ -417,11 +417,10 @@ BEGIN
     items := pgcursor_internal.resolve_ack_items(
         partition_id, pgcursor_internal.transaction_index_horizon(
             queue.transaction_index_from, queue.transaction_index_retention_seconds), request -> 'items');
-    IF queue.name IS NULL THEN
-        RETURN pgcursor_internal.refuse_all(items, 'partition not found', false);
+    IF queue.name IS NOT NULL THEN
+        cur := pgcursor_internal.lock_cursor(partition_id, consumer_group);
     END IF;
-    cur := pgcursor_internal.lock_cursor(partition_id, consumer_group);
-    IF cur.partition_id IS NULL THEN  -- deleted with its queue since it was looked up
+    IF cur.partition_id IS NULL THEN  -- unknown, or deleted with its queue since it was looked up
         RETURN pgcursor_internal.refuse_all(items, 'partition not found', false);
     END IF;
     IF lease_id IS NOT NULL
