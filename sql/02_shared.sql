@@ -325,6 +325,24 @@ RETURNS SETOF pgcursor.cursors LANGUAGE sql STABLE AS $$
                         WHERE c.partition_id = p.id AND c.consumer_group = s.consumer_group)
 $$;
 
+-- Locks the subscriptions of group grp on every queue, or of every group
+-- on queue qname, in (group, queue) order, their queues' partition sets
+-- first (shared): the order materialize_cursors takes them in. A call that
+-- changes subscriptions and cursor rows (update_subscription, the deletes
+-- of a group and of a queue) takes them before the rows: taking them after,
+-- as those did, a subscription update and a delete deadlocked.
+CREATE OR REPLACE FUNCTION pgcursor_internal.lock_subscriptions(grp text, qname text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pgcursor_internal.lock_partition_sets('{}', ARRAY(
+        SELECT DISTINCT s.queue FROM pgcursor.subscriptions s
+         WHERE (grp IS NULL OR s.consumer_group = grp) AND (qname IS NULL OR s.queue = qname)));
+    PERFORM FROM pgcursor.subscriptions s
+     WHERE (grp IS NULL OR s.consumer_group = grp) AND (qname IS NULL OR s.queue = qname)
+     ORDER BY s.consumer_group, s.queue
+       FOR UPDATE;
+END $$;
+
 -- The pending subscriptions (of group grp, or all) as (groups[i],
 -- queues[i]), locked in (group, queue) order, their queues' partition sets
 -- first (shared, lock_partition_sets: no delete_queue can then remove a

@@ -77,15 +77,17 @@ END $$;
 -- per row.) First it waits for the writers of rows that refer to the queue
 -- (pushes creating partitions, pops writing subscriptions or cursor rows:
 -- lock_partition_sets), which after it find the queue gone. Then it locks
--- the cursor rows, before the partitions, in the order an ack takes them
--- (its cursor row, then the partition a dead letter refers to); the heads
--- in id order, as pushes lock them (the cascade would delete them in no
--- particular order); then the partitions, so that no push still writing
--- to them can commit rows after they are deleted. Taken in other orders,
--- these locks deadlocked a delete with concurrent acks and pushes. The
--- queue and its partitions go before the messages: deleted messages of a
--- partition that still exists would first have their ids copied into the
--- transaction index (remember_deleted_ids), only to be deleted next.
+-- the queue's subscriptions (lock_subscriptions, as a subscription update
+-- takes them before the rows it moves), the cursor rows, before the
+-- partitions, in the order an ack takes them (its cursor row, then the
+-- partition a dead letter refers to); the heads in id order, as pushes lock
+-- them (the cascade would delete them in no particular order); then the
+-- partitions, so that no push still writing to them can commit rows after
+-- they are deleted. Taken in other orders, these locks deadlocked a delete
+-- with concurrent acks, pushes and subscription updates. The queue and its
+-- partitions go before the messages: deleted messages of a partition that
+-- still exists would first have their ids copied into the transaction index
+-- (remember_deleted_ids), only to be deleted next.
 CREATE OR REPLACE FUNCTION pgcursor.delete_queue(qname text)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -93,6 +95,7 @@ DECLARE
     ids uuid[];
 BEGIN
     PERFORM pgcursor_internal.lock_partition_sets(ARRAY[qname], '{}');
+    PERFORM pgcursor_internal.lock_subscriptions(NULL, qname);
     ids := ARRAY(SELECT id FROM pgcursor.partitions WHERE queue = qname ORDER BY id);
     PERFORM 1 FROM pgcursor.cursors WHERE partition_id = ANY (ids) ORDER BY partition_id, consumer_group FOR UPDATE;
     PERFORM pgcursor_internal.lock_heads(ids);

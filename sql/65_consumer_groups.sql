@@ -112,6 +112,7 @@ BEGIN
     IF since IS NULL THEN
         RAISE EXCEPTION 'Missing subscriptionTimestamp in request body' USING ERRCODE = '22023';
     END IF;
+    PERFORM pgcursor_internal.lock_subscriptions(grp, NULL);
     UPDATE pgcursor.subscriptions s SET mode = 'timestamp', since = update_subscription.since
      WHERE s.consumer_group = grp;
     GET DIAGNOSTICS updated = ROW_COUNT;
@@ -153,8 +154,9 @@ $$;
 -- on one; live leases go with them. Dead letters are kept. With
 -- delete_metadata (the default) its subscription records go too, and its next
 -- pop there starts as a new group's; without, the next pop re-creates the
--- rows where the kept subscription says. Rows are locked in partition order
--- first, as the seeks do, so the two never deadlock.
+-- rows where the kept subscription says. The group's subscriptions are
+-- locked first (lock_subscriptions), then its rows in partition order, as
+-- the seeks lock them, so none of these deadlock with one another.
 CREATE OR REPLACE FUNCTION pgcursor.delete_consumer_group(
     consumer_group text, queue text DEFAULT NULL, delete_metadata boolean DEFAULT true)
 RETURNS jsonb LANGUAGE plpgsql AS $$
@@ -163,6 +165,7 @@ DECLARE
     qname   text := delete_consumer_group.queue;
     deleted integer;
 BEGIN
+    PERFORM pgcursor_internal.lock_subscriptions(grp, NULL);
     PERFORM pgcursor_internal.materialize_cursors(grp);  -- deletedPartitions counts where it stood
     PERFORM FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
      WHERE c.consumer_group = grp AND (qname IS NULL OR p.queue = qname)

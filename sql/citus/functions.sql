@@ -107,6 +107,7 @@ DECLARE
 BEGIN
     PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
     PERFORM pgcursor_internal.lock_partition_sets(ARRAY[qname], '{}');
+    PERFORM pgcursor_internal.lock_subscriptions(NULL, qname);
     ids := ARRAY(SELECT id FROM pgcursor.partitions WHERE queue = qname ORDER BY id);
     PERFORM pgcursor_internal.lock_heads(ids);
     PERFORM 1 FROM pgcursor.partitions WHERE id = ANY (ids) ORDER BY id FOR UPDATE;
@@ -160,6 +161,7 @@ DECLARE
     deleted integer;
     pid     uuid;
 BEGIN
+    PERFORM pgcursor_internal.lock_subscriptions(grp, NULL);
     PERFORM pgcursor_internal.materialize_cursors(grp);  -- deletedPartitions counts where it stood
     FOR pid IN SELECT p.id FROM pgcursor.partitions p WHERE qname IS NULL OR p.queue = qname ORDER BY p.id LOOP
         PERFORM FROM pgcursor.cursors c WHERE c.partition_id = pid AND c.consumer_group = grp FOR UPDATE;

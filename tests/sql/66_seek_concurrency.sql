@@ -1,9 +1,10 @@
 -- A seek and an ack of the same (partition, group) serialise on the cursor
 -- row (docs/http-api.md "Consumer groups", the seek): whichever comes second
--- waits, then sees the first's outcome. Two dblink sessions work on committed
--- data (cleaned up at the end).
+-- waits, then sees the first's outcome; a seek or a subscription update
+-- that a delete overtakes neither fails nor brings back what it deleted.
+-- Three dblink sessions work on committed data (cleaned up at the end).
 BEGIN;
-SELECT plan(14);
+SELECT plan(25);
 \ir lib/dblink.sql
 CREATE FUNCTION pg_temp.ack_sql(lease text, tx text) RETURNS text LANGUAGE sql AS $$
     SELECT format($q$SELECT (pgcursor.ack_group(jsonb_build_object(
@@ -31,7 +32,7 @@ $$;
 CREATE TEMP TABLE lease (l text) ON COMMIT DROP;
 
 DO $$ BEGIN
-    PERFORM pg_temp.open_sessions('t66a', 't66b');
+    PERFORM pg_temp.open_sessions('t66a', 't66b', 't66c');
     PERFORM pg_temp.drop_queue();
     PERFORM * FROM dblink('t66a', $q$SELECT pgcursor.push('{"items": [
         {"queue": "t66", "payload": 1, "transactionId": "a1"}, {"queue": "t66", "payload": 2, "transactionId": "a2"},
@@ -76,9 +77,76 @@ SELECT is((SELECT x FROM dblink_get_result('t66b') AS t(x text)), '0', 'then mov
 SELECT FROM dblink_get_result('t66b') AS t(x text);
 SELECT is(pg_temp.committed(), NULL, '... and makes none again');
 
+-- A subscription update racing a delete of the group or of the queue. The
+-- group subscribes at the head (mode new) and gets rows that have consumed
+-- nothing on the queue's two partitions, the rows an update moves. Session
+-- C holds the group's row on the last partition; the delete (A) is sent,
+-- then the update (B); then C lets go. Both deletes used to lock the rows
+-- before the subscriptions and the update the other way round: one of the
+-- two was cancelled, "deadlock detected".
+CREATE FUNCTION pg_temp.stand_on_both(grp text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM FROM dblink('t66a', format($q$SELECT pgcursor.pop(jsonb_build_object(
+        'queue', 't66', 'consumerGroup', %L, 'subscriptionMode', 'new'))$q$, grp)) AS t(x jsonb);
+    PERFORM FROM dblink('t66a', format($q$SELECT pgcursor_internal.materialize_cursors(%L)$q$, grp)) AS t(x bigint);
+    RETURN pg_temp.never_consumed(grp);
+END $$;
+CREATE FUNCTION pg_temp.never_consumed(grp text) RETURNS text LANGUAGE sql AS $$
+    SELECT x FROM dblink('t66b', format($q$SELECT count(*)::text FROM pgcursor.cursors c
+                                    JOIN pgcursor.partitions p ON p.id = c.partition_id
+                                   WHERE p.queue = 't66' AND c.consumer_group = %L
+                                     AND c.completed_total = 0 AND c.last_ack_at IS NULL AND c.lease_id IS NULL$q$, grp))
+        AS t(x text)
+$$;
+-- C holds the group's row on the queue's last partition (in id order).
+CREATE FUNCTION pg_temp.hold_last_row(grp text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM dblink_exec('t66c', 'BEGIN');
+    PERFORM FROM dblink('t66c', format($q$SELECT 1 FROM pgcursor.cursors c
+                                          WHERE c.consumer_group = %L AND c.partition_id =
+                                                (SELECT max(p.id::text)::uuid FROM pgcursor.partitions p WHERE p.queue = 't66')
+                                            FOR UPDATE$q$, grp)) AS t(x integer);
+END $$;
+-- What a session's sent call answered, or its error.
+CREATE FUNCTION pg_temp.answer(session text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    x text;
+BEGIN
+    SELECT t.x INTO x FROM dblink_get_result(session) AS t(x text);
+    PERFORM FROM dblink_get_result(session) AS t(x text);
+    RETURN x;
+EXCEPTION WHEN others THEN
+    PERFORM FROM dblink_get_result(session, false) AS t(x text);
+    RETURN SQLERRM;
+END $$;
+SELECT dblink_exec('t66b', 'RESET lock_timeout');
+SELECT FROM dblink('t66a', $q$SELECT pgcursor.push('{"items": [{"queue": "t66", "partition": "b", "payload": 4}]}')$q$)
+    AS t(x jsonb);
+
+SELECT is(pg_temp.stand_on_both('h'), '2', 'group h stands on both partitions, consuming nothing yet');
+SELECT pg_temp.hold_last_row('h');
+SELECT dblink_send_query('t66a', $q$SELECT pgcursor.delete_consumer_group('h', 't66', false) ->> 'deletedPartitions'$q$);
+SELECT ok(pg_temp.until_blocked('t66a'), 'the group''s delete waits for C');
+SELECT dblink_send_query('t66b', $q$SELECT pgcursor.update_subscription('h', now() - interval '1 hour') ->> 'rowsUpdated'$q$);
+SELECT ok(pg_temp.until_blocked('t66b'), 'a subscription update of the group waits too');
+SELECT dblink_exec('t66c', 'COMMIT');
+SELECT is(pg_temp.answer('t66a'), '2', 'the delete goes through');
+SELECT is(pg_temp.answer('t66b'), '1', '... then the update, of the subscription the delete kept');
+SELECT is(pg_temp.never_consumed('h'), '0', '... making no deleted row again');
+
+SELECT is(pg_temp.stand_on_both('k'), '2', 'group k stands on both partitions, consuming nothing yet');
+SELECT pg_temp.hold_last_row('k');
+SELECT dblink_send_query('t66a', $q$SELECT pgcursor.delete_queue('t66') ->> 'deleted'$q$);
+SELECT ok(pg_temp.until_blocked('t66a'), 'the queue''s delete waits for C');
+SELECT dblink_send_query('t66b', $q$SELECT pgcursor.update_subscription('k', now() - interval '1 hour') ->> 'rowsUpdated'$q$);
+SELECT ok(pg_temp.until_blocked('t66b'), 'a subscription update of a group on it waits too');
+SELECT dblink_exec('t66c', 'COMMIT');
+SELECT is(pg_temp.answer('t66a'), 'true', 'the delete goes through');
+SELECT is(pg_temp.answer('t66b'), '0', '... then the update, which finds no subscription left');
+
 DO $$ BEGIN
     PERFORM pg_temp.drop_queue();
-    PERFORM pg_temp.close_sessions('t66a', 't66b');
+    PERFORM pg_temp.close_sessions('t66a', 't66b', 't66c');
 END $$;
 SELECT * FROM finish();
 ROLLBACK;
