@@ -4,7 +4,7 @@
 -- that a delete overtakes neither fails nor brings back what it deleted.
 -- Three dblink sessions work on committed data (cleaned up at the end).
 BEGIN;
-SELECT plan(25);
+SELECT plan(31);
 \ir lib/dblink.sql
 CREATE FUNCTION pg_temp.ack_sql(lease text, tx text) RETURNS text LANGUAGE sql AS $$
     SELECT format($q$SELECT (pgcursor.ack_group(jsonb_build_object(
@@ -133,6 +133,24 @@ SELECT dblink_exec('t66c', 'COMMIT');
 SELECT is(pg_temp.answer('t66a'), '2', 'the delete goes through');
 SELECT is(pg_temp.answer('t66b'), '1', '... then the update, of the subscription the delete kept');
 SELECT is(pg_temp.never_consumed('h'), '0', '... making no deleted row again');
+
+-- A group with a row but no subscription (an ack refused for its lease
+-- made it, at cursor 0): nothing for the update to wait on but the row,
+-- which the group's delete (held) removes meanwhile. The update skips it.
+SELECT is((SELECT x FROM dblink('t66a', $q$SELECT pgcursor.ack_group(jsonb_build_object(
+               'partitionId', (SELECT id FROM pgcursor.partitions WHERE queue = 't66' AND name <> 'b'),
+               'consumerGroup', 'm', 'leaseId', gen_random_uuid(),
+               'items', '[{"transactionId": "a1"}]'::jsonb)) -> 0 ->> 'error'$q$) AS t(x text)),
+          'invalid or expired lease', 'group m''s ack is refused, leaving it a row');
+SELECT is(pg_temp.never_consumed('m'), '1', '... which an update would move');
+SELECT dblink_exec('t66a', 'BEGIN');
+SELECT is((SELECT x FROM dblink('t66a', $q$SELECT pgcursor.delete_consumer_group('m') ->> 'deletedPartitions'$q$)
+             AS t(x text)), '1', 'A deletes it (held)');
+SELECT dblink_send_query('t66b', $q$SELECT pgcursor.update_subscription('m', now() - interval '1 hour') ->> 'rowsUpdated'$q$);
+SELECT ok(pg_temp.until_blocked('t66b'), 'an update of group m waits for the row');
+SELECT dblink_exec('t66a', 'COMMIT');
+SELECT is(pg_temp.answer('t66b'), '0', 'then updates no subscription');
+SELECT is(pg_temp.never_consumed('m'), '0', '... and does not make the row again');
 
 SELECT is(pg_temp.stand_on_both('k'), '2', 'group k stands on both partitions, consuming nothing yet');
 SELECT pg_temp.hold_last_row('k');
