@@ -140,6 +140,19 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
     END
 $$;
 
+-- The queues a bundle acks on or pushes to.
+CREATE OR REPLACE FUNCTION pgcursor_internal.transaction_queues(req jsonb)
+RETURNS text[] LANGUAGE sql STABLE AS $$
+    SELECT ARRAY(
+        SELECT i ->> 'queue'
+          FROM jsonb_array_elements(req -> 'operations') o, jsonb_array_elements(o -> 'items') i
+         WHERE o ->> 'type' = 'push'
+        UNION
+        SELECT p.queue FROM pgcursor.partitions p
+         WHERE p.id IN (SELECT (o ->> 'partitionId')::uuid FROM jsonb_array_elements(req -> 'operations') o
+                         WHERE o ->> 'type' = 'ack'))
+$$;
+
 -- transaction: {"operations":[...], "requiredLeases"?:[...]} ->
 -- {"success":true, "transactionId", "results":[...]} or, everything rolled
 -- back, {"success":false, "error", "failedIndex", "results":[answers so far]}.
@@ -154,6 +167,11 @@ DECLARE
     failed_index integer;
 BEGIN
     PERFORM pgcursor_internal.validate_transaction(req);
+    -- The partition sets of its queues first (shared), before any cursor
+    -- row: a push creating a partition takes its queue's set, and after an
+    -- ack's row it deadlocked with the queue's delete, which takes the set
+    -- and then the rows.
+    PERFORM pgcursor_internal.lock_partition_sets('{}', pgcursor_internal.transaction_queues(req));
     IF NOT pgcursor_internal.required_leases_live(req) THEN
         RETURN jsonb_build_object('success', false, 'error', 'invalid or expired lease',
                                   'failedIndex', NULL, 'results', results);

@@ -7,7 +7,7 @@
 -- which waits for it; then 'd' commits. Two dblink sessions work on
 -- committed data (cleaned up at the end).
 BEGIN;
-SELECT plan(18);
+SELECT plan(22);
 \ir lib/dblink.sql
 
 -- Session 'd' deletes queue t16 and holds its transaction open; session
@@ -22,17 +22,9 @@ END $$;
 -- Commits the delete and answers the waiting call's one text column, or
 -- its error.
 CREATE FUNCTION pg_temp.after_the_delete() RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    answer text;
 BEGIN
     PERFORM dblink_exec('d', 'COMMIT');
-    BEGIN
-        SELECT x INTO answer FROM dblink_get_result('w') AS t(x text);
-    EXCEPTION WHEN OTHERS THEN
-        answer := 'error: ' || SQLERRM;
-    END;
-    PERFORM * FROM dblink_get_result('w') AS t(x text);  -- the end of the results
-    RETURN answer;
+    RETURN pg_temp.answer('w');
 END $$;
 -- Queue t16 anew: two partitions a and b, three messages each (committed).
 CREATE FUNCTION pg_temp.fill() RETURNS void LANGUAGE plpgsql AS $$
@@ -47,7 +39,7 @@ BEGIN
 END $$;
 
 DO $$ BEGIN
-    PERFORM pg_temp.open_sessions('d', 'w');
+    PERFORM pg_temp.open_sessions('d', 'w', 'c');
     PERFORM pg_temp.fill();
 END $$;
 
@@ -146,9 +138,39 @@ SELECT is((SELECT x FROM dblink_get_result('d') AS t(x text)), '{"queue": "t16",
           'and the delete goes through after it');
 SELECT FROM dblink_get_result('d') AS t(x text);
 
+-- A transaction that acks on the queue and pushes to a new partition of
+-- it, sent while a delete of the queue waits for its partition set (held
+-- by session 'c'). It took its cursor row with the ack, then waited for
+-- the set behind the delete, which then waited for the row: deadlock. It
+-- now takes the set first, so it comes after the delete.
+SELECT pg_temp.fill();
+DO $$
+DECLARE
+    popped jsonb := (SELECT x FROM dblink('d', $q$SELECT pgcursor.pop('{"queue": "t16", "consumerGroup": "bundler", "partition": "a"}')$q$)
+                       AS t(x jsonb));
+BEGIN
+    PERFORM dblink_exec('c', 'BEGIN');
+    PERFORM * FROM dblink('c', $q$SELECT pg_advisory_xact_lock(pgcursor_internal.partition_set_class(),
+                                                             pgcursor_internal.lock_bucket('t16'))$q$) AS t(x text);
+    PERFORM dblink_send_query('d', $q$SELECT pgcursor.delete_queue('t16') ->> 'deleted'$q$);
+    PERFORM pg_temp.until_blocked('d');
+    PERFORM dblink_send_query('w', format($q$SELECT pgcursor.transaction(jsonb_build_object('operations', jsonb_build_array(
+        jsonb_build_object('type', 'ack', 'partitionId', %L, 'consumerGroup', 'bundler', 'leaseId', %L,
+                           'transactionId', %L),
+        jsonb_build_object('type', 'push', 'items', jsonb_build_array(
+            jsonb_build_object('queue', 't16', 'partition', 'new', 'payload', 1)))))) ->> 'error'$q$,
+        popped ->> 'partitionId', popped ->> 'leaseId', popped -> 'messages' -> 0 ->> 'transactionId'));
+END $$;
+SELECT ok(pg_temp.until_blocked('w'), 'a transaction acking on the queue and pushing to it waits');
+SELECT dblink_exec('c', 'COMMIT');
+SELECT is(pg_temp.answer('d'), 'true', 'the delete goes through');
+SELECT is(pg_temp.answer('w'), 'partition not found', '... then the transaction, refused whole: its ack''s partition is gone');
+SELECT is((SELECT x FROM dblink('d', $q$SELECT count(*)::text FROM pgcursor.partitions WHERE queue = 't16'$q$) AS t(x text)),
+          '0', '... its push undone with it');
+
 DO $$ BEGIN
     PERFORM * FROM dblink('d', $q$SELECT pgcursor.delete_queue('t16')$q$) AS t(x jsonb);
-    PERFORM pg_temp.close_sessions('d', 'w');
+    PERFORM pg_temp.close_sessions('d', 'w', 'c');
 END $$;
 SELECT * FROM finish();
 ROLLBACK;

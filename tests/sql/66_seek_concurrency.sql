@@ -107,18 +107,6 @@ BEGIN
                                                 (SELECT max(p.id::text)::uuid FROM pgcursor.partitions p WHERE p.queue = 't66')
                                             FOR UPDATE$q$, grp)) AS t(x integer);
 END $$;
--- What a session's sent call answered, or its error.
-CREATE FUNCTION pg_temp.answer(session text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    x text;
-BEGIN
-    SELECT t.x INTO x FROM dblink_get_result(session) AS t(x text);
-    PERFORM FROM dblink_get_result(session) AS t(x text);
-    RETURN x;
-EXCEPTION WHEN others THEN
-    PERFORM FROM dblink_get_result(session, false) AS t(x text);
-    RETURN SQLERRM;
-END $$;
 SELECT dblink_exec('t66b', 'RESET lock_timeout');
 SELECT FROM dblink('t66a', $q$SELECT pgcursor.push('{"items": [{"queue": "t66", "partition": "b", "payload": 4}]}')$q$)
     AS t(x jsonb);

@@ -40,6 +40,21 @@ BEGIN
     RETURN false;
 END $$;
 
+-- The one text column a session's call (sent with dblink_send_query)
+-- answered, or its error as 'error: ' and the message.
+CREATE FUNCTION pg_temp.answer(name text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    x text;
+BEGIN
+    BEGIN
+        SELECT t.x INTO x FROM dblink_get_result(name) AS t(x text);
+    EXCEPTION WHEN others THEN
+        x := 'error: ' || SQLERRM;
+    END;
+    PERFORM FROM dblink_get_result(name) AS t(x text);  -- the end of the results
+    RETURN x;
+END $$;
+
 -- Closes them.
 CREATE FUNCTION pg_temp.close_sessions(VARIADIC names text[]) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
