@@ -4,8 +4,9 @@
 -- after the delete, and never fails on a foreign key or a missing row; an
 -- ack holding its cursor row does not deadlock with the delete. Session
 -- 'd' deletes and holds its transaction open; session 'w' makes the call,
--- which waits for it; then 'd' commits. Two dblink sessions work on
--- committed data (cleaned up at the end).
+-- which waits for it; then 'd' commits ('c' holds a lock where a case
+-- needs the delete to wait). Three dblink sessions work on committed data
+-- (cleaned up at the end).
 BEGIN;
 SELECT plan(22);
 \ir lib/dblink.sql
