@@ -152,6 +152,16 @@ pub struct Config {
     )]
     pub max_body_bytes_in_flight: usize,
 
+    /// Most bytes of pop answers the gateway holds at once, over all pops: a pop takes room for what its maxBytes may fill (payloads written twice) or answers fewer messages to fit what is left, and waits for at least 1 MiB (at most PGCURSOR_DB_TIMEOUT_MS, then a 503)
+    #[arg(
+        long,
+        env = "PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT",
+        value_name = "PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT",
+        default_value = "268435456",
+        value_parser = positive_usize,
+    )]
+    pub max_answer_bytes_in_flight: usize,
+
     /// How long a long answer (1 MiB or more) may make no progress toward its client, in milliseconds, before the connection is shut down: a client that stopped reading it, or vanished
     #[arg(
         long,
@@ -269,11 +279,14 @@ impl Config {
     }
 
     /// PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT in KiB, as body::guard_body counts
-    /// it (at least 1, at most what a semaphore holds).
+    /// it.
     pub fn bodies_kib(&self) -> u32 {
-        let kib = (self.max_body_bytes_in_flight as u64).div_ceil(1024);
-        let most = tokio::sync::Semaphore::MAX_PERMITS.min(u32::MAX as usize) as u64;
-        kib.clamp(1, most) as u32
+        semaphore_kib(self.max_body_bytes_in_flight)
+    }
+
+    /// PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT in KiB, as answers.rs counts it.
+    pub fn answers_kib(&self) -> u32 {
+        semaphore_kib(self.max_answer_bytes_in_flight)
     }
 
     pub fn send_timeout(&self) -> Duration {
@@ -309,6 +322,13 @@ pub fn one_line(e: &clap::Error) -> String {
             line.trim_start_matches("error: ").to_string()
         }
     }
+}
+
+/// `bytes` in KiB for a semaphore's permits: at least 1, at most what a
+/// semaphore holds.
+fn semaphore_kib(bytes: usize) -> u32 {
+    let most = tokio::sync::Semaphore::MAX_PERMITS.min(u32::MAX as usize) as u64;
+    crate::answers::kib(bytes).clamp(1, most) as u32
 }
 
 fn database_url(s: &str) -> Result<tokio_postgres::Config, String> {
@@ -366,6 +386,7 @@ mod tests {
         assert_eq!(c.max_push_items, 10_000);
         assert_eq!(c.max_pop_batch, 10_000);
         assert_eq!(c.max_answer_bytes, 16 << 20);
+        assert_eq!(c.max_answer_bytes_in_flight, 256 << 20);
         assert_eq!(c.db_timeout(), Duration::from_millis(5000));
         assert_eq!(c.housekeeping_seconds, 60);
         assert_eq!(c.stats_flush_interval(), Duration::from_secs(60));

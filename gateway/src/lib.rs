@@ -1,6 +1,7 @@
 //! pgcursor's HTTP gateway: validates JSON, checks bearer tokens and calls
 //! the `pgcursor` SQL functions, which hold every rule.
 
+pub mod answers;
 pub mod app;
 pub mod auth;
 pub mod body;

@@ -19,7 +19,7 @@ use crate::broker::{
 };
 
 /// (family, type) of everything a scrape shows with a database behind it.
-const FAMILIES: [(&str, &str); 40] = [
+const FAMILIES: [(&str, &str); 42] = [
     ("queen_uptime_seconds", "gauge"),
     ("queen_process_resident_memory_bytes", "gauge"),
     ("queen_process_virtual_memory_bytes", "gauge"),
@@ -45,6 +45,8 @@ const FAMILIES: [(&str, &str); 40] = [
     ("pgcursor_http_answers_abandoned_total", "counter"),
     ("pgcursor_http_body_bytes_held", "gauge"),
     ("pgcursor_http_body_bytes_max", "gauge"),
+    ("pgcursor_http_answer_bytes_held", "gauge"),
+    ("pgcursor_http_answer_bytes_max", "gauge"),
     ("pgcursor_ack_items_total", "counter"),
     ("pgcursor_ack_errors_total", "counter"),
     ("queen_dlq_depth", "gauge"),

@@ -569,6 +569,94 @@ async fn a_client_that_stops_reading_its_answer_is_dropped() {
     );
 }
 
+/// Pop answers share PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT: a pop takes room
+/// for what its maxBytes may fill (twice: data and payload), answers fewer
+/// messages when less is left, and holds its answer's room until the answer
+/// is sent. A pop that finds less than 1 MiB left waits for it, then is a
+/// 503 that leases nothing. Before, answers were bounded only by the
+/// connections: each stuck client held up to 32 MB.
+#[tokio::test]
+async fn pop_answers_share_the_gateways_budget() {
+    let gw = Gateway::start_with(&[
+        ("PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT", "8388608"),
+        ("PGCURSOR_DB_TIMEOUT_MS", "2000"),
+    ])
+    .await;
+    let queue = fresh_queue("answer-budget");
+    let text = "x".repeat(40_000);
+    push_200_of(&gw, &queue, &text).await;
+    // A client that reads none of its answer, which is more than the sockets hold.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(64 * 1024).unwrap();
+    let address = gw.base.trim_start_matches("http://").parse().unwrap();
+    let mut stuck = socket.connect(address).await.unwrap();
+    let request = format!(
+        "GET /api/v1/pop/queue/{queue}?batch=200&consumerGroup=stuck HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    );
+    stuck.write_all(request.as_bytes()).await.unwrap();
+    let held = |figures: &crate::metrics::Exposition| {
+        figures.value("pgcursor_http_answer_bytes_held", &[])
+    };
+    eventually("the stuck pop answers", Duration::from_secs(10), || async {
+        held(&crate::metrics::scrape(&gw).await) > 0.0
+    })
+    .await;
+    let figures = crate::metrics::scrape(&gw).await;
+    assert_eq!(
+        held(&figures),
+        8_388_608.0,
+        "the unread answer holds the whole budget"
+    );
+    assert_eq!(
+        figures.value("pgcursor_http_answer_bytes_max", &[]),
+        8_388_608.0
+    );
+
+    let started = Instant::now();
+    let (status, answer) = get(
+        &gw,
+        &format!("/api/v1/pop/queue/{queue}?consumerGroup=other"),
+    )
+    .await;
+    assert_eq!(status, 503, "{answer}");
+    assert!(
+        answer.to_string().contains(
+            "(PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT) and had no room for this one within 2000 ms"
+        ),
+        "{answer}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(1900),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Read whole, the answer lets go of its room; it held what fitted in
+    // 8 MiB: maxBytes 4 MiB, 104 payloads of 40,0xx bytes.
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), stuck.read_to_end(&mut raw))
+        .await
+        .expect("the answer, read")
+        .unwrap();
+    let body_at = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head")
+        + 4;
+    let answer: Value = serde_json::from_slice(&raw[body_at..]).expect("a JSON answer");
+    assert_eq!(messages(&answer).len(), 104);
+    eventually("the room is given back", Duration::from_secs(5), || async {
+        held(&crate::metrics::scrape(&gw).await) == 0.0
+    })
+    .await;
+    let answer = pop(&gw, &queue, "batch=200&consumerGroup=other").await;
+    assert_eq!(
+        messages(&answer).len(),
+        104,
+        "the refused pop leased nothing"
+    );
+}
+
 /// Request bodies share PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT, each holding its
 /// room (its Content-Length) until its request is answered: a body for
 /// which there is no room waits unread until there is, and one that finds

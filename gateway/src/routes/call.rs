@@ -70,7 +70,7 @@ pub fn limit_bytes(arguments: &mut Fields, max: usize) {
 
 /// A number as the SQL functions read a digit string: ASCII digits, maybe
 /// between ASCII spaces (no sign).
-fn digits_only(value: &str) -> Option<usize> {
+pub fn digits_only(value: &str) -> Option<usize> {
     let digits = value.trim_matches(|c: char| c.is_ascii_whitespace());
     let all_digits = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
     all_digits.then(|| digits.parse().ok()).flatten()

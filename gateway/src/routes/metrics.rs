@@ -178,6 +178,18 @@ fn process_gauges(state: &AppState) {
     let held = room.saturating_sub(state.bodies.available_permits() as u64);
     set(gauge!("pgcursor_http_body_bytes_held"), (held * 1024) as f64);
     set(gauge!("pgcursor_http_body_bytes_max"), (room * 1024) as f64);
+    describe_gauge!(
+        "pgcursor_http_answer_bytes_held",
+        "Room pop answers take now in PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT (while a pop looks, what its maxBytes may fill; then its answer's length, rounded up to KiB), until the answer is sent"
+    );
+    describe_gauge!(
+        "pgcursor_http_answer_bytes_max",
+        "PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT: the most room pop answers take at once; more answer fewer messages, or wait"
+    );
+    let room = u64::from(state.config.answers_kib());
+    let held = room.saturating_sub(state.answers.available_permits() as u64);
+    set(gauge!("pgcursor_http_answer_bytes_held"), (held * 1024) as f64);
+    set(gauge!("pgcursor_http_answer_bytes_max"), (room * 1024) as f64);
     let pool = state.pool_status();
     describe_gauge!("queen_db_pool_size", "Database connections open in the pool");
     describe_gauge!("queen_db_pool_idle", "Pool connections open and not checked out");

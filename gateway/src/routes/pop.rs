@@ -9,6 +9,7 @@
 //! checks that the client is still connected (peer.rs): a pop whose client
 //! hung up leases nothing and answers 499 to nobody.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -19,12 +20,13 @@ use tracing::{debug, warn};
 
 use deadpool_postgres::Client;
 
+use crate::answers::AnswerRoom;
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::{no_nul, path_without_nul};
 use crate::error::ApiError;
 use crate::minutes::{record, Target};
-use crate::routes::call::{again_after_deadlock, cap, limit_bytes, RawJson};
+use crate::routes::call::{again_after_deadlock, cap, digits_only, limit_bytes, RawJson};
 use crate::routes::pop_answer::{micros_since_1970, Delivered, PopBatch, POP_MESSAGES_SQL};
 use crate::turns::{Empty, Kind};
 
@@ -112,9 +114,11 @@ async fn respond(
     let look = pop_or_wait(state, req, &pop).await?;
     counters.pop_messages.increment(look.messages);
     record_minute(pop.queue(), &look.delivered);
-    let answer = look.answer;
+    let mut room = look.room;
     // Envelopes of encrypted queues are opened here; other answers go out as written.
-    Ok(state.encryption.open_answer(answer).await?.respond())
+    let answer = state.encryption.open_answer(look.answer).await?;
+    room.fit(answer.0.len());
+    Ok(room.hold(answer.respond()))
 }
 
 /// The most one pop answers (PGCURSOR_MAX_POP_BATCH, PGCURSOR_MAX_ANSWER_BYTES):
@@ -172,6 +176,27 @@ impl PopRequest {
         })
     }
 
+    /// The payload bytes the answer may carry (`maxBytes`, which `parse`
+    /// always sets); `None` when it is not a number (pgcursor.pop refuses it).
+    fn max_bytes(&self) -> Option<usize> {
+        self.arguments.get("maxBytes").and_then(Value::as_str).and_then(digits_only)
+    }
+
+    /// The arguments of a look with `room`: `maxBytes` lowered to what
+    /// fits in it.
+    fn arguments_within(&self, room: &AnswerRoom) -> Cow<'_, Value> {
+        match self.max_bytes() {
+            Some(asked) if asked > room.max_bytes() => {
+                let mut arguments = self.arguments.clone();
+                if let Some(fields) = arguments.as_object_mut() {
+                    cap(fields, "maxBytes", room.max_bytes().max(1));
+                }
+                Cow::Owned(arguments)
+            }
+            _ => Cow::Borrowed(&self.arguments),
+        }
+    }
+
     /// The queue a push must name to be worth a new look (`None`: any).
     fn queue(&self) -> Option<&str> {
         self.arguments.get("queue").and_then(Value::as_str)
@@ -203,6 +228,8 @@ fn wait_timeout(value: Option<&str>) -> Result<Duration, ApiError> {
 /// One pop's answer, and what the metrics and the per-minute figures need.
 struct Look {
     answer: RawJson,
+    /// Its room in PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT (answers.rs).
+    room: AnswerRoom,
     /// Claimed something, or paused: no reason to wait.
     settled: bool,
     /// Messages in the answer.
@@ -213,7 +240,13 @@ struct Look {
     due: Option<Instant>,
 }
 
-async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest) -> Result<Look, ApiError> {
+/// Room for the answer of one look of `pop`, taken before its connection.
+async fn room_for(state: &AppState, pop: &PopRequest) -> Result<AnswerRoom, ApiError> {
+    let bytes = pop.max_bytes().unwrap_or(state.config.max_answer_bytes);
+    AnswerRoom::take(&state.answers, bytes, state.config.db_timeout()).await
+}
+
+async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest, room: AnswerRoom) -> Result<Look, ApiError> {
     let statement = client.prepare_cached(POP_MESSAGES_SQL).await?;
     if crate::peer::has_hung_up(req) {
         debug!("a pop's client hung up before its look: nothing leased");
@@ -221,7 +254,8 @@ async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest) -> Result<Lo
     }
     // (A group's first pop writes its subscription: on Citus such writers
     // of the reference tables can be cancelled as a distributed deadlock.)
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&pop.arguments];
+    let arguments = pop.arguments_within(&room);
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&*arguments];
     crate::metrics::counters().pop_looks.increment(1);
     let rows = again_after_deadlock(POP_MESSAGES_SQL, || client.query(&statement, &params)).await?;
     let batch = PopBatch::from_rows(&rows)?;
@@ -234,11 +268,15 @@ async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest) -> Result<Lo
         Some(_) if !settled => due(client, &params).await,
         _ => None,
     };
+    let mut room = room;
+    let answer = batch.to_json();
+    room.fit(answer.0.len());
     Ok(Look {
+        room,
         settled,
         messages: batch.message_count() as u64,
         delivered: batch.delivered(now_us()),
-        answer: batch.to_json(),
+        answer,
         due,
     })
 }
@@ -312,13 +350,15 @@ async fn pop_or_wait(
     pop: &PopRequest,
 ) -> Result<Look, ApiError> {
     let Some(wait) = pop.wait else {
-        return look(&state.pool.get().await?, req, pop).await;
+        let room = room_for(state, pop).await?;
+        return look(&state.pool.get().await?, req, pop, room).await;
     };
     let deadline = Instant::now() + wait; // from arrival
     let mut waiter = state.wakeups.subscribe(pop.queue()); // before the look: no lost wake-up
     let kind = state.turns.kind_of(&pop.arguments);
     let began = Instant::now();
-    let mut answer = look(&state.pool.get().await?, req, pop).await?;
+    let room = room_for(state, pop).await?;
+    let mut answer = look(&state.pool.get().await?, req, pop, room).await?;
     let mut next = note(&kind, &answer, began);
     while !answer.settled && Instant::now() < deadline && !waiter.is_stopping() {
         let pushed = waiter.wait_for(deadline.min(next)).await;
@@ -379,6 +419,14 @@ async fn look_again(
     if Instant::now() >= deadline {
         return Ok(None);
     }
+    let room = match tokio::time::timeout_at(deadline, room_for(state, pop)).await {
+        Ok(Ok(room)) => room,
+        Ok(Err(e)) => {
+            debug!("long-poll re-check found no room for its answer: {e}");
+            return Ok(None);
+        }
+        Err(_) => return Ok(None),
+    };
     let client = match tokio::time::timeout_at(deadline, state.pool.get()).await {
         Ok(Ok(client)) => client,
         Ok(Err(e)) => {
@@ -387,7 +435,7 @@ async fn look_again(
         }
         Err(_) => return Ok(None),
     };
-    match look(&client, req, pop).await {
+    match look(&client, req, pop, room).await {
         Ok(answer) => Ok(Some(answer)),
         Err(ApiError::Unavailable(why)) => {
             debug!("long-poll re-check failed: {why}");
