@@ -246,7 +246,7 @@ async fn room_for(state: &AppState, pop: &PopRequest) -> Result<AnswerRoom, ApiE
     AnswerRoom::take(&state.answers, bytes, state.config.db_timeout()).await
 }
 
-async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest, room: AnswerRoom) -> Result<Look, ApiError> {
+async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest, mut room: AnswerRoom) -> Result<Look, ApiError> {
     let statement = client.prepare_cached(POP_MESSAGES_SQL).await?;
     if crate::peer::has_hung_up(req) {
         debug!("a pop's client hung up before its look: nothing leased");
@@ -268,7 +268,6 @@ async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest, room: Answer
         Some(_) if !settled => due(client, &params).await,
         _ => None,
     };
-    let mut room = room;
     let answer = batch.to_json();
     room.fit(answer.0.len());
     Ok(Look {
