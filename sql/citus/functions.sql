@@ -85,8 +85,8 @@ BEGIN
 END $$;
 
 -- delete_queue (sql/10_queues.sql), two changes (and the cursor rows are
--- not locked ahead of the partitions: Citus takes row locks only in a
--- query routed to one shard):
+-- locked one partition at a time: Citus takes row locks only in a query
+-- routed to one shard):
 -- 1. citus.multi_shard_modify_mode = 'sequential' for the transaction. Its
 --    deletes of messages and transaction_index run on every shard in
 --    parallel, and the queues delete that follows cascades to the
@@ -104,11 +104,15 @@ RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     gone boolean;
     ids uuid[];
+    pid uuid;
 BEGIN
     PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
     PERFORM pgcursor_internal.lock_partition_sets(ARRAY[qname], '{}');
     PERFORM pgcursor_internal.lock_subscriptions(NULL, qname);
     ids := ARRAY(SELECT id FROM pgcursor.partitions WHERE queue = qname ORDER BY id);
+    FOREACH pid IN ARRAY ids LOOP
+        PERFORM 1 FROM pgcursor.cursors WHERE partition_id = pid ORDER BY consumer_group FOR UPDATE;
+    END LOOP;
     PERFORM pgcursor_internal.lock_heads(ids);
     PERFORM 1 FROM pgcursor.partitions WHERE id = ANY (ids) ORDER BY id FOR UPDATE;
     PERFORM pgcursor_internal.retire_totals(ids, NULL);
