@@ -385,36 +385,47 @@ async fn slow_reads_leave_connections_for_pushes_pops_and_health() {
 }
 
 /// An 8 MB body of small numbers takes the gateway a second or more to
-/// parse into a tree. It is parsed off the HTTP worker's event loop, so
-/// /health keeps answering meanwhile: several answers arrive before the big
-/// body's own (on the loop, every health check would wait for the parse).
+/// parse into a tree, and one of 250,000 small push items hundreds of
+/// milliseconds to read into push's arrays. Both are read off the HTTP
+/// worker's event loop, so /health keeps answering meanwhile: several
+/// answers arrive before the big body's own (on the loop, every health
+/// check would wait for the parse; the push was read there until
+/// 2026-12-06).
 #[tokio::test]
 async fn health_answers_while_a_long_body_is_parsed() {
     let gw = Gateway::start().await;
-    let body = format!(r#"{{"acknowledgments":[{}1]}}"#, "1,".repeat(4_000_000));
-    let big = tokio::spawn(send(
-        client()
-            .post(gw.url("/api/v1/ack/batch"))
-            .header("content-type", "application/json")
-            .body(body),
-    ));
-    // Uploading 8 MB over loopback takes a few milliseconds.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut answered = 0;
-    while !big.is_finished() && answered < 50 {
-        let (status, body) = get(&gw, "/health").await;
-        assert_eq!(status, 200, "{body}");
-        if !big.is_finished() {
-            answered += 1;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let (status, answer) = big.await.unwrap();
-    assert_eq!(status, 413, "more acknowledgments than the limit: {answer}");
-    assert!(
-        answered >= 3,
-        "{answered} health answers came while the body was parsed"
+    let numbers = format!(r#"{{"acknowledgments":[{}1]}}"#, "1,".repeat(4_000_000));
+    let item = r#"{"queue":"q","payload":1},"#;
+    let items = format!(
+        r#"{{"items":[{}{}]}}"#,
+        item.repeat(249_999),
+        &item[..item.len() - 1]
     );
+    for (path, body) in [("/api/v1/ack/batch", numbers), ("/api/v1/push", items)] {
+        let big = tokio::spawn(send(
+            client()
+                .post(gw.url(path))
+                .header("content-type", "application/json")
+                .body(body),
+        ));
+        // Uploading 8 MB over loopback takes a few milliseconds.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut answered = 0;
+        while !big.is_finished() && answered < 50 {
+            let (status, body) = get(&gw, "/health").await;
+            assert_eq!(status, 200, "{body}");
+            if !big.is_finished() {
+                answered += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (status, answer) = big.await.unwrap();
+        assert_eq!(status, 413, "{path}: more items than the limit: {answer}");
+        assert!(
+            answered >= 3,
+            "{path}: {answered} health answers came while the body was parsed"
+        );
+    }
 }
 
 /// A body must arrive whole within PGCURSOR_BODY_TIMEOUT_MS of its head
