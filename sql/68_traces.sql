@@ -95,22 +95,76 @@ END $$;
 -- query run from a shard, which Citus refuses.)
 DROP FUNCTION IF EXISTS pgcursor_internal.event_names(uuid, uuid);
 
+-- Where a listing of trace events stands in its byte budget (message_traces,
+-- traces_by_name): the events weighed so far, and their data's (and their
+-- messages' payloads') weight, as pops weigh payloads (payload_weight).
+DO $$
+BEGIN
+    IF to_regtype('pgcursor_internal.trace_weight') IS NULL THEN
+        CREATE TYPE pgcursor_internal.trace_weight AS (events integer, bytes bigint);
+    END IF;
+END $$;
+
+-- `w` with one more event, of `data` (and its message's `payload`).
+CREATE OR REPLACE FUNCTION pgcursor_internal.weigh_trace(w pgcursor_internal.trace_weight, data jsonb, payload jsonb)
+RETURNS pgcursor_internal.trace_weight LANGUAGE sql STABLE AS $$
+    SELECT ROW(w.events + 1, w.bytes + coalesce(pgcursor_internal.payload_weight(data), 0)
+                                     + coalesce(pgcursor_internal.payload_weight(payload), 0))::pgcursor_internal.trace_weight
+$$;
+
+-- The event's data (and its message's payload, with_payload) when the
+-- events weighed up to it (`w`) fit in max_bytes or it is the first; else
+-- nulls and "dataOmitted": true.
+CREATE OR REPLACE FUNCTION pgcursor_internal.trace_data(
+    w pgcursor_internal.trace_weight, max_bytes integer, data jsonb, payload jsonb, with_payload boolean)
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN w.events = 1 OR w.bytes <= max_bytes
+                THEN jsonb_build_object('data', data)
+                     || CASE WHEN with_payload THEN jsonb_build_object('message_payload', payload) ELSE '{}' END
+                ELSE jsonb_build_object('data', NULL, 'dataOmitted', true)
+                     || CASE WHEN with_payload THEN jsonb_build_object('message_payload', NULL) ELSE '{}' END
+           END
+$$;
+
 -- message_traces: {"traces": [{id, event_type, data, consumer_group,
 -- worker_id, created_at, trace_names}]} of one message, oldest first; an
--- unknown message has none.
-CREATE OR REPLACE FUNCTION pgcursor.message_traces(pid uuid, txid text)
+-- unknown message has none. Every event is listed, but its data only while
+-- the events' data up to it weigh at most max_bytes (the first in any
+-- case): the rest answer data null and "dataOmitted": true. A message has
+-- as many events as clients record, each up to a request body's size: an
+-- answer of them all could be larger than jsonb holds (256 MB).
+DROP FUNCTION IF EXISTS pgcursor.message_traces(uuid, text);
+CREATE OR REPLACE FUNCTION pgcursor.message_traces(pid uuid, txid text, max_bytes integer DEFAULT 16777216)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$  -- plpgsql: Citus plans no SQL function with parameters
+DECLARE
+    e       record;
+    events  jsonb[] := '{}';
+    weighed pgcursor_internal.trace_weight := ROW(0, 0);
 BEGIN
-    RETURN (SELECT jsonb_build_object('traces', coalesce(jsonb_agg(jsonb_build_object(
-               'id', e.id, 'event_type', e.event_type, 'data', e.data, 'consumer_group', e.consumer_group,
-               'worker_id', e.worker_id, 'created_at', pgcursor_internal.rfc3339_utc(e.created_at),
-               'trace_names', n.names)
-             ORDER BY e.created_at, e.id), '[]'::jsonb))
-      FROM pgcursor.trace_events e
-      CROSS JOIN LATERAL (SELECT coalesce(jsonb_agg(x.name ORDER BY x.name), '[]'::jsonb) AS names
-                            FROM pgcursor.trace_names x
-                           WHERE x.partition_id = e.partition_id AND x.trace_id = e.id) n
-     WHERE e.partition_id = pid AND e.transaction_id = txid);
+    PERFORM pgcursor_internal.check_max_bytes(max_bytes);
+    FOR e IN SELECT x.*, n.names FROM pgcursor.trace_events x
+               CROSS JOIN LATERAL (SELECT coalesce(jsonb_agg(y.name ORDER BY y.name), '[]'::jsonb) AS names
+                                     FROM pgcursor.trace_names y
+                                    WHERE y.partition_id = x.partition_id AND y.trace_id = x.id) n
+              WHERE x.partition_id = pid AND x.transaction_id = txid
+              ORDER BY x.created_at, x.id LOOP
+        weighed := pgcursor_internal.weigh_trace(weighed, e.data, NULL);
+        events := events || (jsonb_build_object(
+            'id', e.id, 'event_type', e.event_type, 'consumer_group', e.consumer_group,
+            'worker_id', e.worker_id, 'created_at', pgcursor_internal.rfc3339_utc(e.created_at),
+            'trace_names', e.names)
+            || pgcursor_internal.trace_data(weighed, max_bytes, e.data, NULL, false));
+    END LOOP;
+    RETURN jsonb_build_object('traces', to_jsonb(events));
+END $$;
+
+-- A listing's byte budget: positive; else 22023 naming it.
+CREATE OR REPLACE FUNCTION pgcursor_internal.check_max_bytes(max_bytes integer)
+RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF max_bytes IS NULL OR max_bytes < 1 THEN
+        RAISE EXCEPTION 'maxBytes must be a positive integer' USING ERRCODE = '22023';
+    END IF;
 END $$;
 
 -- A page of a listing: lim from 1 to 1000, skip from 0; else 22023 naming it.
@@ -130,32 +184,42 @@ END $$;
 -- event_type, data, consumer_group, worker_id, created_at, queue_name,
 -- partition_name, trace_names, message_payload (null once the message is
 -- gone)}], "total": <events with the name>, "pagination": {limit, offset}}.
-CREATE OR REPLACE FUNCTION pgcursor.traces_by_name(name text, lim integer DEFAULT 100, skip integer DEFAULT 0)
+-- Every event of the page is listed, but its data and message_payload only
+-- while the page's data and payloads up to it weigh at most max_bytes (the
+-- first in any case): the rest answer both null and "dataOmitted": true.
+DROP FUNCTION IF EXISTS pgcursor.traces_by_name(text, integer, integer);
+CREATE OR REPLACE FUNCTION pgcursor.traces_by_name(
+    name text, lim integer DEFAULT 100, skip integer DEFAULT 0, max_bytes integer DEFAULT 16777216)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    page jsonb;
+    e       record;
+    events  jsonb[] := '{}';
+    weighed pgcursor_internal.trace_weight := ROW(0, 0);
 BEGIN
     PERFORM pgcursor_internal.check_page(lim, skip);
-    SELECT coalesce(jsonb_agg(jsonb_build_object(
-               'id', e.id, 'transaction_id', e.transaction_id, 'partition_id', e.partition_id,
-               'event_type', e.event_type, 'data', e.data, 'consumer_group', e.consumer_group,
-               'worker_id', e.worker_id, 'created_at', pgcursor_internal.rfc3339_utc(e.created_at),
-               'queue_name', p.queue, 'partition_name', p.name,
-               'trace_names', en.names,
-               'message_payload', (SELECT m.payload FROM pgcursor.messages m
-                                    WHERE m.partition_id = e.partition_id AND m.transaction_id = e.transaction_id
-                                    ORDER BY m.msg_offset LIMIT 1))
-             ORDER BY n.created_at, n.trace_id), '[]'::jsonb)
-      INTO page
-      FROM (SELECT x.partition_id, x.trace_id, x.created_at FROM pgcursor.trace_names x
-             WHERE x.name = traces_by_name.name
-             ORDER BY x.created_at, x.trace_id OFFSET skip LIMIT lim) n
-      JOIN pgcursor.trace_events e ON e.partition_id = n.partition_id AND e.id = n.trace_id
-      CROSS JOIN LATERAL (SELECT coalesce(jsonb_agg(x.name ORDER BY x.name), '[]'::jsonb) AS names
-                            FROM pgcursor.trace_names x
-                           WHERE x.partition_id = e.partition_id AND x.trace_id = e.id) en
-      JOIN pgcursor.partitions p ON p.id = e.partition_id;
-    RETURN jsonb_build_object('traces', page,
+    PERFORM pgcursor_internal.check_max_bytes(max_bytes);
+    FOR e IN SELECT x.*, p.queue, p.name AS partition_name, en.names,
+                    (SELECT m.payload FROM pgcursor.messages m
+                      WHERE m.partition_id = x.partition_id AND m.transaction_id = x.transaction_id
+                      ORDER BY m.msg_offset LIMIT 1) AS payload
+               FROM (SELECT y.partition_id, y.trace_id, y.created_at FROM pgcursor.trace_names y
+                      WHERE y.name = traces_by_name.name
+                      ORDER BY y.created_at, y.trace_id OFFSET skip LIMIT lim) n
+               JOIN pgcursor.trace_events x ON x.partition_id = n.partition_id AND x.id = n.trace_id
+               CROSS JOIN LATERAL (SELECT coalesce(jsonb_agg(y.name ORDER BY y.name), '[]'::jsonb) AS names
+                                     FROM pgcursor.trace_names y
+                                    WHERE y.partition_id = x.partition_id AND y.trace_id = x.id) en
+               JOIN pgcursor.partitions p ON p.id = x.partition_id
+              ORDER BY n.created_at, n.trace_id LOOP
+        weighed := pgcursor_internal.weigh_trace(weighed, e.data, e.payload);
+        events := events || (jsonb_build_object(
+            'id', e.id, 'transaction_id', e.transaction_id, 'partition_id', e.partition_id,
+            'event_type', e.event_type, 'consumer_group', e.consumer_group,
+            'worker_id', e.worker_id, 'created_at', pgcursor_internal.rfc3339_utc(e.created_at),
+            'queue_name', e.queue, 'partition_name', e.partition_name, 'trace_names', e.names)
+            || pgcursor_internal.trace_data(weighed, max_bytes, e.data, e.payload, true));
+    END LOOP;
+    RETURN jsonb_build_object('traces', to_jsonb(events),
                               'total', (SELECT count(*) FROM pgcursor.trace_names x
                                          WHERE x.name = traces_by_name.name),
                               'pagination', jsonb_build_object('limit', lim, 'offset', skip));

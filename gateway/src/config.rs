@@ -112,7 +112,7 @@ pub struct Config {
     )]
     pub max_pop_batch: usize,
 
-    /// Most payload bytes one answer carries: a pop stops adding messages there (the first aside), a page of dead letters lists the rest without their data
+    /// Most payload bytes one answer carries: a pop stops adding messages there (the first aside), a page of dead letters or a listing of trace events lists the rest without their data
     #[arg(
         long,
         env = "PGCURSOR_MAX_ANSWER_BYTES",

@@ -201,3 +201,58 @@ async fn encrypted_payloads_are_shown_in_plaintext() {
         "{detail}"
     );
 }
+
+/// The two listings carry at most PGCURSOR_MAX_ANSWER_BYTES of trace data
+/// and message payloads: every event is listed, those past it with data
+/// (and message_payload) null and `dataOmitted`. A message's events are as
+/// many as clients record, each up to a body's size: one answer of them all
+/// could be larger than PostgreSQL's jsonb holds.
+#[tokio::test]
+async fn trace_listings_carry_data_up_to_the_answer_limit() {
+    let gw = Gateway::start_with(&[("PGCURSOR_MAX_ANSWER_BYTES", "2500")]).await;
+    let queue = fresh_queue("traces-bytes");
+    let pushed = push_n(&gw, &queue, "Default", 1).await;
+    let p = pushed[0]["partitionId"].as_str().unwrap().to_string();
+    let name = format!("{queue}-big");
+    for letter in ["a", "b", "c"] {
+        record(
+            &gw,
+            &json!({"partitionId": p, "transactionId": "Default-1",
+                    "data": {"text": letter.repeat(1000)}, "traceNames": name}),
+        )
+        .await;
+    }
+    let data = |events: &Value, field: &str| -> Vec<Value> {
+        events["traces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e[field].clone())
+            .collect()
+    };
+    let (status, of_message) = get(&gw, &format!("/api/v1/traces/{p}/Default-1")).await;
+    assert_eq!(status, 200, "{of_message}");
+    assert_eq!(
+        data(&of_message, "data"),
+        [
+            json!({"text": "a".repeat(1000)}),
+            json!({"text": "b".repeat(1000)}),
+            Value::Null
+        ]
+    );
+    assert_eq!(
+        data(&of_message, "dataOmitted"),
+        [Value::Null, Value::Null, json!(true)]
+    );
+    let (status, by_name) = get(&gw, &format!("/api/v1/traces/by-name/{name}")).await;
+    assert_eq!(status, 200, "{by_name}");
+    assert_eq!(
+        data(&by_name, "dataOmitted"),
+        [Value::Null, Value::Null, json!(true)]
+    );
+    let payloads = data(&by_name, "message_payload");
+    assert!(
+        payloads[0].is_object() && payloads[2].is_null(),
+        "{by_name}"
+    );
+}

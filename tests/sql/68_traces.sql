@@ -3,7 +3,7 @@
 -- payload), trace_names, and traces going with their message (delete_message,
 -- purge_messages, purge_completed_messages, evict_expired_messages).
 BEGIN;
-SELECT plan(34);
+SELECT plan(45);
 
 CREATE FUNCTION pg_temp.fill(q text, n int, opts jsonb DEFAULT '{}') RETURNS uuid LANGUAGE plpgsql AS $$
 BEGIN
@@ -85,6 +85,35 @@ SELECT throws_ok($$SELECT pgcursor.traces_by_name('t68-a', 0, 0)$$, '22023', 'li
                  'limit 0');
 SELECT throws_ok($$SELECT pgcursor.traces_by_name('t68-a', 10, -1)$$, '22023', 'offset must be a non-negative integer',
                  'a negative offset');
+
+-- A byte budget: every event is listed, its data (and message_payload)
+-- only while the data and payloads up to it weigh at most max_bytes (the
+-- first in any case). Three events of about 1 kB on a message of queue
+-- t68b, named big-t68 (apart from the rest of the file's).
+SELECT pg_temp.fill('t68b', 1) AS pb \gset
+SELECT count(pg_temp.trace(:'pb', 't68b-1', repeat(x, 1000), '"big-t68"')) AS traced FROM unnest(ARRAY['a', 'b', 'c']) x \gset
+SELECT is(jsonb_path_query_array(pgcursor.message_traces(:'pb', 't68b-1', 2500), '$.traces[*].data.text'),
+          jsonb_build_array(repeat('a', 1000), repeat('b', 1000)), 'message_traces at 2,500 bytes: the first two events'' data');
+SELECT is(jsonb_path_query_array(pgcursor.message_traces(:'pb', 't68b-1', 2500), '$.traces[*].dataOmitted'),
+          '[true]'::jsonb, '... the third listed with data null and dataOmitted');
+SELECT is(pgcursor.message_traces(:'pb', 't68b-1', 2500) #> '{traces,2,data}', 'null'::jsonb, '... (its data null)');
+SELECT is(jsonb_array_length(pgcursor.message_traces(:'pb', 't68b-1', 1) -> 'traces'), 3, 'at 1 byte: every event listed');
+SELECT is(jsonb_path_query_array(pgcursor.message_traces(:'pb', 't68b-1', 1), '$.traces[*].data.text'),
+          jsonb_build_array(repeat('a', 1000)), '... the first with its data in any case');
+SELECT is(jsonb_path_query_array(pgcursor.message_traces(:'pb', 't68b-1'), '$.traces[*].dataOmitted'), '[]'::jsonb,
+          'by default (16 MiB) all with their data');
+SELECT is(jsonb_path_query_array(pgcursor.traces_by_name('big-t68', 100, 0, 2500), '$.traces[*].message_payload.k'),
+          '[1, 1]'::jsonb, 'traces_by_name at 2,500 bytes: the first two with data and message_payload');
+SELECT is((pgcursor.traces_by_name('big-t68', 100, 0, 2500) #> '{traces,2}')
+              - ARRAY['id', 'created_at', 'partition_id', 'worker_id', 'event_type', 'consumer_group', 'trace_names'],
+          '{"data": null, "dataOmitted": true, "message_payload": null, "queue_name": "t68b",
+            "partition_name": "Default", "transaction_id": "t68b-1"}'::jsonb, '... the third without either');
+SELECT is(pgcursor.traces_by_name('big-t68', 1, 2, 1) #> '{traces,0,data,text}', to_jsonb(repeat('c', 1000)),
+          'the first event of a page has its data in any case');
+SELECT throws_ok(format('SELECT pgcursor.message_traces(%L, %L, 0)', :'pb', 't68b-1'), '22023',
+                 'maxBytes must be a positive integer', 'message_traces: maxBytes 0');
+SELECT throws_ok($$SELECT pgcursor.traces_by_name('big-t68', 10, 0, -1)$$, '22023',
+                 'maxBytes must be a positive integer', 'traces_by_name: a negative maxBytes');
 
 -- trace_names
 SELECT is(jsonb_path_query_array(pgcursor.trace_names(1000, 0), '$.trace_names[*] ? (@.trace_name starts with "t68-")'),

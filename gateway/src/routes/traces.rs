@@ -5,7 +5,8 @@
 //! GET /api/v1/traces/by-name/{traceName} (read-only) through
 //! `pgcursor.traces_by_name`, each message's payload in plaintext;
 //! GET /api/v1/traces/{partitionId}/{transactionId} (read-only) through
-//! `pgcursor.message_traces`.
+//! `pgcursor.message_traces`. The two listings carry at most
+//! PGCURSOR_MAX_ANSWER_BYTES of data and payloads (the rest listed without).
 //! The literal segments are registered before `{partitionId}`, so they win.
 
 use std::collections::BTreeMap;
@@ -18,7 +19,8 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::path_without_nul;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, call_on_message, object_body};
+use crate::routes::call::{call_json, object_body};
+use crate::routes::messages::message_address;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/traces", web::post().to(record))
@@ -76,9 +78,14 @@ async fn of_message(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let sql = "SELECT pgcursor.message_traces($1, $2)";
-    let answer = call_on_message(&req, &state, Level::ReadOnly, sql, path.into_inner())
-        .await?;
+    state.auth.require(&req, Level::ReadOnly)?;
+    let (partition_id, transaction_id) = message_address(path.into_inner())?;
+    let answer = call_json(
+        &state.pool,
+        "SELECT pgcursor.message_traces($1, $2, $3)",
+        &[&partition_id, &transaction_id, &max_bytes(&state)],
+    )
+    .await?;
     Ok(answer.respond())
 }
 
@@ -94,8 +101,8 @@ async fn by_name(
     let offset = int_param(&query, "offset", 0)?;
     let answer = call_json(
         &state.pool,
-        "SELECT pgcursor.traces_by_name($1, $2, $3)",
-        &[&name.as_str(), &limit, &offset],
+        "SELECT pgcursor.traces_by_name($1, $2, $3, $4)",
+        &[&name.as_str(), &limit, &offset, &max_bytes(&state)],
     )
     .await?;
     // Each message_payload in plaintext when the message is an envelope.
@@ -124,6 +131,13 @@ async fn names(
 
 /// An integer query parameter; absent or empty: `default`. Its range is
 /// the SQL function's to check (22023 → 400).
+/// The most data (and message payloads) a listing of trace events carries:
+/// PGCURSOR_MAX_ANSWER_BYTES, as for a pop (its events past it are listed
+/// without).
+fn max_bytes(state: &AppState) -> i32 {
+    i32::try_from(state.config.max_answer_bytes).unwrap_or(i32::MAX)
+}
+
 fn int_param(
     query: &BTreeMap<String, String>,
     name: &str,
