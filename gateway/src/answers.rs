@@ -27,25 +27,40 @@ use crate::error::ApiError;
 /// that, pops would answer a few small messages each.
 pub const FLOOR_KIB: u32 = 1024;
 
-/// A pop's room in the budget, and the payload bytes it may answer.
-pub struct AnswerRoom {
-    permit: OwnedSemaphorePermit,
+/// The budget: `kib` KiB of room, handed out by a semaphore.
+pub struct AnswerBudget {
+    room: Arc<Semaphore>,
+    kib: u32,
 }
 
-impl AnswerRoom {
+impl AnswerBudget {
+    pub fn new(kib: u32) -> AnswerBudget {
+        AnswerBudget {
+            room: Arc::new(Semaphore::new(kib as usize)),
+            kib,
+        }
+    }
+
+    /// All of it, in KiB.
+    pub fn kib(&self) -> u32 {
+        self.kib
+    }
+
+    /// What is not taken now, in KiB.
+    pub fn left_kib(&self) -> usize {
+        self.room.available_permits()
+    }
+
     /// Room for an answer of at most `max_bytes` of payloads (each written
-    /// twice): all of it, or what the budget has left if that is at least
-    /// FLOOR_KIB; else waits up to `timeout` for FLOOR_KIB (a 503 then).
-    pub async fn take(
-        budget: &Arc<Semaphore>,
-        max_bytes: usize,
-        timeout: Duration,
-    ) -> Result<AnswerRoom, ApiError> {
-        let want = kib(max_bytes.saturating_mul(2)).min(Semaphore::MAX_PERMITS as u64) as u32;
+    /// twice): all of it, or what is left if that is at least FLOOR_KIB (or
+    /// the whole budget, when smaller); else waits up to `timeout` for that
+    /// much (a 503 then).
+    pub async fn take(&self, max_bytes: usize, timeout: Duration) -> Result<AnswerRoom, ApiError> {
+        let want = kib(max_bytes.saturating_mul(2)).min(u64::from(self.kib)) as u32;
         let floor = want.min(FLOOR_KIB);
-        let left = u32::try_from(budget.available_permits()).unwrap_or(u32::MAX);
+        let left = u32::try_from(self.left_kib()).unwrap_or(u32::MAX);
         let take = want.min(left).max(floor);
-        match tokio::time::timeout(timeout, budget.clone().acquire_many_owned(take)).await {
+        match tokio::time::timeout(timeout, self.room.clone().acquire_many_owned(take)).await {
             Ok(Ok(permit)) => Ok(AnswerRoom { permit }),
             _ => Err(ApiError::Unavailable(format!(
                 "the gateway holds as many pop answers as it may (PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT) and had no room for this one within {} ms; retry later",
@@ -53,7 +68,14 @@ impl AnswerRoom {
             ))),
         }
     }
+}
 
+/// A pop's room in the budget, and the payload bytes it may answer.
+pub struct AnswerRoom {
+    permit: OwnedSemaphorePermit,
+}
+
+impl AnswerRoom {
     /// The payload bytes an answer fits in this room: the pop's `maxBytes`.
     pub fn max_bytes(&self) -> usize {
         self.permit.num_permits() * 1024 / 2
@@ -93,38 +115,40 @@ mod tests {
 
     #[tokio::test]
     async fn a_pop_takes_what_its_max_bytes_may_fill_and_keeps_what_its_answer_takes() {
-        let budget = Arc::new(Semaphore::new(100 * 1024));
-        let mut room = AnswerRoom::take(&budget, 4 << 20, SECOND).await.unwrap();
+        let budget = AnswerBudget::new(100 * 1024);
+        let mut room = budget.take(4 << 20, SECOND).await.unwrap();
         assert_eq!(room.max_bytes(), 4 << 20);
-        assert_eq!(budget.available_permits(), 92 * 1024);
+        assert_eq!(budget.left_kib(), 92 * 1024);
         room.fit(10_000);
-        assert_eq!(budget.available_permits(), 100 * 1024 - 10);
+        assert_eq!(budget.left_kib(), 100 * 1024 - 10);
         drop(room);
-        assert_eq!(budget.available_permits(), 100 * 1024);
+        assert_eq!(budget.left_kib(), 100 * 1024);
     }
 
     #[tokio::test]
     async fn a_pop_takes_what_is_left_and_answers_less() {
-        let budget = Arc::new(Semaphore::new(3 * 1024));
-        let first = AnswerRoom::take(&budget, 1 << 20, SECOND).await.unwrap();
-        let second = AnswerRoom::take(&budget, 16 << 20, SECOND).await.unwrap();
+        let budget = AnswerBudget::new(3 * 1024);
+        let first = budget.take(1 << 20, SECOND).await.unwrap();
+        let second = budget.take(16 << 20, SECOND).await.unwrap();
         assert_eq!(first.max_bytes(), 1 << 20);
         assert_eq!(
             second.max_bytes(),
             512 << 10,
             "the 1 MiB left, for payloads written twice"
         );
-        assert_eq!(budget.available_permits(), 0);
+        assert_eq!(budget.left_kib(), 0);
     }
 
     #[tokio::test]
     async fn a_pop_waits_for_the_floor_then_gives_up() {
-        let budget = Arc::new(Semaphore::new(2560));
-        let held = AnswerRoom::take(&budget, 1 << 20, SECOND).await.unwrap();
+        let budget = AnswerBudget::new(2560);
+        let held = budget.take(1 << 20, SECOND).await.unwrap();
+        let budget = Arc::new(budget);
         let waiting = tokio::spawn({
             let budget = budget.clone();
             async move {
-                AnswerRoom::take(&budget, 1 << 20, 5 * SECOND)
+                budget
+                    .take(1 << 20, 5 * SECOND)
                     .await
                     .map(|r| r.max_bytes())
             }
@@ -138,18 +162,29 @@ mod tests {
             "the floor, once there was room"
         );
 
-        let _held = AnswerRoom::take(&budget, 1 << 20, SECOND).await.unwrap();
-        let refused = AnswerRoom::take(&budget, 1 << 20, Duration::from_millis(50)).await;
+        let _held = budget.take(1 << 20, SECOND).await.unwrap();
+        let refused = budget.take(1 << 20, Duration::from_millis(50)).await;
         assert!(
             matches!(refused, Err(ApiError::Unavailable(m)) if m.contains("PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT"))
         );
     }
 
     #[tokio::test]
+    async fn a_budget_smaller_than_the_floor_is_all_a_pop_waits_for() {
+        let budget = AnswerBudget::new(100);
+        let room = budget.take(16 << 20, SECOND).await.unwrap();
+        assert_eq!(room.max_bytes(), 50 << 10, "the whole 100 KiB");
+        drop(room);
+        let _held = budget.take(20 << 10, SECOND).await.unwrap();
+        let refused = budget.take(16 << 20, Duration::from_millis(50)).await;
+        assert!(refused.is_err(), "60 KiB left: it waits for all 100");
+    }
+
+    #[tokio::test]
     async fn a_small_pop_waits_only_for_what_it_wants() {
-        let budget = Arc::new(Semaphore::new(1024));
-        let _held = AnswerRoom::take(&budget, 400 << 10, SECOND).await.unwrap();
-        let small = AnswerRoom::take(&budget, 100 << 10, SECOND).await.unwrap();
+        let budget = AnswerBudget::new(1024);
+        let _held = budget.take(400 << 10, SECOND).await.unwrap();
+        let small = budget.take(100 << 10, SECOND).await.unwrap();
         assert_eq!(small.max_bytes(), 100 << 10);
     }
 }

@@ -51,9 +51,8 @@ pub struct Shared {
     /// Room for request bodies, in KiB (PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT;
     /// body::guard_body).
     pub bodies: Arc<tokio::sync::Semaphore>,
-    /// Room for pop answers, in KiB (PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT;
-    /// answers.rs).
-    pub answers: Arc<tokio::sync::Semaphore>,
+    /// Room for pop answers (PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT; answers.rs).
+    pub answers: crate::answers::AnswerBudget,
 }
 
 impl Deref for AppState {
@@ -177,7 +176,7 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
         wakeups: crate::notify::PushWakeups::start(&config),
         encryption: crate::encryption::Encryption::new(config.encryption_key.clone()),
         bodies: Arc::new(tokio::sync::Semaphore::new(config.bodies_kib() as usize)),
-        answers: Arc::new(tokio::sync::Semaphore::new(config.answers_kib() as usize)),
+        answers: crate::answers::AnswerBudget::new(config.answers_kib()),
         config,
         auth,
     });

@@ -17,7 +17,6 @@ use metrics::{describe_counter, describe_gauge, gauge, Counter, Gauge};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use serde::Deserialize;
 use serde_json::json;
-use tokio::sync::Semaphore;
 use tracing::{debug, warn};
 
 use crate::app::AppState;
@@ -147,14 +146,14 @@ fn render_gauges(state: &AppState, snapshot: Option<&Snapshot>) -> String {
     recorder.handle().render()
 }
 
-/// `<name>_held` and `<name>_max`, in bytes, of a budget of `kib` KiB that
-/// `budget` hands out.
-fn budget_gauges(name: &'static str, held_help: &'static str, max_help: &'static str, kib: u32, budget: &Semaphore) {
+/// `<name>_held` and `<name>_max`, in bytes, of a budget of `kib` KiB with
+/// `left_kib` not taken.
+fn budget_gauges(name: &'static str, held_help: &'static str, max_help: &'static str, kib: u32, left_kib: usize) {
     let (held_name, max_name) = (format!("{name}_held"), format!("{name}_max"));
     describe_gauge!(held_name.clone(), held_help);
     describe_gauge!(max_name.clone(), max_help);
     let room = u64::from(kib);
-    let held = room.saturating_sub(budget.available_permits() as u64);
+    let held = room.saturating_sub(left_kib as u64);
     set(gauge!(held_name), (held * 1024) as f64);
     set(gauge!(max_name), (room * 1024) as f64);
 }
@@ -184,14 +183,14 @@ fn process_gauges(state: &AppState) {
         "Room request bodies take now in PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT (each its Content-Length, rounded up to KiB), until their request is answered",
         "PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT: the most room request bodies take at once; more wait, unread",
         state.config.bodies_kib(),
-        &state.bodies,
+        state.bodies.available_permits(),
     );
     budget_gauges(
         "pgcursor_http_answer_bytes",
         "Room pop answers take now in PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT (while a pop looks, what its maxBytes may fill; then its answer's length, rounded up to KiB), until the answer is sent",
         "PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT: the most room pop answers take at once; more answer fewer messages, or wait",
-        state.config.answers_kib(),
-        &state.answers,
+        state.answers.kib(),
+        state.answers.left_kib(),
     );
     let pool = state.pool_status();
     describe_gauge!("queen_db_pool_size", "Database connections open in the pool");

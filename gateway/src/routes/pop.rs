@@ -243,7 +243,7 @@ struct Look {
 /// Room for the answer of one look of `pop`, taken before its connection.
 async fn room_for(state: &AppState, pop: &PopRequest) -> Result<AnswerRoom, ApiError> {
     let bytes = pop.max_bytes().unwrap_or(state.config.max_answer_bytes);
-    AnswerRoom::take(&state.answers, bytes, state.config.db_timeout()).await
+    state.answers.take(bytes, state.config.db_timeout()).await
 }
 
 async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest, mut room: AnswerRoom) -> Result<Look, ApiError> {
