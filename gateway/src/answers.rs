@@ -5,7 +5,8 @@
 //! were held at once. So a pop takes room before it looks: what its
 //! `maxBytes` may fill, or what is left when that is less (its `maxBytes`
 //! is then lowered to fit, and it answers fewer messages), waiting, up to
-//! PGCURSOR_DB_TIMEOUT_MS, for at least FLOOR. Once its answer is written
+//! PGCURSOR_DB_TIMEOUT_MS, for at least FLOOR_KIB (the whole budget when
+//! that is smaller). Once its answer is written
 //! it keeps the room the answer takes and gives back the rest; the answer
 //! holds it until it is sent or its connection is gone.
 //!
