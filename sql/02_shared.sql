@@ -325,35 +325,24 @@ RETURNS SETOF pgcursor.cursors LANGUAGE sql STABLE AS $$
                         WHERE c.partition_id = p.id AND c.consumer_group = s.consumer_group)
 $$;
 
--- Locks the subscriptions of group grp on every queue, or of every group
--- on queue qname, in (group, queue) order, their queues' partition sets
--- first (shared): the order materialize_cursors takes them in. A call that
--- changes subscriptions and cursor rows (update_subscription, the deletes
--- of a group and of a queue) takes them before the rows: taking them after,
--- as those did, a subscription update and a delete deadlocked.
-CREATE OR REPLACE FUNCTION pgcursor_internal.lock_subscriptions(grp text, qname text)
-RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pgcursor_internal.lock_partition_sets('{}', ARRAY(
-        SELECT DISTINCT s.queue FROM pgcursor.subscriptions s
-         WHERE (grp IS NULL OR s.consumer_group = grp) AND (qname IS NULL OR s.queue = qname)));
-    PERFORM FROM pgcursor.subscriptions s
-     WHERE (grp IS NULL OR s.consumer_group = grp) AND (qname IS NULL OR s.queue = qname)
-     ORDER BY s.consumer_group, s.queue
-       FOR UPDATE;
-END $$;
-
--- The pending subscriptions (of group grp, or all) as (groups[i],
--- queues[i]), locked in (group, queue) order, their queues' partition sets
--- first (shared, lock_partition_sets: no delete_queue can then remove a
--- partition a cursor row is being written on). With skip_locked, those
--- another session holds (subscription or partition set) are left out.
-CREATE OR REPLACE FUNCTION pgcursor_internal.lock_pending_subscriptions(
-    grp text, skip_locked boolean, OUT groups text[], OUT queues text[])
+-- Locks subscriptions in (group, queue) order, their queues' partition
+-- sets first (shared, lock_partition_sets: no delete_queue can then remove
+-- a partition a cursor row is being written on): those of group grp (every
+-- group when null) on queue qname (every queue when null), or only the
+-- pending ones among them; answers them as (groups[i], queues[i]). With
+-- skip_locked, those another session holds (subscription or partition set)
+-- are left out. A call that changes subscriptions and cursor rows
+-- (materialize_cursors, update_subscription, the deletes of a group and of
+-- a queue) takes them this way before the rows: taking them after, as the
+-- last three did, a subscription update and a delete deadlocked.
+CREATE OR REPLACE FUNCTION pgcursor_internal.lock_subscriptions(
+    grp text, qname text, pending_only boolean, skip_locked boolean DEFAULT false,
+    OUT groups text[], OUT queues text[])
 LANGUAGE plpgsql AS $$
 BEGIN
     queues := ARRAY(SELECT DISTINCT s.queue FROM pgcursor.subscriptions s
-                     WHERE s.cursor_rows = 'pending' AND (grp IS NULL OR s.consumer_group = grp));
+                     WHERE (NOT pending_only OR s.cursor_rows = 'pending')
+                       AND (grp IS NULL OR s.consumer_group = grp) AND (qname IS NULL OR s.queue = qname));
     IF cardinality(queues) = 0 THEN
         RETURN;
     END IF;
@@ -361,13 +350,14 @@ BEGIN
     EXECUTE format(
         'SELECT array_agg(x.consumer_group), array_agg(x.queue)
            FROM (SELECT s.consumer_group, s.queue FROM pgcursor.subscriptions s
-                  WHERE s.cursor_rows = ''pending'' AND ($1 IS NULL OR s.consumer_group = $1)
-                    AND s.queue = ANY ($2)
+                  WHERE (NOT $1 OR s.cursor_rows = ''pending'') AND ($2 IS NULL OR s.consumer_group = $2)
+                    AND s.queue = ANY ($3)
                   ORDER BY s.consumer_group, s.queue
                     FOR UPDATE %s) x',
         CASE WHEN skip_locked THEN 'SKIP LOCKED' ELSE '' END)
-    INTO groups, queues USING grp, queues;
+    INTO groups, queues USING pending_only, grp, queues;
 END $$;
+DROP FUNCTION IF EXISTS pgcursor_internal.lock_pending_subscriptions(text, boolean);
 
 -- Writes the rows cursor_rows() shows for pending subscriptions (of group
 -- grp, or all) and marks the subscriptions complete. Housekeeping runs it
@@ -387,7 +377,7 @@ DECLARE
     made   bigint;
 BEGIN
     SELECT l.groups, l.queues INTO groups, queues
-      FROM pgcursor_internal.lock_pending_subscriptions(grp, skip_locked) l;
+      FROM pgcursor_internal.lock_subscriptions(grp, NULL, true, skip_locked) l;
     IF groups IS NULL THEN
         RETURN 0;
     END IF;

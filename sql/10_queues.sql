@@ -95,7 +95,7 @@ DECLARE
     ids uuid[];
 BEGIN
     PERFORM pgcursor_internal.lock_partition_sets(ARRAY[qname], '{}');
-    PERFORM pgcursor_internal.lock_subscriptions(NULL, qname);
+    PERFORM pgcursor_internal.lock_subscriptions(NULL, qname, false);
     ids := ARRAY(SELECT id FROM pgcursor.partitions WHERE queue = qname ORDER BY id);
     PERFORM 1 FROM pgcursor.cursors WHERE partition_id = ANY (ids) ORDER BY partition_id, consumer_group FOR UPDATE;
     PERFORM pgcursor_internal.lock_heads(ids);

@@ -112,7 +112,7 @@ BEGIN
     IF since IS NULL THEN
         RAISE EXCEPTION 'Missing subscriptionTimestamp in request body' USING ERRCODE = '22023';
     END IF;
-    PERFORM pgcursor_internal.lock_subscriptions(grp, NULL);
+    PERFORM pgcursor_internal.lock_subscriptions(grp, NULL, false);
     UPDATE pgcursor.subscriptions s SET mode = 'timestamp', since = update_subscription.since
      WHERE s.consumer_group = grp;
     GET DIAGNOSTICS updated = ROW_COUNT;
@@ -165,7 +165,7 @@ DECLARE
     qname   text := delete_consumer_group.queue;
     deleted integer;
 BEGIN
-    PERFORM pgcursor_internal.lock_subscriptions(grp, NULL);
+    PERFORM pgcursor_internal.lock_subscriptions(grp, NULL, false);
     PERFORM pgcursor_internal.materialize_cursors(grp);  -- deletedPartitions counts where it stood
     PERFORM FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
      WHERE c.consumer_group = grp AND (qname IS NULL OR p.queue = qname)

@@ -108,7 +108,7 @@ DECLARE
 BEGIN
     PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
     PERFORM pgcursor_internal.lock_partition_sets(ARRAY[qname], '{}');
-    PERFORM pgcursor_internal.lock_subscriptions(NULL, qname);
+    PERFORM pgcursor_internal.lock_subscriptions(NULL, qname, false);
     ids := ARRAY(SELECT id FROM pgcursor.partitions WHERE queue = qname ORDER BY id);
     FOREACH pid IN ARRAY ids LOOP
         PERFORM 1 FROM pgcursor.cursors WHERE partition_id = pid ORDER BY consumer_group FOR UPDATE;
@@ -165,7 +165,7 @@ DECLARE
     deleted integer;
     pid     uuid;
 BEGIN
-    PERFORM pgcursor_internal.lock_subscriptions(grp, NULL);
+    PERFORM pgcursor_internal.lock_subscriptions(grp, NULL, false);
     PERFORM pgcursor_internal.materialize_cursors(grp);  -- deletedPartitions counts where it stood
     FOR pid IN SELECT p.id FROM pgcursor.partitions p WHERE qname IS NULL OR p.queue = qname ORDER BY p.id LOOP
         PERFORM FROM pgcursor.cursors c WHERE c.partition_id = pid AND c.consumer_group = grp FOR UPDATE;
@@ -429,7 +429,7 @@ DECLARE
     sub    pgcursor.subscriptions;
 BEGIN
     SELECT l.groups, l.queues INTO groups, queues
-      FROM pgcursor_internal.lock_pending_subscriptions(grp, skip_locked) l;
+      FROM pgcursor_internal.lock_subscriptions(grp, NULL, true, skip_locked) l;
     IF groups IS NULL THEN
         RETURN 0;
     END IF;
