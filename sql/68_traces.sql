@@ -95,30 +95,14 @@ END $$;
 -- query run from a shard, which Citus refuses.)
 DROP FUNCTION IF EXISTS pgcursor_internal.event_names(uuid, uuid);
 
--- Where a listing of trace events stands in its byte budget (message_traces,
--- traces_by_name): the events weighed so far, and their data's (and their
--- messages' payloads') weight, as pops weigh payloads (payload_weight).
-DO $$
-BEGIN
-    IF to_regtype('pgcursor_internal.trace_weight') IS NULL THEN
-        CREATE TYPE pgcursor_internal.trace_weight AS (events integer, bytes bigint);
-    END IF;
-END $$;
-
--- `w` with one more event, of `data` (and its message's `payload`).
-CREATE OR REPLACE FUNCTION pgcursor_internal.weigh_trace(w pgcursor_internal.trace_weight, data jsonb, payload jsonb)
-RETURNS pgcursor_internal.trace_weight LANGUAGE sql STABLE AS $$
-    SELECT ROW(w.events + 1, w.bytes + coalesce(pgcursor_internal.payload_weight(data), 0)
-                                     + coalesce(pgcursor_internal.payload_weight(payload), 0))::pgcursor_internal.trace_weight
-$$;
-
--- The event's data (and its message's payload, with_payload) when the
--- events weighed up to it (`w`) fit in max_bytes or it is the first; else
--- nulls and "dataOmitted": true.
-CREATE OR REPLACE FUNCTION pgcursor_internal.trace_data(
-    w pgcursor_internal.trace_weight, max_bytes integer, data jsonb, payload jsonb, with_payload boolean)
+-- An event's data (and its message's payload, with_payload) in a listing
+-- with a byte budget (message_traces, traces_by_name) when it `fits` (the
+-- data and payloads up to it weigh at most the budget, as pops weigh
+-- payloads: payload_weight) or it is the listing's first; else nulls and
+-- "dataOmitted": true.
+CREATE OR REPLACE FUNCTION pgcursor_internal.trace_data(fits boolean, data jsonb, payload jsonb, with_payload boolean)
 RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN w.events = 1 OR w.bytes <= max_bytes
+    SELECT CASE WHEN fits
                 THEN jsonb_build_object('data', data)
                      || CASE WHEN with_payload THEN jsonb_build_object('message_payload', payload) ELSE '{}' END
                 ELSE jsonb_build_object('data', NULL, 'dataOmitted', true)
@@ -137,9 +121,9 @@ DROP FUNCTION IF EXISTS pgcursor.message_traces(uuid, text);
 CREATE OR REPLACE FUNCTION pgcursor.message_traces(pid uuid, txid text, max_bytes integer DEFAULT 16777216)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$  -- plpgsql: Citus plans no SQL function with parameters
 DECLARE
-    e       record;
-    events  jsonb[] := '{}';
-    weighed pgcursor_internal.trace_weight := ROW(0, 0);
+    e      record;
+    events jsonb[] := '{}';
+    spent  bigint := 0;  -- the weight of the data up to e
 BEGIN
     PERFORM pgcursor_internal.check_max_bytes(max_bytes);
     FOR e IN SELECT x.*, n.names FROM pgcursor.trace_events x
@@ -148,12 +132,12 @@ BEGIN
                                     WHERE y.partition_id = x.partition_id AND y.trace_id = x.id) n
               WHERE x.partition_id = pid AND x.transaction_id = txid
               ORDER BY x.created_at, x.id LOOP
-        weighed := pgcursor_internal.weigh_trace(weighed, e.data, NULL);
+        spent := spent + coalesce(pgcursor_internal.payload_weight(e.data), 0);
         events := events || (jsonb_build_object(
             'id', e.id, 'event_type', e.event_type, 'consumer_group', e.consumer_group,
             'worker_id', e.worker_id, 'created_at', pgcursor_internal.rfc3339_utc(e.created_at),
             'trace_names', e.names)
-            || pgcursor_internal.trace_data(weighed, max_bytes, e.data, NULL, false));
+            || pgcursor_internal.trace_data(spent <= max_bytes OR cardinality(events) = 0, e.data, NULL, false));
     END LOOP;
     RETURN jsonb_build_object('traces', to_jsonb(events));
 END $$;
@@ -192,9 +176,9 @@ CREATE OR REPLACE FUNCTION pgcursor.traces_by_name(
     name text, lim integer DEFAULT 100, skip integer DEFAULT 0, max_bytes integer DEFAULT 16777216)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    e       record;
-    events  jsonb[] := '{}';
-    weighed pgcursor_internal.trace_weight := ROW(0, 0);
+    e      record;
+    events jsonb[] := '{}';
+    spent  bigint := 0;  -- the weight of the data and payloads up to e
 BEGIN
     PERFORM pgcursor_internal.check_page(lim, skip);
     PERFORM pgcursor_internal.check_max_bytes(max_bytes);
@@ -211,13 +195,14 @@ BEGIN
                                     WHERE y.partition_id = x.partition_id AND y.trace_id = x.id) en
                JOIN pgcursor.partitions p ON p.id = x.partition_id
               ORDER BY n.created_at, n.trace_id LOOP
-        weighed := pgcursor_internal.weigh_trace(weighed, e.data, e.payload);
+        spent := spent + coalesce(pgcursor_internal.payload_weight(e.data), 0)
+                       + coalesce(pgcursor_internal.payload_weight(e.payload), 0);
         events := events || (jsonb_build_object(
             'id', e.id, 'transaction_id', e.transaction_id, 'partition_id', e.partition_id,
             'event_type', e.event_type, 'consumer_group', e.consumer_group,
             'worker_id', e.worker_id, 'created_at', pgcursor_internal.rfc3339_utc(e.created_at),
             'queue_name', e.queue, 'partition_name', e.partition_name, 'trace_names', e.names)
-            || pgcursor_internal.trace_data(weighed, max_bytes, e.data, e.payload, true));
+            || pgcursor_internal.trace_data(spent <= max_bytes OR cardinality(events) = 0, e.data, e.payload, true));
     END LOOP;
     RETURN jsonb_build_object('traces', to_jsonb(events),
                               'total', (SELECT count(*) FROM pgcursor.trace_names x
