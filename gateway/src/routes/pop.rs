@@ -246,6 +246,13 @@ async fn room_for(state: &AppState, pop: &PopRequest) -> Result<AnswerRoom, ApiE
     state.answers.take(bytes, state.config.db_timeout()).await
 }
 
+/// A look with room for its answer, then a connection, each waited for as
+/// long as its timeout allows (a 503 past it).
+async fn look_now(state: &AppState, req: &HttpRequest, pop: &PopRequest) -> Result<Look, ApiError> {
+    let room = room_for(state, pop).await?;
+    look(&state.pool.get().await?, req, pop, room).await
+}
+
 async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest, mut room: AnswerRoom) -> Result<Look, ApiError> {
     let statement = client.prepare_cached(POP_MESSAGES_SQL).await?;
     if crate::peer::has_hung_up(req) {
@@ -349,15 +356,13 @@ async fn pop_or_wait(
     pop: &PopRequest,
 ) -> Result<Look, ApiError> {
     let Some(wait) = pop.wait else {
-        let room = room_for(state, pop).await?;
-        return look(&state.pool.get().await?, req, pop, room).await;
+        return look_now(state, req, pop).await;
     };
     let deadline = Instant::now() + wait; // from arrival
     let mut waiter = state.wakeups.subscribe(pop.queue()); // before the look: no lost wake-up
     let kind = state.turns.kind_of(&pop.arguments);
     let began = Instant::now();
-    let room = room_for(state, pop).await?;
-    let mut answer = look(&state.pool.get().await?, req, pop, room).await?;
+    let mut answer = look_now(state, req, pop).await?;
     let mut next = note(&kind, &answer, began);
     while !answer.settled && Instant::now() < deadline && !waiter.is_stopping() {
         let pushed = waiter.wait_for(deadline.min(next)).await;
