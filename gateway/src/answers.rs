@@ -6,9 +6,9 @@
 //! `maxBytes` may fill, or what is left when that is less (its `maxBytes`
 //! is then lowered to fit, and it answers fewer messages), waiting, up to
 //! PGCURSOR_DB_TIMEOUT_MS, for at least FLOOR_KIB (the whole budget when
-//! that is smaller). Once its answer is written
-//! it keeps the room the answer takes and gives back the rest; the answer
-//! holds it until it is sent or its connection is gone.
+//! that is smaller). Once its answer is written it keeps the room the
+//! answer takes and gives back the rest; the answer holds it until it is
+//! sent or its connection is gone.
 //!
 //! The room is counted in KiB. An answer may exceed what it took by its
 //! messages' envelopes and by its first message, which a pop returns
