@@ -479,16 +479,22 @@ END $$;
 -- (the gateway, when the pop's client hung up while it ran: the messages
 -- go to the next pop instead of waiting out a lease nobody holds). The
 -- cursors did not move (a leased pop completes nothing), so this only
--- clears the lease. Answers the partitions given back.
+-- clears the lease. Answers the partitions given back. Row by row in
+-- partition order, as seeks lock a group's rows: one UPDATE took them in
+-- the order its scan met them and deadlocked with a seek
+-- (tests/sql/66_seek_concurrency.sql).
 CREATE OR REPLACE FUNCTION pgcursor_internal.give_back_lease(lease uuid, grp text, partition_ids uuid[])
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
-    n integer;
+    pid uuid;
+    n   integer := 0;
 BEGIN
-    UPDATE pgcursor.cursors c
-       SET lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL
-     WHERE c.partition_id = ANY (partition_ids) AND c.consumer_group = grp AND c.lease_id = lease;
-    GET DIAGNOSTICS n = ROW_COUNT;
+    FOR pid IN SELECT DISTINCT x FROM unnest(partition_ids) x ORDER BY x LOOP
+        UPDATE pgcursor.cursors c
+           SET lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL
+         WHERE c.partition_id = pid AND c.consumer_group = grp AND c.lease_id = lease;
+        n := n + CASE WHEN FOUND THEN 1 ELSE 0 END;
+    END LOOP;
     RETURN n;
 END $$;
 

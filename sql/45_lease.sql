@@ -15,7 +15,10 @@ DECLARE
     secs       integer := pgcursor_internal.positive_int_arg(req, 'seconds', 60);
     until      timestamptz := now() + secs * interval '1 second';
     lease      uuid;
-    renewed    integer;
+    pid        uuid;
+    grp        text;
+    expiry     timestamptz;
+    renewed    integer := 0;
     expires    timestamptz;
 BEGIN
     IF NOT pgcursor_internal.is_uuid_value(req -> 'leaseId', false) THEN
@@ -23,16 +26,26 @@ BEGIN
     END IF;
     lease := lease_text::uuid;
     -- A scan of the cursors (no index on lease_id: it would stop every pop
-    -- and ack from updating cursor rows in place; see migrations/V2).
-    WITH extended AS (
+    -- and ack from updating cursor rows in place; see migrations/V2), then
+    -- each row by key in partition order, the order seeks and deletes lock
+    -- a group's rows in: in the scan's order, a lease over several
+    -- partitions deadlocked with a seek (tests/sql/66_seek_concurrency.sql).
+    FOR pid, grp IN SELECT c.partition_id, c.consumer_group FROM pgcursor.cursors c
+                     WHERE c.lease_id = lease AND c.lease_expires_at > now()
+                     ORDER BY c.partition_id, c.consumer_group
+    LOOP
         UPDATE pgcursor.cursors c
         SET lease_expires_at = greatest(c.lease_expires_at, until)
         -- lease_is_live written out: Citus refuses a STABLE function of a
         -- column in an UPDATE of its tables (now() alone it evaluates first).
-        WHERE c.lease_id = lease AND c.lease_expires_at > now()
-        RETURNING c.lease_expires_at
-    )
-    SELECT count(*), max(lease_expires_at) INTO renewed, expires FROM extended;
+        WHERE c.partition_id = pid AND c.consumer_group = grp
+          AND c.lease_id = lease AND c.lease_expires_at > now()
+        RETURNING c.lease_expires_at INTO expiry;
+        IF FOUND THEN
+            renewed := renewed + 1;
+            expires := greatest(expires, expiry);
+        END IF;
+    END LOOP;
     RETURN jsonb_build_object(
         'leaseId', lease, 'success', renewed > 0, 'newExpiresAt', pgcursor_internal.rfc3339_utc(expires),
         'renewed', renewed,

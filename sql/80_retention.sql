@@ -30,23 +30,36 @@
 -- total; the retry counter belonged to a message that is gone, so it
 -- restarts at 0. A lease is left alone: its acks still resolve through the
 -- transaction index.
+--
+-- The rows to move are read first, then each is moved by key in partition
+-- order, the order seeks and deletes lock a group's rows in: one UPDATE
+-- moved them in the order its scan met them and deadlocked with a seek
+-- (tests/sql/66_seek_concurrency.sql). On Citus each UPDATE goes to one
+-- shard, with retained_cursor computed on the coordinator (it reads
+-- messages, which no statement sent to a shard can).
 CREATE OR REPLACE FUNCTION pgcursor_internal.move_cursors_past_deleted(parts uuid[])
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
-    moved bigint;
+    behind record;
+    target bigint;
+    one    bigint;
+    moved  bigint := 0;
 BEGIN
-    UPDATE pgcursor.cursors c
-       SET cursor = s.to_cursor, retry_count = 0
-      FROM (SELECT c2.partition_id, c2.consumer_group,
-                   pgcursor_internal.retained_cursor(c2.partition_id, c2.cursor) AS to_cursor
-              FROM pgcursor.cursors c2
-              JOIN pgcursor.partition_heads h ON h.partition_id = c2.partition_id
-             WHERE c2.partition_id = ANY (parts) AND c2.cursor < h.head
-               AND NOT EXISTS (SELECT 1 FROM pgcursor.messages m
-                                WHERE m.partition_id = c2.partition_id AND m.msg_offset = c2.cursor + 1)) s
-     WHERE c.partition_id = s.partition_id AND c.consumer_group = s.consumer_group
-       AND s.to_cursor > c.cursor;  -- re-checked on the locked row: never moves a cursor back
-    GET DIAGNOSTICS moved = ROW_COUNT;
+    FOR behind IN SELECT c.partition_id, c.consumer_group, c.cursor
+                    FROM pgcursor.cursors c
+                    JOIN pgcursor.partition_heads h ON h.partition_id = c.partition_id
+                   WHERE c.partition_id = ANY (parts) AND c.cursor < h.head
+                     AND NOT EXISTS (SELECT 1 FROM pgcursor.messages m
+                                      WHERE m.partition_id = c.partition_id AND m.msg_offset = c.cursor + 1)
+                   ORDER BY c.partition_id, c.consumer_group
+    LOOP
+        target := pgcursor_internal.retained_cursor(behind.partition_id, behind.cursor);
+        UPDATE pgcursor.cursors c SET cursor = target, retry_count = 0
+         WHERE c.partition_id = behind.partition_id AND c.consumer_group = behind.consumer_group
+           AND target > c.cursor;  -- re-checked on the locked row: never moves a cursor back
+        GET DIAGNOSTICS one = ROW_COUNT;
+        moved := moved + one;
+    END LOOP;
     RETURN moved;
 END $$;
 

@@ -614,37 +614,6 @@ BEGIN
     END LOOP;
 END $$;
 
--- move_cursors_past_deleted (sql/80_retention.sql): the rows to move are
--- read first, then each is moved by an UPDATE routed to its shard, with
--- retained_cursor computed here on the coordinator. Citus refuses the one
--- UPDATE (retained_cursor is a STABLE function of a column, and its read
--- of messages cannot run inside a statement sent to a shard).
-CREATE OR REPLACE FUNCTION pgcursor_internal.move_cursors_past_deleted(parts uuid[])
-RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-    behind record;
-    target bigint;
-    one    bigint;
-    moved  bigint := 0;
-BEGIN
-    FOR behind IN SELECT c.partition_id, c.consumer_group, c.cursor
-                    FROM pgcursor.cursors c
-                    JOIN pgcursor.partition_heads h ON h.partition_id = c.partition_id
-                   WHERE c.partition_id = ANY (parts) AND c.cursor < h.head
-                     AND NOT EXISTS (SELECT 1 FROM pgcursor.messages m
-                                      WHERE m.partition_id = c.partition_id AND m.msg_offset = c.cursor + 1)
-                   ORDER BY c.partition_id, c.consumer_group
-    LOOP
-        target := pgcursor_internal.retained_cursor(behind.partition_id, behind.cursor);
-        UPDATE pgcursor.cursors c SET cursor = target, retry_count = 0
-         WHERE c.partition_id = behind.partition_id AND c.consumer_group = behind.consumer_group
-           AND target > c.cursor;  -- re-checked on the locked row: never moves a cursor back
-        GET DIAGNOSTICS one = ROW_COUNT;
-        moved := moved + one;
-    END LOOP;
-    RETURN moved;
-END $$;
-
 -- rows_per_probe (sql/63_status.sql): here each probe of first_offset_at
 -- is a query the coordinator sends to a worker, about 0.3 ms, where a row
 -- read by the worker costs about 1.2 us (status analytics over 20

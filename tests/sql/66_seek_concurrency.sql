@@ -4,7 +4,7 @@
 -- that a delete overtakes neither fails nor brings back what it deleted.
 -- Three dblink sessions work on committed data (cleaned up at the end).
 BEGIN;
-SELECT plan(25);
+SELECT plan(34);
 \ir lib/dblink.sql
 CREATE FUNCTION pg_temp.ack_sql(lease text, tx text) RETURNS text LANGUAGE sql AS $$
     SELECT format($q$SELECT (pgcursor.ack_group(jsonb_build_object(
@@ -156,6 +156,96 @@ SELECT is(pg_temp.never_consumed('m'), '0', '... and does not make the row again
 SELECT is(pg_temp.stand_on_both('k'), '2', 'group k stands on both partitions, consuming nothing yet');
 SELECT is(pg_temp.update_behind('k', $q$SELECT pgcursor.delete_queue('t66') ->> 'deleted'$q$),
           'true / 0', 'the queue''s delete goes through, then the update, finding no subscription left');
+
+-- Calls that lock several rows of a group lock them in partition order, as
+-- a seek does; in the order a scan met them, a lease renewal or the
+-- housekeeping move past deleted messages took the group's row on the
+-- later partition, then waited for the earlier one, which a seek held
+-- while waiting for the later: "deadlock detected". Group e's rows are
+-- arranged so a scan meets the later partition's first; C holds the row
+-- on the earlier one; B's seek is sent, then A's call; then C lets go.
+CREATE FUNCTION pg_temp.partition_ids() RETURNS uuid[] LANGUAGE sql AS $$
+    SELECT x FROM dblink('t66b', $q$SELECT array_agg(id ORDER BY id) FROM pgcursor.partitions WHERE queue = 't66'$q$)
+        AS t(x uuid[])
+$$;
+-- Writes group e's row on the earlier partition again until its visible
+-- version lies after the later one's in the heap; whether it does.
+CREATE FUNCTION pg_temp.later_row_first() RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    ids uuid[] := pg_temp.partition_ids();
+BEGIN
+    FOR i IN 1 .. 20 LOOP
+        IF (SELECT x FROM dblink('t66b', format($q$SELECT (SELECT ctid FROM pgcursor.cursors
+                                                          WHERE consumer_group = 'e' AND partition_id = %L)
+                                                        < (SELECT ctid FROM pgcursor.cursors
+                                                          WHERE consumer_group = 'e' AND partition_id = %L)$q$,
+                                                ids[2], ids[1])) AS t(x boolean)) THEN
+            RETURN true;
+        END IF;
+        PERFORM dblink_exec('t66b', format($q$UPDATE pgcursor.cursors SET cursor = cursor
+                                              WHERE consumer_group = 'e' AND partition_id = %L$q$, ids[1]));
+    END LOOP;
+    RETURN false;
+END $$;
+-- "B's seek / A's `call`", or why not.
+CREATE FUNCTION pg_temp.behind_a_seek(call text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM dblink_exec('t66c', 'BEGIN');
+    PERFORM FROM dblink('t66c', format($q$SELECT 1 FROM pgcursor.cursors
+                                          WHERE consumer_group = 'e' AND partition_id = %L FOR UPDATE$q$,
+                                       (pg_temp.partition_ids())[1])) AS t(x integer);
+    PERFORM dblink_send_query('t66b', $q$SELECT pgcursor.seek_consumer_group('e', 't66', NULL, true)
+                                         ->> 'partitionsUpdated'$q$);
+    IF NOT pg_temp.until_blocked('t66b') THEN
+        RETURN 'the seek did not wait for C';
+    END IF;
+    PERFORM dblink_send_query('t66a', call);
+    IF NOT pg_temp.until_blocked('t66a') THEN
+        RETURN 'the call did not wait';
+    END IF;
+    PERFORM dblink_exec('t66c', 'COMMIT');
+    RETURN pg_temp.answer('t66b') || ' / ' || pg_temp.answer('t66a');
+END $$;
+SELECT FROM dblink('t66a', $q$SELECT pgcursor.push('{"items": [{"queue": "t66", "partition": "a", "payload": 1},
+                                                               {"queue": "t66", "partition": "b", "payload": 2}]}')$q$)
+    AS t(x jsonb);
+UPDATE lease SET l = (SELECT x FROM dblink('t66a', $q$SELECT pgcursor.pop(
+    '{"queue": "t66", "consumerGroup": "e", "partitions": 2, "batch": 10}') ->> 'leaseId'$q$) AS t(x text));
+SELECT is((SELECT x FROM dblink('t66b', format($q$SELECT count(*)::text FROM pgcursor.cursors WHERE lease_id = %L$q$, l))
+             AS t(x text)), '2', 'group e leases both partitions at once') FROM lease;
+SELECT ok(pg_temp.later_row_first(), 'a scan meets its row on the later partition first');
+SELECT is(pg_temp.behind_a_seek(format($q$SELECT pgcursor.extend_lease(jsonb_build_object('leaseId', %L))
+                                          ->> 'renewed'$q$, l)),
+          '2 / 0', 'a renewal of the lease waits behind a seek of the group, then finds it released') FROM lease;
+
+-- A lease the gateway gives back (its pop's client hung up).
+SELECT FROM dblink('t66a', $q$SELECT pgcursor.push('{"items": [{"queue": "t66", "partition": "a", "payload": 1},
+                                                               {"queue": "t66", "partition": "b", "payload": 2}]}')$q$)
+    AS t(x jsonb);
+UPDATE lease SET l = (SELECT x FROM dblink('t66a', $q$SELECT pgcursor.pop(
+    '{"queue": "t66", "consumerGroup": "e", "partitions": 2, "batch": 10}') ->> 'leaseId'$q$) AS t(x text));
+SELECT is((SELECT x FROM dblink('t66b', format($q$SELECT count(*)::text FROM pgcursor.cursors WHERE lease_id = %L$q$, l))
+             AS t(x text)), '2', 'group e leases both partitions again') FROM lease;
+SELECT ok(pg_temp.later_row_first(), 'a scan meets its row on the later partition first');
+SELECT is(pg_temp.behind_a_seek(format($q$SELECT pgcursor_internal.give_back_lease(%L, 'e', %L)::text$q$,
+                                       l, pg_temp.partition_ids())),
+          '2 / 0', 'a lease given back waits behind a seek of the group, then finds it released') FROM lease;
+
+-- Both rows behind a deleted message, as retention or a delete leaves them.
+SELECT FROM dblink('t66a', $q$SELECT pgcursor.push('{"items": [
+    {"queue": "t66", "partition": "a", "payload": 3}, {"queue": "t66", "partition": "a", "payload": 4},
+    {"queue": "t66", "partition": "b", "payload": 5}, {"queue": "t66", "partition": "b", "payload": 6}]}')$q$)
+    AS t(x jsonb);
+SELECT is((SELECT x FROM dblink('t66a', $q$WITH gone AS (
+               DELETE FROM pgcursor.messages m USING pgcursor.cursors c
+                WHERE c.consumer_group = 'e' AND m.partition_id = c.partition_id AND m.msg_offset = c.cursor + 1
+                  AND m.partition_id IN (SELECT id FROM pgcursor.partitions WHERE queue = 't66') RETURNING 1)
+               SELECT count(*)::text FROM gone$q$) AS t(x text)),
+          '2', 'the next message of each of group e''s rows is deleted');
+SELECT ok(pg_temp.later_row_first(), 'a scan meets its row on the later partition first');
+SELECT is(pg_temp.behind_a_seek(format($q$SELECT pgcursor_internal.move_cursors_past_deleted(%L)::text$q$,
+                                       pg_temp.partition_ids())),
+          '2 / 0', 'a move past deleted messages waits behind a seek of the group, then has nothing to move');
 
 DO $$ BEGIN
     PERFORM pg_temp.drop_queue();
