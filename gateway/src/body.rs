@@ -22,6 +22,7 @@ use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage, HttpRequest, ResponseError};
 use futures::StreamExt;
 use serde_json::Value;
+use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -501,6 +502,29 @@ pub fn numeric_fits(number: &str) -> bool {
     leading_place + exponent <= MAX_LEADING_PLACE
 }
 
+/// A UUID as pgcursor's SQL functions read one (`is_uuid_value`): 32 hex
+/// digits, each of the four hyphens of the 8-4-4-4-12 form optional; no
+/// braces, no `urn:uuid:` (which the uuid crate alone would take, and psql
+/// callers would be refused).
+pub fn plain_uuid(text: &str) -> Option<Uuid> {
+    let mut hex = String::with_capacity(32);
+    let mut hyphen_may_follow = false;
+    for c in text.chars() {
+        if c == '-' && hyphen_may_follow {
+            hyphen_may_follow = false;
+        } else if c.is_ascii_hexdigit() && hex.len() < 32 {
+            hex.push(c);
+            hyphen_may_follow = matches!(hex.len(), 8 | 12 | 16 | 20);
+        } else {
+            return None;
+        }
+    }
+    match hex.len() {
+        32 => Uuid::try_parse(&hex).ok(),
+        _ => None,
+    }
+}
+
 /// A 400 naming `name` when `value` holds U+0000.
 pub fn no_nul(name: &str, value: &str) -> Result<(), ApiError> {
     if value.contains('\0') {
@@ -601,6 +625,41 @@ mod tests {
         match r {
             Err(ApiError::BadRequest(m)) => m,
             other => panic!("expected a 400, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn plain_uuids_are_32_hex_digits_with_the_four_hyphens_optional() {
+        let id = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+        let taken = [
+            id,
+            "0190A1B2-C3D4-7E5F-8A9B-0C1D2E3F4A5B",
+            "0190a1b2c3d47e5f8a9b0c1d2e3f4a5b",
+            "0190a1b2-c3d47e5f8a9b0c1d2e3f4a5b",
+            "0190a1b2c3d4-7e5f8a9b-0c1d2e3f4a5b",
+        ];
+        for text in taken {
+            assert_eq!(
+                plain_uuid(text).map(|u| u.to_string()),
+                Some(id.to_string()),
+                "{text}"
+            );
+        }
+        let refused = [
+            "",
+            "{0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b}",
+            "urn:uuid:0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+            "0190a1b2--c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+            "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b-",
+            "-0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+            "0190a1b-2c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+            "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5",
+            "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b0",
+            " 0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+            "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5g",
+        ];
+        for text in refused {
+            assert_eq!(plain_uuid(text), None, "{text}");
         }
     }
 

@@ -122,6 +122,52 @@ fn field_set(item: &Value) -> BTreeSet<String> {
     item.as_object().unwrap().keys().cloned().collect()
 }
 
+/// The gateway reads a UUID as the SQL functions do (§2: both paths behave
+/// alike): 32 hex digits, any of the four hyphens left out. Braced and
+/// `urn:uuid:` spellings, which the uuid crate takes, are a 400 here as
+/// they are a 22023 from psql.
+#[tokio::test]
+async fn the_gateway_and_the_sql_functions_take_the_same_uuid_spellings() {
+    let gw = Gateway::start().await;
+    let p = Partition::create(1).await;
+    let id = p.id.to_string();
+    let spellings = [
+        (id.clone(), true),
+        (id.to_uppercase(), true),
+        (id.replace('-', ""), true),
+        (id.replacen('-', "", 2), true),
+        (format!("{{{id}}}"), false),
+        (format!("urn:uuid:{id}"), false),
+        (format!("{id}-"), false),
+    ];
+    let psql = db().await;
+    for (spelled, taken) in spellings {
+        let item = json!({"transactionId": p.tx(1), "partitionId": spelled});
+        let (status, body) = post_json(&gw, "/api/v1/ack", &item).await;
+        let group = json!({"partitionId": spelled, "items": [{"transactionId": p.tx(1)}]});
+        let by_sql = psql
+            .query_one("SELECT pgcursor.ack_group($1::jsonb)", &[&group])
+            .await;
+        let refused_by_sql = by_sql
+            .as_ref()
+            .err()
+            .and_then(|e| e.code())
+            .map(|c| c.code());
+        match taken {
+            true => assert_eq!((status, refused_by_sql), (200, None), "{spelled}: {body}"),
+            false => assert_eq!(
+                (status, body, refused_by_sql),
+                (
+                    400,
+                    json!({"error": "partitionId must be a UUID string"}),
+                    Some("22023")
+                ),
+                "{spelled}"
+            ),
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_documented_ack_requests_answer_the_exact_field_set() {
     let gw = Gateway::start().await;

@@ -221,7 +221,7 @@ fn optional_uuid(
 ) -> Result<Option<Uuid>, ApiError> {
     match optional_string(fields, name, at) {
         Ok(None) => Ok(None),
-        Ok(Some(s)) => Uuid::parse_str(&s).map(Some).map_err(|_| {
+        Ok(Some(s)) => crate::body::plain_uuid(&s).map(Some).ok_or_else(|| {
             ApiError::BadRequest(format!("{} must be a UUID string", item_field(at, name)))
         }),
         Err(_) => Err(ApiError::BadRequest(format!(

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
@@ -52,8 +51,8 @@ async fn requeue(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
-    let id = Uuid::parse_str(&id)
-        .map_err(|_| ApiError::BadRequest("id must be a UUID string".into()))?;
+    let id = crate::body::plain_uuid(&id)
+        .ok_or_else(|| ApiError::BadRequest("id must be a UUID string".into()))?;
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.requeue_dead_letter($1)",

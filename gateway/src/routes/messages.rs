@@ -79,8 +79,8 @@ async fn retry(
 
 /// A `{partitionId}` path segment as a UUID; else a 400 naming it.
 pub fn partition_id_of(raw: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(raw)
-        .map_err(|_| ApiError::BadRequest("partitionId must be a UUID string".into()))
+    crate::body::plain_uuid(raw)
+        .ok_or_else(|| ApiError::BadRequest("partitionId must be a UUID string".into()))
 }
 
 /// (partitionId, transactionId) of a message path: the first a UUID, the

@@ -123,15 +123,14 @@ struct PushItem {
     trace_id: Option<Uuid>,
 }
 
-/// A UUID as `pgcursor.push` reads one: 32 hex digits, or 36 with hyphens.
+/// A UUID as `pgcursor.push` reads one (body::plain_uuid).
 fn plain_uuid<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Uuid>, D::Error> {
     let text: Option<Cow<'de, str>> = Deserialize::deserialize(d)?;
     match text {
         None => Ok(None),
-        Some(t) if matches!(t.len(), 32 | 36) => Uuid::try_parse(&t)
+        Some(t) => crate::body::plain_uuid(&t)
             .map(Some)
-            .map_err(serde::de::Error::custom),
-        Some(_) => Err(serde::de::Error::custom("not a plain UUID")),
+            .ok_or_else(|| serde::de::Error::custom("not a plain UUID")),
     }
 }
 

@@ -8,7 +8,6 @@ use std::collections::BTreeSet;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::Value;
-use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
@@ -57,7 +56,7 @@ fn touched(request: &Value) -> BTreeSet<Target> {
         match op["type"].as_str() {
             Some("push") => targets.extend(item_queues(op.get("items")).into_iter().map(|q| Target::Queue(Some(q)))),
             Some("ack") => targets.extend(
-                op["partitionId"].as_str().and_then(|p| Uuid::parse_str(p).ok()).map(Target::Partition),
+                op["partitionId"].as_str().and_then(crate::body::plain_uuid).map(Target::Partition),
             ),
             _ => {}
         }
