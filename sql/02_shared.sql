@@ -397,12 +397,17 @@ BEGIN
     RETURN made;
 END $$;
 
--- Messages still pending in a partition for its slowest group (all of them
--- when no group has a cursor there yet). Offsets, so retention gaps count.
--- Given the partition's id, not its row, as transaction_index_horizon.
+-- Messages still stored and pending in a partition for its slowest group
+-- (all those stored when no group has a cursor there yet): the offsets from
+-- the first stored one past the lowest cursor to the head. What retention
+-- or eviction deleted below that counts no more, cursor or not; a single
+-- message deleted amid stored ones still does. maxSize's measure
+-- (queue_room). Given the partition's id, not its row, as
+-- transaction_index_horizon.
 CREATE OR REPLACE FUNCTION pgcursor_internal.partition_depth(pid uuid)
 RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT pgcursor_internal.partition_head(pid) - coalesce(min(c.cursor), 0)
+    SELECT pgcursor_internal.partition_head(pid)
+           - pgcursor_internal.retained_cursor(pid, coalesce(min(c.cursor), 0))
     FROM pgcursor_internal.cursor_rows() c WHERE c.partition_id = pid
 $$;
 

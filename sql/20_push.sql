@@ -352,7 +352,7 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.refuse_push_in_maintenance()
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     IF (SELECT enabled FROM pgcursor.maintenance WHERE mode = 'push') THEN
-        RAISE EXCEPTION 'maintenance mode: pushes are paused' USING ERRCODE = 'PC503';
+        RAISE EXCEPTION 'maintenance mode' USING ERRCODE = 'PC503';
     END IF;
 END $$;
 
@@ -417,12 +417,14 @@ BEGIN
 END $$;
 DROP FUNCTION IF EXISTS pgcursor_internal.all_heads(uuid[], bigint[]);
 
--- push_items: the items as arrays, element i of each being item i (see
+-- push_rows: the items as arrays, element i of each being item i (see
 -- check_push_arrays) -> one row per item in request order. This is the
--- push; push(jsonb) reads its JSON into these arrays.
-CREATE OR REPLACE FUNCTION pgcursor.push_items(
-    queues text[], payloads jsonb[], partitions text[] DEFAULT NULL,
-    transaction_ids text[] DEFAULT NULL, trace_ids uuid[] DEFAULT NULL)
+-- push. Push maintenance refuses it (PC503, the gateway's 503) once the
+-- request is found well formed, unless through_maintenance: a transaction
+-- and a dead letter's requeue go on (docs/http-api.md "Maintenance mode").
+CREATE OR REPLACE FUNCTION pgcursor_internal.push_rows(
+    queues text[], payloads jsonb[], partitions text[], transaction_ids text[], trace_ids uuid[],
+    through_maintenance boolean)
 RETURNS TABLE (index integer, queue text, partition text, partition_id uuid, transaction_id text,
                msg_offset bigint, message_id uuid, status text, error text)
 LANGUAGE plpgsql
@@ -443,7 +445,9 @@ DECLARE
     room   bigint[];
 BEGIN
     PERFORM pgcursor_internal.check_push_arrays(queues, payloads, partitions, transaction_ids, trace_ids);
-    PERFORM pgcursor_internal.refuse_push_in_maintenance();
+    IF NOT through_maintenance THEN
+        PERFORM pgcursor_internal.refuse_push_in_maintenance();
+    END IF;
     SELECT array_agg(d.q ORDER BY d.q, d.n), array_agg(d.n ORDER BY d.q, d.n) INTO pair_queues, pair_names
     FROM (SELECT DISTINCT u.q, coalesce(u.n, 'Default') AS n FROM unnest(queues, partitions) u(q, n)) d;
     -- The partitions, in id order, and their heads, locked (in id order: no
@@ -490,10 +494,24 @@ BEGIN
     PERFORM pgcursor_internal.wake_pops(pair_queues);
 END $$;
 
--- push: {"items":[...]} -> array in request order of
+-- push_items: push_rows, refused in push maintenance. The HTTP push reads
+-- its body into these arrays.
+CREATE OR REPLACE FUNCTION pgcursor.push_items(
+    queues text[], payloads jsonb[], partitions text[] DEFAULT NULL,
+    transaction_ids text[] DEFAULT NULL, trace_ids uuid[] DEFAULT NULL)
+RETURNS TABLE (index integer, queue text, partition text, partition_id uuid, transaction_id text,
+               msg_offset bigint, message_id uuid, status text, error text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM pgcursor_internal.push_rows(queues, payloads, partitions, transaction_ids, trace_ids,
+                                                           through_maintenance => false);
+END $$;
+
+-- push_answer: {"items":[...]} -> array in request order of
 -- {index, transactionId, partitionId, partition, queue, offset, message_id,
--- status (queued, duplicate or failed), error}.
-CREATE OR REPLACE FUNCTION pgcursor.push(req jsonb)
+-- status (queued, duplicate or failed), error}; through_maintenance as
+-- push_rows'.
+CREATE OR REPLACE FUNCTION pgcursor_internal.push_answer(req jsonb, through_maintenance boolean)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     result jsonb;
@@ -511,7 +529,14 @@ BEGIN
                    array_agg((x.item ->> 'traceId')::uuid) AS trace_ids
               FROM (SELECT e.item FROM jsonb_array_elements(req -> 'items') WITH ORDINALITY e(item, n)
                      ORDER BY e.n) x) a,
-           pgcursor.push_items(coalesce(a.queues, '{}'), coalesce(a.payloads, '{}'), a.partitions,
-                               a.transaction_ids, a.trace_ids) r;
+           pgcursor_internal.push_rows(coalesce(a.queues, '{}'), coalesce(a.payloads, '{}'), a.partitions,
+                                        a.transaction_ids, a.trace_ids, through_maintenance) r;
     RETURN result;
+END $$;
+
+-- push: push_answer, refused in push maintenance.
+CREATE OR REPLACE FUNCTION pgcursor.push(req jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN pgcursor_internal.push_answer(req, through_maintenance => false);
 END $$;

@@ -181,7 +181,7 @@ BEGIN
     BEGIN
         FOR op IN SELECT x FROM jsonb_array_elements(req -> 'operations') x LOOP
             result := CASE op ->> 'type' WHEN 'ack' THEN pgcursor_internal.transaction_ack(op, i)
-                                         ELSE pgcursor.push(op) END;
+                                         ELSE pgcursor_internal.push_answer(op, through_maintenance => true) END;
             results := results || jsonb_build_array(result);
             failure := pgcursor_internal.operation_failure(op ->> 'type', result);
             IF failure IS NOT NULL THEN

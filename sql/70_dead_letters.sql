@@ -68,7 +68,10 @@ END $$;
 -- Pushes a dead letter's payload snapshot back onto its partition as a new
 -- message with a fresh transactionId (through push: dense offsets, NOTIFY):
 -- the one way a dead letter goes back, shared by requeue_dead_letter and
--- retry_message. Answer: {queue, partition, partitionId, transactionId, offset}.
+-- retry_message. Push maintenance does not stop it (as it does not stop a
+-- transaction); a queue at its maxSize does: PC409 (the gateway's 409),
+-- raised so that the caller's delete of the dead letter is undone.
+-- Answer: {queue, partition, partitionId, transactionId, offset}.
 CREATE OR REPLACE FUNCTION pgcursor_internal.push_back(d pgcursor.dead_letters)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -76,8 +79,12 @@ DECLARE
     pushed jsonb;
 BEGIN
     SELECT * INTO p FROM pgcursor.partitions WHERE id = d.partition_id;
-    pushed := pgcursor.push(jsonb_build_object('items', jsonb_build_array(jsonb_build_object(
-        'queue', p.queue, 'partition', p.name, 'payload', d.payload)))) -> 0;
+    pushed := pgcursor_internal.push_answer(jsonb_build_object('items', jsonb_build_array(jsonb_build_object(
+        'queue', p.queue, 'partition', p.name, 'payload', d.payload))), through_maintenance => true) -> 0;
+    IF pushed ->> 'status' <> 'queued' THEN  -- the queue is full (maxSize): the dead letter stays
+        RAISE EXCEPTION 'queue % cannot take dead letter %: %', p.queue, d.id, pushed ->> 'error'
+            USING ERRCODE = 'PC409';
+    END IF;
     RETURN jsonb_build_object('queue', p.queue, 'partition', p.name, 'partitionId', p.id,
                               'transactionId', pushed -> 'transactionId', 'offset', pushed -> 'offset');
 END $$;

@@ -15,6 +15,10 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0}")]
     NotFound(String),
+    /// The request is well formed but the state refuses it (a dead letter's
+    /// requeue into a queue at its maxSize: SQLSTATE PC409): 409.
+    #[error("{0}")]
+    Conflict(String),
     #[error("{0}")]
     PayloadTooLarge(String),
     /// A body in a Content-Encoding the gateway does not decode: 415.
@@ -52,6 +56,7 @@ impl ResponseError for ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedEncoding(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -101,8 +106,9 @@ impl From<deadpool_postgres::PoolError> for ApiError {
 /// a NUL character in a path or query value (22021 as text, 22P05 inside
 /// jsonb; PostgreSQL cannot store it) and a value too long for an index
 /// (54000; names are refused at 1024 bytes where they are created, so this
-/// is the fallback). PC503 is pgcursor's own: maintenance
-/// mode refused a push before it wrote anything. Class 53 (insufficient
+/// is the fallback). PC503 and PC409 are pgcursor's own: maintenance
+/// mode refused a push before it wrote anything; the state refused a
+/// well-formed request (a queue too full to take a dead letter back). Class 53 (insufficient
 /// resources: out of memory or shared memory, disk full, too many
 /// connections) is the server's state, not a bug or the input: a 503 to
 /// retry later, as for a lost connection.
@@ -117,6 +123,7 @@ impl From<tokio_postgres::Error> for ApiError {
             Some("54000") => ApiError::BadRequest(format!("a value is too long: {detail}")),
             Some("P0002") => ApiError::NotFound(detail),
             Some("PC503") => ApiError::Maintenance(detail),
+            Some("PC409") => ApiError::Conflict(detail),
             Some("PCENC") => ApiError::EncryptedQueues(crate::encryption::refused_queues(
                 e.as_db_error().and_then(|db| db.detail()),
             )),
@@ -180,6 +187,7 @@ mod tests {
             StatusCode::INTERNAL_SERVER_ERROR
         );
         assert_eq!(raised("22023").await.status_code(), StatusCode::BAD_REQUEST);
+        assert_eq!(raised("PC409").await.status_code(), StatusCode::CONFLICT);
     }
 
     #[test]

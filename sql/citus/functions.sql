@@ -14,7 +14,7 @@
 -- Citus plans a statement on distributed tables only with its parameters'
 -- values ("could not create distributed plan"): there the push and a
 -- transaction's lease check keep PostgreSQL's own choice of plan.
-ALTER FUNCTION pgcursor.push_items(text[], jsonb[], text[], text[], uuid[]) RESET plan_cache_mode;
+ALTER FUNCTION pgcursor_internal.push_rows(text[], jsonb[], text[], text[], uuid[], boolean) RESET plan_cache_mode;
 ALTER FUNCTION pgcursor_internal.required_leases_live(jsonb) RESET plan_cache_mode;
 
 -- Every LANGUAGE sql function that reads one of pgcursor's tables becomes

@@ -248,6 +248,55 @@ async fn data_survives_the_message_and_requeue_pushes_it_back() {
     );
 }
 
+/// A queue at its maxSize takes no dead letter back: the requeue (and the
+/// message's retry) is a 409 naming the queue, and the dead letter stays
+/// (it was deleted, and the refused push lost it).
+#[tokio::test]
+async fn a_requeue_into_a_full_queue_is_a_409_and_keeps_the_dead_letter() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("dlq-full");
+    let (status, body) = post(
+        &gw,
+        "/api/v1/configure",
+        &json!({"queue": queue, "options": {"maxSize": 1}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let pid = push_n(&gw, &queue, "Default", 1).await[0]["partitionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    kill(&gw, &pid, "Default", "g", 1).await;
+    let (status, pushed) = post(
+        &gw,
+        "/api/v1/push",
+        &json!({"items": [{"queue": queue, "payload": 2}]}),
+    )
+    .await;
+    assert_eq!((status, &pushed[0]["status"]), (200, &json!("queued")));
+    let id = listing(&gw, &format!("queue={queue}")).await["messages"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let (status, body) = post(&gw, &format!("/api/v1/dlq/{id}/requeue"), &json!({})).await;
+    assert_eq!(
+        (status, body),
+        (
+            409,
+            json!({"error": format!("queue {queue} cannot take dead letter {id}: queue is full")})
+        )
+    );
+    let path = format!("/api/v1/messages/{pid}/Default-1/retry");
+    let (status, body) = post(&gw, &path, &json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(
+        listing(&gw, &format!("queue={queue}")).await["total"],
+        1,
+        "the dead letter stays"
+    );
+}
+
 /// A page of dead letters carries at most PGCURSOR_MAX_ANSWER_BYTES of
 /// payload (or a smaller `maxBytes`), the first one's in any case: every
 /// dead letter is listed, those past it with `data` null and

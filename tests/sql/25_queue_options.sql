@@ -3,7 +3,7 @@
 -- lease extension default and maintenance mode. Ages are made by moving
 -- created_at back: now() does not move inside this one transaction.
 BEGIN;
-SELECT plan(39);
+SELECT plan(45);
 
 CREATE FUNCTION pg_temp.push(q text, n int, part text DEFAULT 'Default') RETURNS jsonb LANGUAGE sql AS $$
     SELECT pgcursor.push(jsonb_build_object('items', (
@@ -110,6 +110,19 @@ SELECT ok(pgcursor.ack_group(jsonb_build_object('partitionId', (:'r'::jsonb) -> 
           'items', '[{"transactionId": "a"}]'::jsonb)) -> 0 -> 'success' = 'true', 'consume one');
 SELECT is(pgcursor.push('{"items": [{"queue": "t25m", "payload": 6, "transactionId": "d"}]}') -> 0 ->> 'status',
           'queued', 'consumed messages make room again');
+-- A queue nobody consumes: what retention deleted makes room too.
+SELECT FROM pgcursor.configure('{"queue": "t25r", "options": {"maxSize": 2, "retentionSeconds": 60}}');
+SELECT is(ARRAY(SELECT x ->> 'status' FROM jsonb_array_elements(pgcursor.push(
+              '{"items": [{"queue": "t25r", "payload": 1}, {"queue": "t25r", "payload": 2},
+                          {"queue": "t25r", "payload": 3}]}')) x),
+          '{queued,queued,failed}', 'a queue nobody consumes takes maxSize messages');
+UPDATE pgcursor.messages m SET created_at = now() - interval '2 minutes'
+  FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = 't25r';
+SELECT cmp_ok(pgcursor.purge_messages(), '>=', 2::bigint, 'retention deletes them');
+SELECT is(ARRAY(SELECT x ->> 'status' FROM jsonb_array_elements(pgcursor.push(
+              '{"items": [{"queue": "t25r", "payload": 4}, {"queue": "t25r", "payload": 5},
+                          {"queue": "t25r", "payload": 6}]}')) x),
+          '{queued,queued,failed}', '... and the queue takes maxSize more: only stored messages count');
 
 -- message_id: one per stored message; a duplicate answers the original's.
 SELECT pgcursor.push('{"items": [{"queue": "t25i", "payload": 1, "transactionId": "x"}]}') -> 0 AS first \gset
@@ -167,8 +180,15 @@ SELECT throws_ok($$SELECT pgcursor.configure('{"queue": "t25l", "options": {"ttl
 -- Maintenance mode.
 SELECT is(pgcursor.set_maintenance('push', true) ->> 'maintenanceMode', 'true', 'push maintenance on');
 SELECT throws_ok($$SELECT pgcursor.push('{"items": [{"queue": "t25x", "payload": 1}]}')$$,
-                 'PC503', 'maintenance mode: pushes are paused', 'a push is refused (the gateway''s 503)');
+                 'PC503', 'maintenance mode', 'a push is refused (the gateway''s 503)');
 SELECT is((SELECT count(*)::int FROM pgcursor.partitions WHERE queue = 't25x'), 0, '... before writing anything');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t25x'], ARRAY['1'::jsonb])$$,
+                 'PC503', 'maintenance mode', 'so is push_items');
+SELECT throws_ok($$SELECT pgcursor.push('{"items": [{"payload": 1}]}')$$,
+                 '22023', NULL, 'a malformed push is still told what is wrong with it');
+SELECT is(pgcursor.transaction('{"operations": [{"type": "push", "items": [{"queue": "t25x", "payload": 1}]}]}')
+            -> 'results' -> 0 -> 0 ->> 'status',
+          'queued', 'a transaction''s push goes on (only the push itself pauses)');
 SELECT is(pgcursor.set_maintenance('pop', true) ->> 'popMaintenanceMode', 'true', 'pop maintenance on');
 SELECT is(pg_temp.pop('t25s', '{"consumerGroup": "g4"}'), '{"success": true, "messages": [], "paused": true}',
           'a pop answers paused, claiming nothing');

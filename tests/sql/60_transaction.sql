@@ -1,7 +1,7 @@
 -- pgcursor.transaction: acks (through ack_group) and pushes in one transaction;
 -- a refused ack or requiredLease rolls everything back and still answers.
 BEGIN;
-SELECT plan(49);
+SELECT plan(52);
 
 -- Queue q with messages <q>-1..<q>-n in partition Default; returns its id.
 CREATE FUNCTION pg_temp.fill(q text, n int) RETURNS uuid LANGUAGE sql AS $$
@@ -67,6 +67,14 @@ SELECT is(pg_temp.tx(pg_temp.ack(:'c', 'nope', :'lease'), pg_temp.push('t60d', '
 SELECT is(pg_temp.tx(pg_temp.push('t60d', '1'), pg_temp.ack(gen_random_uuid(), 'x', NULL)) - 'results',
           '{"success":false,"error":"partition not found","failedIndex":1}', 'unknown partition refuses');
 SELECT is(pg_temp.depth('t60d'), 0, 'nothing pushed by refused bundles');
+-- A push item the queue refuses (maxSize) refuses the bundle: the ack before it is undone.
+SELECT FROM pgcursor.configure('{"queue": "t60full", "options": {"maxSize": 1}}');
+SELECT FROM pgcursor.push('{"items": [{"queue": "t60full", "payload": 0}]}');
+SELECT pg_temp.tx(pg_temp.ack(:'c', 't60c-1', :'lease'), pg_temp.push('t60full', '1')) AS r \gset
+SELECT is((:'r'::jsonb) - 'results', '{"success":false,"error":"queue is full","failedIndex":1}',
+          'a push item refused for room refuses the bundle');
+SELECT is(pg_temp.cursor_of(:'c'), 'cursor=0 lease=held counter=0', '... and the ack before it is undone');
+SELECT is(pg_temp.depth('t60full'), 1, '... as is the push');
 SELECT is(pg_temp.tx(pg_temp.ack(:'c', 't60c-1', :'lease'), pg_temp.ack(:'c', 't60c-1', :'lease', 'failed'))
           - 'results', '{"success":false,"error":"already completed","failedIndex":1}',
           'a nack of a completed message refuses the bundle');

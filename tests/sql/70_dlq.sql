@@ -1,6 +1,6 @@
 -- pgcursor.dead_letters (listing, filters, pagination) and requeue_dead_letter.
 BEGIN;
-SELECT plan(36);
+SELECT plan(41);
 
 -- Dead-letters offsets of queue q (partition part, group grp) with reason 'why-<offset>'.
 CREATE FUNCTION pg_temp.kill(q text, part text, grp text, VARIADIC offs int[]) RETURNS void LANGUAGE plpgsql AS $$
@@ -112,6 +112,27 @@ SELECT throws_ok(format('SELECT pgcursor.requeue_dead_letter(%L)', :'dl'), 'P000
                  format('dead letter not found: %s', :'dl'), 'requeue twice: P0002');
 SELECT is(pgcursor.pop('{"queue":"t70b","consumerGroup":"g1"}') #>> '{messages,0,offset}', '3',
           'the group that dead-lettered it gets it again');
+
+-- A queue at its maxSize takes no dead letter back: the requeue is refused
+-- (PC409, the gateway's 409) and the dead letter stays; once there is room
+-- it goes, push maintenance or not (only the push route pauses).
+SELECT FROM pgcursor.configure('{"queue":"t70f","options":{"maxSize":2}}');
+SELECT pg_temp.fill('t70f', 'Default', 2);
+SELECT pg_temp.kill('t70f', 'Default', 'g1', 1);
+SELECT pg_temp.fill('t70f', 'Default', 3);  -- 1 and 2 are duplicates: 2 and 3 stored for g1
+SELECT (pgcursor.dead_letters('{"queue":"t70f"}') #>> '{messages,0,id}')::uuid AS fdl,
+       (SELECT id FROM pgcursor.partitions WHERE queue = 't70f') AS fpid \gset
+SELECT throws_ok(format('SELECT pgcursor.requeue_dead_letter(%L)', :'fdl'), 'PC409',
+                 format('queue t70f cannot take dead letter %s: queue is full', :'fdl'),
+                 'a requeue into a full queue is refused');
+SELECT throws_ok(format('SELECT pgcursor.retry_message(%L, %L)', :'fpid', 't70fDefault1'), 'PC409', NULL,
+                 'so is a retry of the message');
+SELECT is(pgcursor.dead_letters('{"queue":"t70f"}') ->> 'total', '1', '... and the dead letter stays');
+SELECT ok(pgcursor.ack_group(jsonb_build_object('partitionId', :'fpid', 'consumerGroup', 'g1',
+          'items', '[{"transactionId": "t70fDefault2"}]'::jsonb)) -> 0 -> 'success' = 'true', 'g1 consumes one');
+SELECT FROM pgcursor.set_maintenance('push', true);
+SELECT is(pgcursor.requeue_dead_letter(:'fdl') ->> 'offset', '4', 'then the requeue goes, in push maintenance too');
+SELECT FROM pgcursor.set_maintenance('push', false);
 SELECT is(pgcursor.pop('{"queue":"t70b","consumerGroup":"fresh","batch":5}') #>> '{messages,0,offset}', '3',
           'a new group starts past the deleted messages, at the requeued one');
 
