@@ -298,20 +298,19 @@ RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- The lag figures of the overview, in seconds and in offsets:
---   time    over every (group, partition) with a backlog: the age of its
---           oldest unconsumed stored message (one index probe each).
---           pgcursor records no pop ages; this is what waits now.
+--   time    message age at pop over the last 5 minutes, as the gateways
+--           counted it (gateway_minutes, per minute and queue): avg over
+--           every message popped, max the oldest, median over the
+--           per-(minute, queue) averages, min 0 (Queen's).
 --   offset  over every (queue, group): the offsets it has not consumed.
 -- {avg, median, min, max} each, all 0 when there is nothing to measure.
 CREATE OR REPLACE FUNCTION pgcursor_internal.lag_figures()
-RETURNS jsonb LANGUAGE sql STABLE AS $$
-    WITH ages AS (
-        SELECT greatest(extract(epoch FROM now() - m.created_at), 0)::numeric AS v
-        FROM pgcursor_internal.cursor_rows() c
-        JOIN pgcursor.partition_heads h ON h.partition_id = c.partition_id AND h.head > c.cursor
-        CROSS JOIN LATERAL (SELECT x.created_at FROM pgcursor.messages x
-                            WHERE x.partition_id = c.partition_id AND x.msg_offset > c.cursor
-                            ORDER BY x.msg_offset LIMIT 1) m
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$  -- plpgsql: gateway_figures comes later (sql/63_status.sql)
+BEGIN
+    RETURN (WITH popped AS (
+        SELECT g.pop_messages, g.age_sum_ms, g.age_max_ms
+        FROM pgcursor_internal.gateway_figures(now() - interval '5 minutes', now(), 1, NULL) g
+        WHERE g.pop_messages > 0
     ), behind AS (
         SELECT sum(h.head - c.cursor)::numeric AS v
         FROM pgcursor_internal.cursor_rows() c JOIN pgcursor.partitions p ON p.id = c.partition_id
@@ -319,9 +318,14 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
         GROUP BY p.queue, c.consumer_group
     )
     SELECT jsonb_build_object(
-        'time', (SELECT pgcursor_internal.spread(array_agg(v)) FROM ages),
-        'offset', (SELECT pgcursor_internal.spread(array_agg(v)) FROM behind))
-$$;
+        'time', (SELECT pgcursor_internal.spread(array_agg(p.age_sum_ms / 1000.0 / p.pop_messages))
+                        || jsonb_build_object(
+                               'avg', coalesce(round(sum(p.age_sum_ms) / 1000.0 / sum(p.pop_messages), 3)::float8, 0),
+                               'min', 0,
+                               'max', coalesce(round(max(p.age_max_ms) / 1000.0, 3)::float8, 0))
+                 FROM popped p),
+        'offset', (SELECT pgcursor_internal.spread(array_agg(v)) FROM behind)));
+END $$;
 
 -- Messages pushed and completed per second since the newest snapshot at
 -- least window_seconds old (pgcursor.record_stats_snapshot):

@@ -49,11 +49,42 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                               'maxLagMs', coalesce(b.age_max_ms, 0),
                               'pushPerSecond', pgcursor_internal.per_second(b.pushed, bucket_minutes),
                               'popPerSecond', pgcursor_internal.per_second(b.pop_messages, bucket_minutes),
-                              'ackPerSecond', pgcursor_internal.per_second(b.completed, bucket_minutes),
+                              'ackPerSecond', pgcursor_internal.per_second(b.completed + coalesce(b.ack_failed, 0), bucket_minutes),
                               'emptyPerSecond', pgcursor_internal.per_second(b.pop_empty, bucket_minutes),
                               'parkedCount', 0)
                             ORDER BY b.bucket, b.queue), '[]'::jsonb) FROM b),
         'queues', (SELECT coalesce(jsonb_agg(DISTINCT b.queue), '[]'::jsonb) FROM b))
+$$;
+
+-- retention: per bucket with deletions, oldest first, over the queues
+-- selected: messages deleted by retentionSeconds, completedRetentionSeconds
+-- and maxWaitTimeSeconds eviction, their sum, and the runs that deleted
+-- (pgcursor.retention_minutes); totals over the window.
+CREATE OR REPLACE FUNCTION pgcursor_internal.retention_series(since timestamptz, upto timestamptz,
+                                                              bucket_minutes integer, names text[])
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    WITH b AS (
+        SELECT pgcursor_internal.bucket_start(r.minute, bucket_minutes) AS bucket,
+               sum(r.retention_messages)::bigint AS retention, sum(r.completed_retention_messages)::bigint AS completed,
+               sum(r.eviction_messages)::bigint AS eviction, sum(r.runs)::bigint AS runs
+        FROM pgcursor.retention_minutes r
+        WHERE r.minute > since - interval '1 minute' AND r.minute <= upto
+          AND (names IS NULL OR r.queue = ANY (names))
+        GROUP BY 1
+    )
+    SELECT jsonb_build_object(
+        'timeRange', pgcursor_internal.time_range(since, upto), 'bucketMinutes', bucket_minutes,
+        'series', coalesce(jsonb_agg(jsonb_build_object(
+                               'bucket', pgcursor_internal.bucket_label(b.bucket), 'retentionMsgs', b.retention,
+                               'completedRetentionMsgs', b.completed, 'evictionMsgs', b.eviction,
+                               'totalMsgs', b.retention + b.completed + b.eviction, 'eventCount', b.runs)
+                           ORDER BY b.bucket), '[]'::jsonb),
+        'totals', jsonb_build_object(
+                      'retentionMsgs', coalesce(sum(b.retention), 0), 'completedRetentionMsgs', coalesce(sum(b.completed), 0),
+                      'evictionMsgs', coalesce(sum(b.eviction), 0),
+                      'totalMsgs', coalesce(sum(b.retention + b.completed + b.eviction), 0),
+                      'eventCount', coalesce(sum(b.runs), 0)))
+    FROM b
 $$;
 
 -- queue-lag: per (minute, queue) with pops, newest first (then by queue),
@@ -249,9 +280,7 @@ BEGIN
     WHEN 'queue-lag' THEN
         RETURN pgcursor_internal.queue_lag(w.since, w.upto, names);
     WHEN 'retention' THEN
-        RETURN jsonb_build_object('timeRange', span, 'bucketMinutes', w.bucket_minutes, 'series', '[]'::jsonb,
-                                  'totals', jsonb_build_object('retentionMsgs', 0, 'completedRetentionMsgs', 0,
-                                                               'evictionMsgs', 0, 'totalMsgs', 0, 'eventCount', 0));
+        RETURN pgcursor_internal.retention_series(w.since, w.upto, w.bucket_minutes, names);
     WHEN 'system-metrics' THEN
         RETURN jsonb_build_object('timeRange', span, 'replicas', '[]'::jsonb, 'replicaCount', 0,
                                   'bucketMinutes', w.bucket_minutes, 'pointCount', 0);

@@ -52,7 +52,8 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                'partitionsWithLag', g.lagging, 'maxTimeLag', g.max_age, 'lagSeconds', g.max_age,
                'totalLag', g.total_lag, 'lagMessages', g.total_lag,
                'state', CASE WHEN g.max_age > 300 THEN 'Lagging' WHEN g.acked THEN 'Stable' ELSE 'Dead' END,
-               'subscriptionMode', s.mode, 'subscriptionTimestamp', pgcursor_internal.rfc3339_utc(s.since),
+               'subscriptionMode', nullif(s.mode, 'all'),  -- Queen's null: from the beginning
+               'subscriptionTimestamp', pgcursor_internal.rfc3339_utc(s.since),
                'subscriptionCreatedAt', pgcursor_internal.rfc3339_utc(s.created_at),
                'oldestPartition', CASE WHEN g.oldest IS NOT NULL THEN jsonb_build_object(
                    'partition', g.oldest[2], 'partitionId', g.oldest[3]::uuid, 'offsetLag', g.oldest[4]::bigint,

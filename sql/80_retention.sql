@@ -129,9 +129,24 @@ END $$;
 -- message purge (of_messages: only where retentionEnabled is not false) and
 -- the dead-letter purge (every such queue: dead letters keep their own
 -- retention, see the header).
+-- Answers each partition's queue too, for record_deletions. (Its answer
+-- gained the queue: the older version is dropped first.)
+DO $$
+BEGIN
+    IF NOT 'queue' = ANY (coalesce((SELECT proargnames FROM pg_proc
+                                     WHERE oid = to_regprocedure('pgcursor_internal.retention_cutoffs(timestamptz, boolean)')),
+                                    '{queue}')) THEN
+        DROP FUNCTION pgcursor_internal.retention_cutoffs(timestamptz, boolean);
+    END IF;
+    IF NOT 'queue' = ANY (coalesce((SELECT proargnames FROM pg_proc
+                                     WHERE oid = to_regprocedure('pgcursor_internal.eviction_cutoffs(timestamptz)')),
+                                    '{queue}')) THEN
+        DROP FUNCTION pgcursor_internal.eviction_cutoffs(timestamptz);
+    END IF;
+END $$;
 CREATE OR REPLACE FUNCTION pgcursor_internal.retention_cutoffs(cutoff timestamptz, of_messages boolean)
-RETURNS TABLE (id uuid, before timestamptz) LANGUAGE sql STABLE AS $$
-    SELECT p.id, coalesce(cutoff, now() - q.retention_seconds * interval '1 second')
+RETURNS TABLE (id uuid, queue text, before timestamptz) LANGUAGE sql STABLE AS $$
+    SELECT p.id, p.queue, coalesce(cutoff, now() - q.retention_seconds * interval '1 second')
       FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
      WHERE q.retention_seconds > 0 AND (NOT of_messages OR q.retention_enabled IS NOT false)
 $$;
@@ -156,6 +171,35 @@ BEGIN
     RETURN gone;
 END $$;
 
+-- Adds what one purge deleted (deleted[i] messages of queues[i]) to this
+-- minute's rows of pgcursor.retention_minutes, in the column of `kind`
+-- (retention, completed or eviction), and one run for each queue that lost
+-- any; drops rows older than a day. Answers the total deleted. Row by row:
+-- Citus sends an INSERT ... SELECT into a reference table to a worker.
+CREATE OR REPLACE FUNCTION pgcursor_internal.record_deletions(kind text, queues text[], deleted bigint[])
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    this_minute timestamptz := date_trunc('minute', now());
+    total bigint := 0;
+BEGIN
+    FOR i IN 1 .. coalesce(cardinality(queues), 0) LOOP
+        CONTINUE WHEN deleted[i] = 0;
+        INSERT INTO pgcursor.retention_minutes AS t
+               (minute, queue, retention_messages, completed_retention_messages, eviction_messages, runs)
+        VALUES (this_minute, queues[i], CASE WHEN kind = 'retention' THEN deleted[i] ELSE 0 END,
+                CASE WHEN kind = 'completed' THEN deleted[i] ELSE 0 END,
+                CASE WHEN kind = 'eviction' THEN deleted[i] ELSE 0 END, 1)
+        ON CONFLICT (minute, queue) DO UPDATE SET
+            retention_messages = t.retention_messages + excluded.retention_messages,
+            completed_retention_messages = t.completed_retention_messages + excluded.completed_retention_messages,
+            eviction_messages = t.eviction_messages + excluded.eviction_messages,
+            runs = t.runs + 1;
+        total := total + deleted[i];
+    END LOOP;
+    DELETE FROM pgcursor.retention_minutes t WHERE t.minute < now() - interval '24 hours';
+    RETURN total;
+END $$;
+
 -- purge_messages: in queues with retentionSeconds > 0 (and retentionEnabled
 -- not false), deletes messages older than that (or, given a cutoff, created
 -- before it), pending or not, then moves cursors off what went. The
@@ -164,11 +208,17 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor.purge_messages(cutoff timestamptz DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
-    purged bigint;
+    queues  text[];
+    deleted bigint[];
+    purged  bigint;
 BEGIN
-    SELECT coalesce(sum(pgcursor_internal.delete_partition_messages(r.id, 0, 9223372036854775807, r.before)), 0)
-      INTO purged FROM pgcursor_internal.retention_cutoffs(cutoff, true) r
-     WHERE pgcursor_internal.holds_messages_created(r.id, '-infinity', r.before);  -- one probe where nothing is due
+    SELECT array_agg(d.queue), array_agg(d.n) INTO queues, deleted
+      FROM (SELECT r.queue, sum(pgcursor_internal.delete_partition_messages(r.id, 0, 9223372036854775807,
+                                                                           r.before))::bigint AS n
+              FROM pgcursor_internal.retention_cutoffs(cutoff, true) r
+             WHERE pgcursor_internal.holds_messages_created(r.id, '-infinity', r.before)  -- one probe where nothing is due
+             GROUP BY r.queue) d;
+    purged := pgcursor_internal.record_deletions('retention', queues, deleted);
     PERFORM pgcursor_internal.move_cursors_past_deleted(
         ARRAY(SELECT r.id FROM pgcursor_internal.retention_cutoffs(cutoff, true) r));
     RETURN purged;
@@ -179,8 +229,8 @@ END $$;
 -- cutoff) with an offset above `consumed_to` (the lowest cursor of the
 -- partition: what every group has consumed; 0 without cursors) are evicted.
 CREATE OR REPLACE FUNCTION pgcursor_internal.eviction_cutoffs(cutoff timestamptz)
-RETURNS TABLE (id uuid, before timestamptz, consumed_to bigint) LANGUAGE sql STABLE AS $$
-    SELECT p.id, coalesce(cutoff, now() - q.max_wait_time_seconds * interval '1 second'),
+RETURNS TABLE (id uuid, queue text, before timestamptz, consumed_to bigint) LANGUAGE sql STABLE AS $$
+    SELECT p.id, p.queue, coalesce(cutoff, now() - q.max_wait_time_seconds * interval '1 second'),
            coalesce((SELECT min(c.cursor) FROM pgcursor_internal.cursor_rows() c WHERE c.partition_id = p.id), 0)
       FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
      WHERE q.max_wait_time_seconds > 0
@@ -198,12 +248,17 @@ $$;
 CREATE OR REPLACE FUNCTION pgcursor.evict_expired_messages(cutoff timestamptz DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
+    queues  text[];
+    deleted bigint[];
     evicted bigint;
 BEGIN
-    SELECT coalesce(sum(pgcursor_internal.delete_partition_messages(r.id, r.consumed_to, 9223372036854775807,
-                                                                    r.before)), 0)
-      INTO evicted FROM pgcursor_internal.eviction_cutoffs(cutoff) r
-     WHERE pgcursor_internal.holds_messages_created(r.id, '-infinity', r.before);
+    SELECT array_agg(d.queue), array_agg(d.n) INTO queues, deleted
+      FROM (SELECT r.queue, sum(pgcursor_internal.delete_partition_messages(r.id, r.consumed_to, 9223372036854775807,
+                                                                           r.before))::bigint AS n
+              FROM pgcursor_internal.eviction_cutoffs(cutoff) r
+             WHERE pgcursor_internal.holds_messages_created(r.id, '-infinity', r.before)
+             GROUP BY r.queue) d;
+    evicted := pgcursor_internal.record_deletions('eviction', queues, deleted);
     PERFORM pgcursor_internal.move_cursors_past_deleted(
         ARRAY(SELECT p.id FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
                WHERE q.max_wait_time_seconds > 0));
@@ -217,19 +272,21 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor.purge_completed_messages(cutoff timestamptz DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
-    purged bigint;
+    queues  text[];
+    deleted bigint[];
 BEGIN
-    SELECT coalesce(sum(pgcursor_internal.delete_partition_messages(r.id, 0, r.completed_to, r.before)), 0)
-      INTO purged
-      FROM (SELECT p.id, min(c.cursor) AS completed_to,
-                   coalesce(cutoff, now() - q.completed_retention_seconds * interval '1 second') AS before
-              FROM pgcursor.partitions p
-              JOIN pgcursor.queues q ON q.name = p.queue
-              JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
-             WHERE q.completed_retention_seconds > 0 AND q.retention_enabled IS NOT false
-             GROUP BY p.id, q.completed_retention_seconds) r
-     WHERE pgcursor_internal.holds_messages_created(r.id, '-infinity', r.before);
-    RETURN purged;
+    SELECT array_agg(d.queue), array_agg(d.n) INTO queues, deleted
+      FROM (SELECT r.queue, sum(pgcursor_internal.delete_partition_messages(r.id, 0, r.completed_to, r.before))::bigint AS n
+              FROM (SELECT p.id, p.queue, min(c.cursor) AS completed_to,
+                           coalesce(cutoff, now() - q.completed_retention_seconds * interval '1 second') AS before
+                      FROM pgcursor.partitions p
+                      JOIN pgcursor.queues q ON q.name = p.queue
+                      JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
+                     WHERE q.completed_retention_seconds > 0 AND q.retention_enabled IS NOT false
+                     GROUP BY p.id, p.queue, q.completed_retention_seconds) r
+             WHERE pgcursor_internal.holds_messages_created(r.id, '-infinity', r.before)
+             GROUP BY r.queue) d;
+    RETURN pgcursor_internal.record_deletions('completed', queues, deleted);
 END $$;
 
 -- purge_dead_letters: dead letters follow their queue's retentionSeconds:

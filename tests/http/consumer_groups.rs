@@ -79,7 +79,11 @@ async fn list_describe_and_lagging_show_the_group() {
         "the oldest unconsumed message is 600 s old"
     );
     assert!(entry["maxTimeLag"].as_i64().unwrap() >= 600, "{entry}");
-    assert_eq!(entry["subscriptionMode"], "all");
+    assert_eq!(
+        entry["subscriptionMode"],
+        Value::Null,
+        "from the beginning: null, as Queen's"
+    );
 
     let (status, detail) = get(&gw, &format!("/api/v1/consumer-groups/{group}")).await;
     assert_eq!(status, 200, "{detail}");

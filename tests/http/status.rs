@@ -343,9 +343,46 @@ async fn analytics_routes_answer_queens_shapes() {
         ok(&gw, &format!("/api/v1/analytics/queue-lag?queue={queue}")).await,
         json!([])
     );
-    let retention = ok(&gw, "/api/v1/analytics/retention").await;
-    assert_eq!(retention["series"], json!([]));
-    assert_eq!(retention["totals"]["evictionMsgs"], 0);
+    let retention = ok(&gw, &format!("/api/v1/analytics/retention?queue={queue}")).await;
+    assert_eq!(
+        (
+            retention["series"].clone(),
+            retention["totals"]["totalMsgs"].clone()
+        ),
+        (json!([]), json!(0)),
+        "nothing deleted yet"
+    );
+    let (status, body) = post(
+        &gw,
+        "/api/v1/configure",
+        &json!({"queue": queue, "options": {"retentionSeconds": 60}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let psql = db().await;
+    psql.execute(
+        "UPDATE pgcursor.messages m SET created_at = now() - interval '2 minutes'
+           FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = $1",
+        &[&queue],
+    )
+    .await
+    .unwrap();
+    psql.execute("SELECT pgcursor.purge_messages()", &[])
+        .await
+        .unwrap();
+    let retention = ok(&gw, &format!("/api/v1/analytics/retention?queue={queue}")).await;
+    assert_eq!(
+        retention["totals"],
+        json!({"retentionMsgs": 3, "completedRetentionMsgs": 0, "evictionMsgs": 0,
+               "totalMsgs": 3, "eventCount": 1}),
+        "{retention}"
+    );
+    assert_eq!(
+        retention["series"].as_array().map(Vec::len),
+        Some(1),
+        "{retention}"
+    );
+    assert_eq!(retention["series"][0]["retentionMsgs"], 3);
     let system = ok(&gw, "/api/v1/analytics/system-metrics").await;
     assert_eq!(
         (system["replicas"].clone(), system["replicaCount"].clone()),

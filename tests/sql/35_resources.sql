@@ -5,7 +5,7 @@
 BEGIN;
 -- one snapshot for the whole file: concurrent sessions change nothing here
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(36);
+SELECT plan(37);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.life(q text) RETURNS jsonb LANGUAGE sql AS $$
@@ -91,11 +91,23 @@ SELECT is((SELECT jsonb_build_array(p -> 'oldestMessage', p -> 'newestMessage')
            FROM jsonb_array_elements(pgcursor.queue_detail('t35') -> 'partitions') p WHERE p ->> 'name' = 'b'),
           '[null,null]', 'no stored message: null');
 
--- lag: ages of the oldest unconsumed message per (group, partition) with a
--- backlog; offsets behind per (queue, group)
+-- lag: message age at pop over the last 5 minutes, from the gateways'
+-- per-minute figures; offsets behind per (queue, group)
+DELETE FROM pgcursor.gateway_minutes;
+SELECT is(pgcursor_internal.lag_figures() -> 'time', '{"avg":0,"median":0,"min":0,"max":0}',
+          'no pops in the last 5 minutes: zeros');
+SELECT pgcursor.record_gateway_minutes(format(
+    '[{"minute": %s, "queue": "t35", "popRequests": 1, "popMessages": 2, "ageSumMs": 1000, "ageMaxMs": 700},
+      {"minute": %s, "queue": "t35b", "popRequests": 1, "popMessages": 1, "ageSumMs": 4000, "ageMaxMs": 4000},
+      {"minute": %s, "queue": "t35", "popRequests": 1, "popMessages": 0},
+      {"minute": %s, "queue": "t35", "popRequests": 1, "popMessages": 1, "ageSumMs": 90000, "ageMaxMs": 90000}]',
+    extract(epoch FROM date_trunc('minute', now()))::bigint,
+    extract(epoch FROM date_trunc('minute', now()) - interval '1 minute')::bigint,
+    extract(epoch FROM date_trunc('minute', now()) - interval '2 minutes')::bigint,
+    extract(epoch FROM date_trunc('minute', now()) - interval '10 minutes')::bigint)::jsonb);
 SELECT is(pgcursor_internal.lag_figures(),
-          '{"time":{"avg":420,"median":420,"min":300,"max":540},"offset":{"avg":5,"median":5,"min":3,"max":7}}',
-          'on a, fast waits on offset 5 (5 min old) and slow on 1 (9 min); b stores nothing; 3 and 7 behind');
+          '{"time":{"avg":1.667,"median":2.25,"min":0,"max":4},"offset":{"avg":5,"median":5,"min":3,"max":7}}',
+          'ages of the 3 messages popped in the last 5 minutes (not the 10-minute-old pop); 3 and 7 behind');
 SELECT is(pgcursor_internal.spread('{}'), '{"avg":0,"median":0,"min":0,"max":0}', 'nothing to measure: zeros');
 
 -- retired totals: deleting a group keeps what it counted

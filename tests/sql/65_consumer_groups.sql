@@ -55,7 +55,7 @@ SELECT is(pg_temp.mine(pgcursor.consumer_groups(), 'queueName') -> 1,
           jsonb_build_object('name', 'g1t65', 'queueName', 't65', 'queue', 't65', 'topics', '["t65"]'::jsonb,
                              'members', 3, 'partitions', 3, 'partitionsWithLag', 2,
                              'maxTimeLag', 900, 'lagSeconds', 900, 'totalLag', 4, 'lagMessages', 4,
-                             'state', 'Lagging', 'subscriptionMode', 'all', 'subscriptionTimestamp', NULL,
+                             'state', 'Lagging', 'subscriptionMode', NULL, 'subscriptionTimestamp', NULL,
                              'subscriptionCreatedAt', pgcursor_internal.rfc3339_utc(now()),
                              'oldestPartition', jsonb_build_object(
                                  'partition', 'p1', 'partitionId', pg_temp.pid('t65', 'p1'), 'offsetLag', 2,

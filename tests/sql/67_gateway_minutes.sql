@@ -89,13 +89,14 @@ SELECT is(pgcursor.status('{"queue":"q67b"}') #> '{messages,batchEfficiency}', '
           'batchEfficiency: messages per request (1 pushed in 2 requests)');
 SELECT is(pgcursor.status('{"queue":"q67"}') #> '{errors,ackFailed}', '2', 'errors.ackFailed of the window');
 SELECT is((SELECT jsonb_agg(jsonb_build_array(x -> 'queueName', x -> 'popMessages', x -> 'popEmpty', x -> 'avgLagMs',
-                                              x -> 'maxLagMs', x -> 'ackFailed', x -> 'pushRequests')
+                                              x -> 'maxLagMs', x -> 'ackFailed', x -> 'pushRequests', x -> 'ackPerSecond')
                             ORDER BY x ->> 'bucket', x ->> 'queueName')
            FROM jsonb_array_elements(pgcursor.analytics('queue-ops') -> 'series') x
            WHERE x ->> 'queueName' LIKE 'q67%'
              AND x ->> 'bucket' <= pgcursor_internal.bucket_label(:'t5'::timestamptz + interval '1 minute')),
-          '[["q67",4,0,88,900,2,0],["q67b",1,0,40,40,0,2],["q67",0,1,0,0,0,0]]',
-          'queue-ops: the gateways'' figures per bucket and queue, a bucket with only an empty pop included');
+          '[["q67",4,0,88,900,2,0,0.03],["q67b",1,0,40,40,0,2,0],["q67",0,1,0,0,0,0,0]]',
+          'queue-ops: the gateways'' figures per bucket and queue, a bucket with only an empty pop included; '
+          'ackPerSecond counts failed acks too');
 SELECT is(pgcursor.analytics('queue-ops', '{"queue":"q67b"}') -> 'queues', '["q67b"]', 'queue-ops: filtered');
 SELECT is(pgcursor.analytics('queue-lag'),
           jsonb_build_array(

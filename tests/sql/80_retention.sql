@@ -3,7 +3,7 @@
 -- purge_dead_letters, the retentionEnabled switch, housekeeping. Explicit
 -- cutoffs and aged rows: no sleeps.
 BEGIN;
-SELECT plan(65);
+SELECT plan(71);
 
 \ir lib/queue_helpers.sql
 
@@ -221,6 +221,31 @@ SELECT is(pgcursor.housekeeping(now() - interval '10 years'),
           '{"skipped":false,"completedMessages":0,"messages":0,"evictedMessages":0,"deadLetters":0,"transactionIndex":0,
             "statsSnapshots":0,"cursorRows":0}',
           'an old cutoff removes nothing (and this minute has its snapshot already)');
+
+-- What each purge deleted, per queue, for GET /api/v1/analytics/retention
+-- (every run above happened in this transaction: one minute, now()'s).
+CREATE FUNCTION pg_temp.retention_totals(q text) RETURNS jsonb LANGUAGE sql AS $$
+    SELECT pgcursor.analytics('retention', jsonb_build_object('queue', q)) -> 'totals'
+$$;
+SELECT is(pg_temp.retention_totals('t80a'),
+          '{"retentionMsgs":5,"completedRetentionMsgs":0,"evictionMsgs":0,"totalMsgs":5,"eventCount":2}',
+          'retention: t80a lost 3 messages to retentionSeconds, then 2 to a cutoff, in two runs');
+SELECT is(pg_temp.retention_totals('t80d'),
+          '{"retentionMsgs":0,"completedRetentionMsgs":5,"evictionMsgs":0,"totalMsgs":5,"eventCount":2}',
+          'retention: t80d lost 3, then 2, to completedRetentionSeconds');
+SELECT is(pg_temp.retention_totals('t80i'),
+          '{"retentionMsgs":0,"completedRetentionMsgs":0,"evictionMsgs":5,"totalMsgs":5,"eventCount":2}',
+          'retention: t80i lost 3, then 2, to eviction');
+SELECT is(pg_temp.retention_totals('t80keep'),
+          '{"retentionMsgs":0,"completedRetentionMsgs":0,"evictionMsgs":0,"totalMsgs":0,"eventCount":0}',
+          'retention: a queue that lost nothing has no figures');
+SELECT is(pgcursor.analytics('retention', '{"queue":"t80a"}') -> 'series',
+          jsonb_build_array(jsonb_build_object('bucket', pgcursor_internal.bucket_label(date_trunc('minute', now())),
+                                               'retentionMsgs', 5, 'completedRetentionMsgs', 0, 'evictionMsgs', 0,
+                                               'totalMsgs', 5, 'eventCount', 2)),
+          'retention: the series has this minute''s bucket');
+SELECT is(pgcursor.analytics('retention', '{"queue":"t80a","from":"2020-01-01T00:00:00Z","to":"2020-01-01T01:00:00Z"}')
+            -> 'totals' ->> 'totalMsgs', '0', 'retention: nothing outside the window');
 
 -- One run at a time: this transaction's runs above hold the housekeeping
 -- lock until it ends, so a run from another session (a gateway's clock, a
