@@ -498,14 +498,43 @@ BEGIN
     RETURN n;
 END $$;
 
+-- Whether partition `pname` of the queues is held back by its queue's
+-- windowBuffer now: its newest message younger than that (Queen's
+-- windowBufferActive, for a pop naming the partition that claimed nothing).
+CREATE OR REPLACE FUNCTION pgcursor_internal.window_buffer_active(queues text[], pname text)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
+                    WHERE p.queue = ANY (queues) AND p.name = pname AND q.window_buffer > 0
+                      AND NOT pgcursor_internal.quiet_for(p.id, pgcursor_internal.partition_head(p.id),
+                                                          q.window_buffer));
+END $$;
+
 -- What one pop claims, before pop_messages reads the messages: whether
 -- pops are paused (maintenance mode; then nothing else), the lease, the
 -- group, and the claims of claim_batches in claim order (empty: nothing
--- available). The group's first pop on a queue records its subscription
--- here. (The claims as an array of rows: as a JSON array, written here and
--- read back by pop_messages, they cost up to a twentieth of a pop.)
+-- available; then window_active says whether the partition the pop named
+-- is held back by its windowBuffer). The group's first pop on a queue
+-- records its subscription here. (The claims as an array of rows: as a
+-- JSON array, written here and read back by pop_messages, they cost up to
+-- a twentieth of a pop.) Its OUT columns grew window_active: the older
+-- version is dropped first.
+DO $$
+BEGIN
+    IF NOT 'window_active' = ANY (coalesce((SELECT proargnames FROM pg_proc
+                                             WHERE oid = to_regprocedure('pgcursor_internal.claim_for_pop(jsonb)')),
+                                            '{window_active}')) THEN
+        DROP FUNCTION pgcursor_internal.claim_for_pop(jsonb);
+    END IF;
+    IF NOT 'window_buffer_active' = ANY (coalesce((SELECT proargnames FROM pg_proc
+                                                    WHERE oid = to_regprocedure('pgcursor.pop_messages(jsonb)')),
+                                                   '{window_buffer_active}')) THEN
+        DROP FUNCTION pgcursor.pop_messages(jsonb);
+    END IF;
+END $$;
 CREATE OR REPLACE FUNCTION pgcursor_internal.claim_for_pop(
-    req jsonb, OUT paused boolean, OUT lease uuid, OUT grp text, OUT claims pgcursor_internal.pop_claim[])
+    req jsonb, OUT paused boolean, OUT lease uuid, OUT grp text, OUT claims pgcursor_internal.pop_claim[],
+    OUT window_active boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
     -- (in this order, as pop always read them: the first bad one is named)
@@ -542,6 +571,8 @@ BEGIN
     IF max_bytes IS NOT NULL AND cardinality(claims) > 0 THEN
         claims := pgcursor_internal.fit_claims_to_bytes(claims, grp, lease, max_bytes);
     END IF;
+    window_active := cardinality(claims) = 0 AND pname IS NOT NULL
+                     AND pgcursor_internal.window_buffer_active(queues, pname);
 END $$;
 
 -- After a pop that claimed nothing: in how many seconds the same pop could
@@ -620,7 +651,8 @@ END $$;
 -- (claim order, then offset), each with its claim: the gateway writes the
 -- HTTP answer from them and psql shows a table. A claim whose messages
 -- retention deleted shows as one row with the message columns null; so
--- does a pop that claims nothing (partitions_claimed 0) or finds pops
+-- does a pop that claims nothing (partitions_claimed 0; window_buffer_active
+-- when it named a partition its windowBuffer holds back) or finds pops
 -- paused (paused). queue, partition and partition_id are the message's
 -- own; the first row's are the first claimed partition's.
 --
@@ -635,7 +667,7 @@ CREATE OR REPLACE FUNCTION pgcursor.pop_messages(req jsonb)
 RETURNS TABLE (paused boolean, lease_id uuid, consumer_group text, partitions_claimed integer,
                queue text, partition text, partition_id uuid, retry_count integer,
                message_id uuid, transaction_id text, msg_offset bigint, payload jsonb,
-               created_at timestamptz, trace_id uuid)
+               created_at timestamptz, trace_id uuid, window_buffer_active boolean)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -650,6 +682,7 @@ BEGIN
     lease_id := c.lease;
     consumer_group := c.grp;
     partitions_claimed := claimed;
+    window_buffer_active := c.window_active;
     IF claimed = 0 THEN
         RETURN NEXT;
         RETURN;
@@ -658,7 +691,7 @@ BEGIN
     LOOP
         RETURN QUERY
         SELECT false, c.lease, c.grp, claimed, claim.queue, claim.partition, claim.partition_id, claim.retry_count,
-               m.message_id, m.transaction_id, m.msg_offset, m.payload, m.created_at, m.trace_id
+               m.message_id, m.transaction_id, m.msg_offset, m.payload, m.created_at, m.trace_id, false
           FROM pgcursor_internal.claimed_messages(claim.partition_id, claim.batch_start, claim.batch_end) m;
         IF NOT FOUND THEN
             queue := claim.queue;
@@ -673,13 +706,17 @@ END $$;
 -- pop: see the header. Answers Queen's JSON: {"success": true, "queue",
 -- "partition", "partitionId" (of the first claimed partition), "leaseId",
 -- "consumerGroup", "partitionsClaimed", "messages": [...]}. Nothing
--- available: {"success": true, "messages": []}; paused: that with "paused": true.
+-- available: {"success": true, "messages": []}; paused: that with "paused":
+-- true; a named partition its windowBuffer holds back: that with
+-- "windowBufferActive": true, "leaseId": "" (Queen's).
 -- The gateway writes the same answer from pop_messages' rows.
 CREATE OR REPLACE FUNCTION pgcursor.pop(req jsonb)
 RETURNS jsonb LANGUAGE sql AS $$
     WITH popped AS MATERIALIZED (SELECT * FROM pgcursor.pop_messages(req) WITH ORDINALITY)
     SELECT CASE
         WHEN first.paused THEN '{"success": true, "messages": [], "paused": true}'::jsonb
+        WHEN first.partitions_claimed = 0 AND first.window_buffer_active
+            THEN '{"success": true, "messages": [], "windowBufferActive": true, "leaseId": ""}'::jsonb
         WHEN first.partitions_claimed = 0 THEN '{"success": true, "messages": []}'::jsonb
         ELSE jsonb_build_object(
             'success', true, 'queue', first.queue, 'partition', first.partition,

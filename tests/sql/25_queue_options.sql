@@ -3,7 +3,7 @@
 -- lease extension default and maintenance mode. Ages are made by moving
 -- created_at back: now() does not move inside this one transaction.
 BEGIN;
-SELECT plan(45);
+SELECT plan(47);
 
 CREATE FUNCTION pg_temp.push(q text, n int, part text DEFAULT 'Default') RETURNS jsonb LANGUAGE sql AS $$
     SELECT pgcursor.push(jsonb_build_object('items', (
@@ -53,6 +53,11 @@ SELECT FROM pgcursor.configure('{"queue": "t25w", "options": {"windowBuffer": 30
 SELECT FROM pg_temp.push('t25w', 2);
 SELECT pg_temp.age('t25w', '{1}', 100);
 SELECT is(pg_temp.offs(pg_temp.pop('t25w')), '{}', 'window: the newest message is younger than 30 s');
+SELECT is(pgcursor.pop('{"queue": "t25w", "partition": "Default"}'),
+          '{"success": true, "messages": [], "windowBufferActive": true, "leaseId": ""}',
+          'window: a pop naming the partition says so, as Queen');
+SELECT is(pgcursor.pop('{"queue": "t25w"}'), '{"success": true, "messages": []}',
+          'window: a pop of the queue does not (it may have other partitions)');
 SELECT pg_temp.age('t25w', '{2}', 31);
 SELECT is(pg_temp.offs(pg_temp.pop('t25w')), '{1,2}', 'quiet for 30 s: every pending message');
 

@@ -15,7 +15,7 @@ use crate::routes::call::{RawJson, RawJsonRef};
 /// The statement the gateway pops with.
 pub const POP_MESSAGES_SQL: &str = "SELECT paused, lease_id, consumer_group, partitions_claimed, \
      queue, partition, partition_id, retry_count, message_id, transaction_id, msg_offset, payload, \
-     created_at, trace_id FROM pgcursor.pop_messages($1::jsonb)";
+     created_at, trace_id, window_buffer_active FROM pgcursor.pop_messages($1::jsonb)";
 
 /// Per queue an answer delivered from: (queue, messages, and the sum and
 /// maximum of their age at pop in ms).
@@ -28,6 +28,8 @@ pub struct PopBatch<'a> {
     lease_id: Option<Uuid>,
     consumer_group: Option<&'a str>,
     pub partitions_claimed: i32,
+    /// Nothing claimed from a named partition its windowBuffer holds back.
+    window_buffer_active: bool,
     /// The first claimed partition: (queue, partition, partition id).
     first: (Option<&'a str>, Option<&'a str>, Option<Uuid>),
     messages: Vec<Popped<'a>>,
@@ -93,6 +95,7 @@ impl<'a> PopBatch<'a> {
             lease_id: head.try_get(1)?,
             consumer_group: head.try_get(2)?,
             partitions_claimed: head.try_get(3)?,
+            window_buffer_active: head.try_get(14)?,
             first: (head.try_get(4)?, head.try_get(5)?, head.try_get(6)?),
             messages,
         })
@@ -158,6 +161,11 @@ impl<'a> PopBatch<'a> {
     pub fn to_json(&self) -> RawJson {
         if self.paused {
             return RawJson(r#"{"success":true,"messages":[],"paused":true}"#.into());
+        }
+        if self.partitions_claimed == 0 && self.window_buffer_active {
+            return RawJson(
+                r#"{"success":true,"messages":[],"windowBufferActive":true,"leaseId":""}"#.into(),
+            );
         }
         if self.partitions_claimed == 0 {
             return RawJson(r#"{"success":true,"messages":[]}"#.into());
@@ -341,6 +349,7 @@ mod tests {
             lease_id: None,
             consumer_group: Some("g"),
             partitions_claimed: 1,
+            window_buffer_active: false,
             first: (Some(queues[0]), Some("p"), Some(Uuid::nil())),
             messages,
         }
