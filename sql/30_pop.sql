@@ -552,6 +552,7 @@ DECLARE
     made   integer;
 BEGIN
     grp := group_name;
+    window_active := false;
     paused := coalesce((SELECT m.enabled FROM pgcursor.maintenance m WHERE m.mode = 'pop'), false);
     IF paused THEN
         RETURN;

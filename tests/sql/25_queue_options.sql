@@ -3,7 +3,7 @@
 -- lease extension default and maintenance mode. Ages are made by moving
 -- created_at back: now() does not move inside this one transaction.
 BEGIN;
-SELECT plan(47);
+SELECT plan(48);
 
 CREATE FUNCTION pg_temp.push(q text, n int, part text DEFAULT 'Default') RETURNS jsonb LANGUAGE sql AS $$
     SELECT pgcursor.push(jsonb_build_object('items', (
@@ -197,6 +197,9 @@ SELECT is(pgcursor.transaction('{"operations": [{"type": "push", "items": [{"que
 SELECT is(pgcursor.set_maintenance('pop', true) ->> 'popMaintenanceMode', 'true', 'pop maintenance on');
 SELECT is(pg_temp.pop('t25s', '{"consumerGroup": "g4"}'), '{"success": true, "messages": [], "paused": true}',
           'a pop answers paused, claiming nothing');
+SELECT is((SELECT row(paused, partitions_claimed, window_buffer_active)::text
+             FROM pgcursor.pop_messages('{"queue": "t25s", "consumerGroup": "g4"}')),
+          '(t,0,f)', 'pop_messages: paused, nothing claimed, no window (never null: the gateway reads every column)');
 SELECT is(pgcursor.set_maintenance('pop', false) || pgcursor.set_maintenance('push', false),
           '{"maintenanceMode": false, "popMaintenanceMode": false, "bufferedMessages": 0, "bufferHealthy": true,
             "message": "Push maintenance mode disabled"}', 'both off again');
