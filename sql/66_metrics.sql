@@ -56,8 +56,10 @@ $$;
 -- queue ever (deleted ones included), "queues": [{queue, partitions, depth,
 -- deadLetters, pushed, completed, deadLettered, discarded}] for the live
 -- queues, "groups": [{queue, consumerGroup, partitions, depth, lagSeconds,
--- leasedPartitions, expiredLeases, leaseExpiries}]}. Lists are sorted by
--- name; every figure is ≥ 0.
+-- leasedPartitions, expiredLeases, leaseExpiries}], "gatewayTotals": lifetime
+-- {pushRequests, popRequests, popMessages, ackRequests, ackMessages,
+-- ackFailed, transactions} as every gateway counted them
+-- (pgcursor.gateway_totals)}. Lists are sorted by name; every figure is ≥ 0.
 CREATE OR REPLACE FUNCTION pgcursor.metrics_snapshot()
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     WITH life AS (SELECT * FROM pgcursor_internal.lifetime_totals()),
@@ -90,6 +92,12 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                        'leasedPartitions', g.leased_partitions, 'expiredLeases', g.expired_leases,
                        'leaseExpiries', g.lease_expiries)
                        ORDER BY g.queue, g.consumer_group), '[]'::jsonb)
-                   FROM pgcursor_internal.group_figures() g))
+                   FROM pgcursor_internal.group_figures() g),
+        'gatewayTotals', (SELECT jsonb_build_object(
+                              'pushRequests', t.push_requests, 'popRequests', t.pop_requests,
+                              'popMessages', t.pop_messages, 'ackRequests', t.ack_requests,
+                              'ackMessages', t.ack_messages, 'ackFailed', t.ack_failed,
+                              'transactions', t.transactions)
+                          FROM pgcursor.gateway_totals t))
     FROM pgcursor.maintenance() m
 $$;

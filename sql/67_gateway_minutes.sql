@@ -50,7 +50,8 @@ END $$;
 -- ageSumMs?, ageMaxMs?}], to what pgcursor.gateway_minutes holds for each
 -- (minute, queue): several gateways write the same minute, so figures add
 -- up and never overwrite (ageMaxMs keeps the larger). Rows older than `keep`
--- are not written, and stored ones older than it are deleted. All or
+-- are not written, and stored ones older than it are deleted; what is
+-- written is added to pgcursor.gateway_totals too (lifetime). All or
 -- nothing: a bad row raises 22023 naming it. -> {"rows" (minute-queue rows
 -- written), "purged"}.
 CREATE OR REPLACE FUNCTION pgcursor.record_gateway_minutes(rows jsonb, keep interval DEFAULT interval '24 hours')
@@ -58,6 +59,7 @@ RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     written bigint;
     purged  bigint;
+    sums    pgcursor.gateway_totals;
 BEGIN
     IF jsonb_typeof(rows) IS DISTINCT FROM 'array' THEN
         RAISE EXCEPTION 'rows must be an array' USING ERRCODE = '22023';
@@ -87,6 +89,21 @@ BEGIN
         age_sum_ms = t.age_sum_ms + excluded.age_sum_ms,
         age_max_ms = greatest(t.age_max_ms, excluded.age_max_ms);
     GET DIAGNOSTICS written = ROW_COUNT;
+    -- Summed here, then added by key: on Citus the update of the reference
+    -- table is then a statement of its own.
+    SELECT true, coalesce(sum(g.push_requests), 0), coalesce(sum(g.pop_requests), 0),
+           coalesce(sum(g.pop_messages), 0), coalesce(sum(g.ack_requests), 0), coalesce(sum(g.ack_messages), 0),
+           coalesce(sum(g.ack_failed), 0), coalesce(sum(g.transactions), 0)
+      INTO sums
+      FROM jsonb_array_elements(rows) WITH ORDINALITY e(r, n)
+     CROSS JOIN LATERAL pgcursor_internal.gateway_minute_row(e.r, e.n - 1) g
+     WHERE g.minute >= now() - keep;
+    UPDATE pgcursor.gateway_totals t SET
+        push_requests = t.push_requests + sums.push_requests, pop_requests = t.pop_requests + sums.pop_requests,
+        pop_messages = t.pop_messages + sums.pop_messages, ack_requests = t.ack_requests + sums.ack_requests,
+        ack_messages = t.ack_messages + sums.ack_messages, ack_failed = t.ack_failed + sums.ack_failed,
+        transactions = t.transactions + sums.transactions
+     WHERE t.one;
     DELETE FROM pgcursor.gateway_minutes t WHERE t.minute < now() - keep;
     GET DIAGNOSTICS purged = ROW_COUNT;
     RETURN jsonb_build_object('rows', written, 'purged', purged);

@@ -97,13 +97,13 @@ pub fn counters() -> &'static Counters {
             counter
         };
         Counters {
-            push_requests: c("queen_cluster_push_requests_total"),
-            push_messages: c("queen_cluster_push_messages_total"),
-            pop_requests: c("queen_cluster_pop_requests_total"),
-            pop_messages: c("queen_cluster_pop_messages_total"),
+            push_requests: c("pgcursor_http_push_requests_total"),
+            push_messages: c("pgcursor_http_push_messages_total"),
+            pop_requests: c("pgcursor_http_pop_requests_total"),
+            pop_messages: c("pgcursor_http_pop_messages_total"),
             pop_looks: c("pgcursor_pop_looks_total"),
-            ack_requests: c("queen_cluster_ack_requests_total"),
-            transactions: c("queen_cluster_transactions_total"),
+            ack_requests: c("pgcursor_http_ack_requests_total"),
+            transactions: c("pgcursor_http_transactions_total"),
             answers_abandoned: c("pgcursor_http_answers_abandoned_total"),
             ack_items: ACK_OUTCOMES.map(|outcome| {
                 let counter = counter!("pgcursor_ack_items_total", "outcome" => outcome);
@@ -121,19 +121,19 @@ pub fn counters() -> &'static Counters {
 
 fn describe() {
     describe_counter!(
-        "queen_cluster_push_requests_total",
+        "pgcursor_http_push_requests_total",
         "Push requests this gateway process received past authentication"
     );
     describe_counter!(
-        "queen_cluster_push_messages_total",
+        "pgcursor_http_push_messages_total",
         "Messages this gateway process stored through push (duplicates and refused items not counted)"
     );
     describe_counter!(
-        "queen_cluster_pop_requests_total",
+        "pgcursor_http_pop_requests_total",
         "Pop requests this gateway process received past authentication (a long-poll counts once)"
     );
     describe_counter!(
-        "queen_cluster_pop_messages_total",
+        "pgcursor_http_pop_messages_total",
         "Messages this gateway process delivered through pop"
     );
     describe_counter!(
@@ -141,11 +141,11 @@ fn describe() {
         "Pop statements this gateway process ran: one per pop, more for a long-poll that looked again"
     );
     describe_counter!(
-        "queen_cluster_ack_requests_total",
+        "pgcursor_http_ack_requests_total",
         "Ack requests (single and batch) this gateway process received past authentication"
     );
     describe_counter!(
-        "queen_cluster_transactions_total",
+        "pgcursor_http_transactions_total",
         "Transaction requests this gateway process received past authentication"
     );
     describe_counter!(

@@ -79,10 +79,11 @@ SELECT pg_temp.make_reference('pgcursor.maintenance');
 -- tables too, so that any node can read them (a plain table would exist on
 -- the coordinator only). retired_totals is written by the delete triggers
 -- of cursors and partitions; stats_snapshots and gateway_minutes once a
--- minute, retention_minutes by the purges.
+-- minute (gateway_totals with the latter), retention_minutes by the purges.
 SELECT pg_temp.make_reference('pgcursor.retired_totals');
 SELECT pg_temp.make_reference('pgcursor.stats_snapshots');
 SELECT pg_temp.make_reference('pgcursor.gateway_minutes');
+SELECT pg_temp.make_reference('pgcursor.gateway_totals');
 SELECT pg_temp.make_reference('pgcursor.retention_minutes');
 
 -- Distributed by partition_id, colocated: each partition's head, messages,

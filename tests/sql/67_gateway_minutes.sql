@@ -2,9 +2,10 @@
 -- overwrites) per (minute, queue), resolves partitions to their queue,
 -- keeps 24 hours and refuses bad rows whole; status and analytics read them.
 BEGIN;
-SELECT plan(27);
+SELECT plan(28);
 
 DELETE FROM pgcursor.gateway_minutes;
+CREATE TEMP TABLE totals_before ON COMMIT DROP AS SELECT * FROM pgcursor.gateway_totals;
 \ir lib/queue_helpers.sql
 SELECT pg_temp.push('q67', 'Default', 1);
 SELECT pg_temp.push('q67b', 'Default', 1);
@@ -51,6 +52,13 @@ SELECT is(pgcursor.record_gateway_minutes(format('[{"minute": %s, "queue": "q67"
           '{"rows": 0, "purged": 0}', 'a minute older than keep is not written');
 INSERT INTO pgcursor.gateway_minutes (minute, queue, pop_requests) VALUES (now() - interval '2 days', 'q67', 9);
 SELECT is(pgcursor.record_gateway_minutes('[]') -> 'purged', '1', 'stored minutes older than keep are deleted');
+SELECT is((SELECT format('push %s, pop %s/%s, ack %s/%s/%s, transactions %s',
+                         t.push_requests - b.push_requests, t.pop_requests - b.pop_requests,
+                         t.pop_messages - b.pop_messages, t.ack_requests - b.ack_requests,
+                         t.ack_messages - b.ack_messages, t.ack_failed - b.ack_failed, t.transactions - b.transactions)
+             FROM pgcursor.gateway_totals t, totals_before b),
+          'push 0, pop 4/4, ack 2/0/2, transactions 0',
+          'gateway_totals: everything written added up for life, not the minute older than keep');
 
 -- Bad input: 22023 naming the row and field, nothing written.
 SELECT throws_ok($$SELECT pgcursor.record_gateway_minutes('{}')$$, '22023', 'rows must be an array', 'not an array');

@@ -5,7 +5,7 @@
 -- touches messages only through primary-key probes.
 BEGIN;
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(13);
+SELECT plan(14);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.snap() RETURNS jsonb LANGUAGE sql AS $$ SELECT pgcursor.metrics_snapshot() $$;
@@ -17,12 +17,23 @@ $$;
 -- A clean slate inside this transaction (rolled back at the end).
 DELETE FROM pgcursor.queues;
 DELETE FROM pgcursor.retired_totals;
+UPDATE pgcursor.gateway_totals SET push_requests = 0, pop_requests = 0, pop_messages = 0, ack_requests = 0,
+                                   ack_messages = 0, ack_failed = 0, transactions = 0;
 SELECT pgcursor.set_maintenance('push', false), pgcursor.set_maintenance('pop', false);
 
 SELECT is(pg_temp.snap(),
           '{"maintenanceMode": false, "popMaintenanceMode": false, "deadLetters": 0,
             "totals": {"pushed": 0, "completed": 0, "deadLettered": 0, "discarded": 0},
-            "queues": [], "groups": []}', 'nothing stored: zeros and empty lists');
+            "queues": [], "groups": [],
+            "gatewayTotals": {"pushRequests": 0, "popRequests": 0, "popMessages": 0, "ackRequests": 0,
+                              "ackMessages": 0, "ackFailed": 0, "transactions": 0}}',
+          'nothing stored: zeros and empty lists');
+SELECT pgcursor.record_gateway_minutes(format('[{"minute": %s, "queue": "t63", "pushRequests": 2, "popMessages": 5,
+                                                  "ackMessages": 4, "ackFailed": 1, "transactions": 3}]',
+                                              extract(epoch FROM now())::bigint)::jsonb) IS NOT NULL AS x \gset
+SELECT is(pg_temp.snap() -> 'gatewayTotals',
+          '{"pushRequests": 2, "popRequests": 0, "popMessages": 5, "ackRequests": 0, "ackMessages": 4, "ackFailed": 1,
+            "transactions": 3}', 'gatewayTotals: what the gateways flushed, for life');
 
 -- Fixture: t63 partition a (3 messages), b (2); t63e configured, empty;
 -- t63x (4 messages) deleted below. Messages are aged 10 s per offset step.

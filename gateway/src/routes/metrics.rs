@@ -47,6 +47,20 @@ pub struct Snapshot {
     totals: Lifetime,
     queues: Vec<QueueFigures>,
     groups: Vec<GroupFigures>,
+    gateway_totals: GatewayTotals,
+}
+
+/// What every gateway counted, lifetime (pgcursor.gateway_totals).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GatewayTotals {
+    push_requests: u64,
+    pop_requests: u64,
+    pop_messages: u64,
+    ack_requests: u64,
+    ack_messages: u64,
+    ack_failed: u64,
+    transactions: u64,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -238,6 +252,7 @@ fn database_families(s: &Snapshot) {
         "Messages by fate, lifetime, every queue ever: pushed, completed, dead_lettered, discarded"
     );
     lifetime("pgcursor_cluster_messages_total", &[("scope", "cluster")], &s.totals);
+    cluster_families(s);
 
     describe_gauge!("pgcursor_queue_partitions", "Partitions of the queue");
     describe_gauge!("pgcursor_queue_depth", "Messages of the queue its slowest consumer group has not consumed");
@@ -289,6 +304,38 @@ fn database_families(s: &Snapshot) {
         set(gauge!("pgcursor_consumer_group_lag_seconds", &labels), g.lag_seconds);
         set(gauge!("pgcursor_consumer_group_leased_partitions", &labels), g.leased_partitions as f64);
         set(gauge!("pgcursor_consumer_group_expired_leases", &labels), g.expired_leases as f64);
+    }
+}
+
+/// Queen's queen_cluster_* counters: lifetime, every gateway (as they
+/// flushed their per-minute figures) and every push (messages pushed is
+/// the stored lifetime total), labelled scope="cluster".
+fn cluster_families(s: &Snapshot) {
+    let g = &s.gateway_totals;
+    for (name, help, value) in [
+        ("queen_cluster_push_requests_total", "Push requests, every gateway, lifetime (once per queue they pushed to)", g.push_requests),
+        ("queen_cluster_pop_requests_total", "Pop requests, every gateway, lifetime (once per queue they popped from)", g.pop_requests),
+        ("queen_cluster_ack_requests_total", "Ack requests, every gateway, lifetime (once per partition they acked on)", g.ack_requests),
+        ("queen_cluster_transactions_total", "Transaction requests, every gateway, lifetime", g.transactions),
+        ("queen_cluster_push_messages_total", "Messages pushed, lifetime, every queue ever", s.totals.pushed),
+        ("queen_cluster_pop_messages_total", "Messages delivered by pops, every gateway, lifetime", g.pop_messages),
+        ("queen_cluster_ack_messages_total", "Acked items, every gateway, lifetime", g.ack_messages),
+    ] {
+        describe_counter!(name, help);
+        absolute(counter_of(name, &[("scope", "cluster")]), value);
+    }
+    describe_counter!(
+        "queen_cluster_ack_total",
+        "Acked items by result, every gateway, lifetime: failed is an item answered with an error"
+    );
+    for (result, value) in [
+        ("success", g.ack_messages.saturating_sub(g.ack_failed)),
+        ("failed", g.ack_failed),
+    ] {
+        absolute(
+            counter_of("queen_cluster_ack_total", &[("scope", "cluster"), ("result", result)]),
+            value,
+        );
     }
 }
 
