@@ -187,10 +187,13 @@ pub async fn until_waiting_for_a_lock(what: &str, query: &str) {
 
 /// Sends `call` into a deadlock with the test's own transaction, which
 /// runs `lock` with `first`, lets the call wait for that (until a statement
-/// `LIKE` `call_query` waits for a lock; `what` names the wait), then runs
-/// `lock` with `second`, which the call holds by then, and commits. The
-/// call waited first, so PostgreSQL cancels it as the victim. Answers the
-/// call's status and body.
+/// `LIKE` `call_query` waits for the transaction's backend; `what` names
+/// the wait), then runs `lock` with `second`, which the call holds by then,
+/// and commits. The call waited first, so PostgreSQL cancels it as the
+/// victim. Answers the call's status and body. (Waiting for the call to
+/// wait for any lock was not enough: a lock another test or a housekeeping
+/// run held a moment made it look there before it held `second`, and the
+/// test's own transaction was the victim.)
 pub async fn sent_into_a_deadlock(
     call: RequestBuilder,
     lock: &str,
@@ -201,8 +204,24 @@ pub async fn sent_into_a_deadlock(
     let mut holder = db().await;
     let tx = holder.transaction().await.unwrap();
     tx.execute(lock, &[first]).await.unwrap();
+    let holder_pid: i32 = tx
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
     let sent = tokio::spawn(send(call));
-    until_waiting_for_a_lock(what, call_query).await;
+    eventually(what, Duration::from_secs(10), || async {
+        db().await
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                                 WHERE query LIKE $1 AND $2 = ANY (pg_blocking_pids(pid)))",
+                &[&call_query, &holder_pid],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    })
+    .await;
     tx.execute(lock, &[second]).await.unwrap();
     tx.commit().await.unwrap();
     sent.await.unwrap()
