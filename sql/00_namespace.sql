@@ -15,7 +15,22 @@
 -- starts, so a gateway starting beside running ones never pulls a function
 -- from under their cached plans. CREATE OR REPLACE cannot rename a
 -- parameter or change a return type: such a change takes a new function
--- name (the sweep drops the old one). A composite type is created once;
--- changing one means dropping it (CASCADE) in the file that defines it.
+-- name (the sweep drops the old one), or, when the name should stay (an
+-- API function, or columns only added), drop_version_without drops the old
+-- version just before the new one is created. A composite type is created
+-- once; changing one means dropping it (CASCADE) in the file that defines it.
 
 CREATE SCHEMA IF NOT EXISTS pgcursor_internal;
+
+-- Drops function `fn` (as to_regprocedure reads it) when none of its
+-- parameter or result column names is `name`: the version from before
+-- `name` was added, which CREATE OR REPLACE cannot change into the new one.
+-- Nothing when there is no such function or it has `name` already.
+CREATE OR REPLACE FUNCTION pgcursor_internal.drop_version_without(fn text, name text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT name = ANY (coalesce((SELECT p.proargnames FROM pg_proc p WHERE p.oid = to_regprocedure(fn)),
+                                ARRAY[name])) THEN
+        EXECUTE format('DROP FUNCTION %s', fn);
+    END IF;
+END $$;

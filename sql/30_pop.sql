@@ -517,21 +517,8 @@ END $$;
 -- is held back by its windowBuffer). The group's first pop on a queue
 -- records its subscription here. (The claims as an array of rows: as a
 -- JSON array, written here and read back by pop_messages, they cost up to
--- a twentieth of a pop.) Its OUT columns grew window_active: the older
--- version is dropped first.
-DO $$
-BEGIN
-    IF NOT 'window_active' = ANY (coalesce((SELECT proargnames FROM pg_proc
-                                             WHERE oid = to_regprocedure('pgcursor_internal.claim_for_pop(jsonb)')),
-                                            '{window_active}')) THEN
-        DROP FUNCTION pgcursor_internal.claim_for_pop(jsonb);
-    END IF;
-    IF NOT 'window_buffer_active' = ANY (coalesce((SELECT proargnames FROM pg_proc
-                                                    WHERE oid = to_regprocedure('pgcursor.pop_messages(jsonb)')),
-                                                   '{window_buffer_active}')) THEN
-        DROP FUNCTION pgcursor.pop_messages(jsonb);
-    END IF;
-END $$;
+-- a twentieth of a pop.)
+SELECT pgcursor_internal.drop_version_without('pgcursor_internal.claim_for_pop(jsonb)', 'window_active');
 CREATE OR REPLACE FUNCTION pgcursor_internal.claim_for_pop(
     req jsonb, OUT paused boolean, OUT lease uuid, OUT grp text, OUT claims pgcursor_internal.pop_claim[],
     OUT window_active boolean)
@@ -664,6 +651,7 @@ END $$;
 -- batch as eleven arrays cost a third of a pop. (No JIT: 98_jit.sql.)
 --
 --   SELECT msg_offset, transaction_id, payload FROM pgcursor.pop_messages('{"queue":"orders","batch":10}');
+SELECT pgcursor_internal.drop_version_without('pgcursor.pop_messages(jsonb)', 'window_buffer_active');
 CREATE OR REPLACE FUNCTION pgcursor.pop_messages(req jsonb)
 RETURNS TABLE (paused boolean, lease_id uuid, consumer_group text, partitions_claimed integer,
                queue text, partition text, partition_id uuid, retry_count integer,

@@ -129,21 +129,8 @@ END $$;
 -- message purge (of_messages: only where retentionEnabled is not false) and
 -- the dead-letter purge (every such queue: dead letters keep their own
 -- retention, see the header).
--- Answers each partition's queue too, for record_deletions. (Its answer
--- gained the queue: the older version is dropped first.)
-DO $$
-BEGIN
-    IF NOT 'queue' = ANY (coalesce((SELECT proargnames FROM pg_proc
-                                     WHERE oid = to_regprocedure('pgcursor_internal.retention_cutoffs(timestamptz, boolean)')),
-                                    '{queue}')) THEN
-        DROP FUNCTION pgcursor_internal.retention_cutoffs(timestamptz, boolean);
-    END IF;
-    IF NOT 'queue' = ANY (coalesce((SELECT proargnames FROM pg_proc
-                                     WHERE oid = to_regprocedure('pgcursor_internal.eviction_cutoffs(timestamptz)')),
-                                    '{queue}')) THEN
-        DROP FUNCTION pgcursor_internal.eviction_cutoffs(timestamptz);
-    END IF;
-END $$;
+-- Answers each partition's queue too, for record_deletions.
+SELECT pgcursor_internal.drop_version_without('pgcursor_internal.retention_cutoffs(timestamptz, boolean)', 'queue');
 CREATE OR REPLACE FUNCTION pgcursor_internal.retention_cutoffs(cutoff timestamptz, of_messages boolean)
 RETURNS TABLE (id uuid, queue text, before timestamptz) LANGUAGE sql STABLE AS $$
     SELECT p.id, p.queue, coalesce(cutoff, now() - q.retention_seconds * interval '1 second')
@@ -228,6 +215,7 @@ END $$;
 -- before `before` (the queue's maxWaitTimeSeconds ago, or the explicit
 -- cutoff) with an offset above `consumed_to` (the lowest cursor of the
 -- partition: what every group has consumed; 0 without cursors) are evicted.
+SELECT pgcursor_internal.drop_version_without('pgcursor_internal.eviction_cutoffs(timestamptz)', 'queue');
 CREATE OR REPLACE FUNCTION pgcursor_internal.eviction_cutoffs(cutoff timestamptz)
 RETURNS TABLE (id uuid, queue text, before timestamptz, consumed_to bigint) LANGUAGE sql STABLE AS $$
     SELECT p.id, p.queue, coalesce(cutoff, now() - q.max_wait_time_seconds * interval '1 second'),
