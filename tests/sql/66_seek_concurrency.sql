@@ -206,26 +206,26 @@ BEGIN
     PERFORM dblink_exec('t66c', 'COMMIT');
     RETURN pg_temp.answer('t66b') || ' / ' || pg_temp.answer('t66a');
 END $$;
-SELECT FROM dblink('t66a', $q$SELECT pgcursor.push('{"items": [{"queue": "t66", "partition": "a", "payload": 1},
-                                                               {"queue": "t66", "partition": "b", "payload": 2}]}')$q$)
-    AS t(x jsonb);
-UPDATE lease SET l = (SELECT x FROM dblink('t66a', $q$SELECT pgcursor.pop(
-    '{"queue": "t66", "consumerGroup": "e", "partitions": 2, "batch": 10}') ->> 'leaseId'$q$) AS t(x text));
-SELECT is((SELECT x FROM dblink('t66b', format($q$SELECT count(*)::text FROM pgcursor.cursors WHERE lease_id = %L$q$, l))
-             AS t(x text)), '2', 'group e leases both partitions at once') FROM lease;
+-- A message on each partition, then one pop of group e over both: the
+-- lease goes into table lease; answers how many rows hold it.
+CREATE FUNCTION pg_temp.lease_both() RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM FROM dblink('t66a', $q$SELECT pgcursor.push('{"items": [{"queue": "t66", "partition": "a", "payload": 1},
+                                                                  {"queue": "t66", "partition": "b", "payload": 2}]}')$q$)
+        AS t(x jsonb);
+    UPDATE lease SET l = (SELECT x FROM dblink('t66a', $q$SELECT pgcursor.pop(
+        '{"queue": "t66", "consumerGroup": "e", "partitions": 2, "batch": 10}') ->> 'leaseId'$q$) AS t(x text));
+    RETURN (SELECT x FROM dblink('t66b', format($q$SELECT count(*)::text FROM pgcursor.cursors WHERE lease_id = %L$q$,
+                                               (SELECT l FROM lease))) AS t(x text));
+END $$;
+SELECT is(pg_temp.lease_both(), '2', 'group e leases both partitions at once');
 SELECT ok(pg_temp.later_row_first(), 'a scan meets its row on the later partition first');
 SELECT is(pg_temp.behind_a_seek(format($q$SELECT pgcursor.extend_lease(jsonb_build_object('leaseId', %L))
                                           ->> 'renewed'$q$, l)),
           '2 / 0', 'a renewal of the lease waits behind a seek of the group, then finds it released') FROM lease;
 
 -- A lease the gateway gives back (its pop's client hung up).
-SELECT FROM dblink('t66a', $q$SELECT pgcursor.push('{"items": [{"queue": "t66", "partition": "a", "payload": 1},
-                                                               {"queue": "t66", "partition": "b", "payload": 2}]}')$q$)
-    AS t(x jsonb);
-UPDATE lease SET l = (SELECT x FROM dblink('t66a', $q$SELECT pgcursor.pop(
-    '{"queue": "t66", "consumerGroup": "e", "partitions": 2, "batch": 10}') ->> 'leaseId'$q$) AS t(x text));
-SELECT is((SELECT x FROM dblink('t66b', format($q$SELECT count(*)::text FROM pgcursor.cursors WHERE lease_id = %L$q$, l))
-             AS t(x text)), '2', 'group e leases both partitions again') FROM lease;
+SELECT is(pg_temp.lease_both(), '2', 'group e leases both partitions again');
 SELECT ok(pg_temp.later_row_first(), 'a scan meets its row on the later partition first');
 SELECT is(pg_temp.behind_a_seek(format($q$SELECT pgcursor_internal.give_back_lease(%L, 'e', %L)::text$q$,
                                        l, pg_temp.partition_ids())),
