@@ -1,33 +1,20 @@
-# The documented way to work on pgcursor. `make run` and `make test` need
-# only PostgreSQL's server binaries (installed by `make deps` when root on Debian).
+# The documented way to work on pgcursor. `make run` needs only PostgreSQL's
+# server binaries; `make test` also the test tools (both install what is
+# missing when root on Debian: scripts/deps.sh).
 
 SHELL := /bin/bash
 PG_DATA := .data/pg
-APT_PACKAGES := postgresql postgresql-15-pgtap postgresql-15-plpgsql-check libtap-parser-sourcehandler-pgtap-perl chromium chromium-driver
 
-.PHONY: deps build run db-up db-down test test-failover test-citus test-queen-suite bench-citus soak docs-check fmt lint bench bench-quick screenshots
+.PHONY: deps deps-run build run db-up db-down test test-failover test-citus test-queen-suite bench-citus soak docs-check fmt lint bench bench-quick screenshots
 
-# Install what is missing: PostgreSQL 15 server, pgTAP, pg_prove, plpgsql_check
-# (tests/sql/01_static_check.sql), Chromium and chromedriver (the dashboard's
-# browser test); rustfmt and clippy.
+# Install what is missing (as root on Debian; otherwise print the apt-get
+# command): `deps-run` what `make run` needs, PostgreSQL 15's server binaries;
+# `deps` that and what the tests use (scripts/deps.sh lists it).
+deps-run:
+	@scripts/deps.sh run
+
 deps:
-	@missing=; \
-	[ -x /usr/lib/postgresql/15/bin/initdb ] || missing="$$missing postgresql"; \
-	[ -f /usr/share/postgresql/15/extension/pgtap.control ] || missing="$$missing pgtap"; \
-	[ -f /usr/share/postgresql/15/extension/plpgsql_check.control ] || missing="$$missing plpgsql_check"; \
-	command -v pg_prove >/dev/null || missing="$$missing pg_prove"; \
-	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
-	command -v chromedriver >/dev/null || missing="$$missing chromedriver"; \
-	if [ -n "$$missing" ]; then \
-		echo "missing:$$missing"; \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PACKAGES); \
-		else \
-			echo "run: sudo apt-get update && sudo apt-get install -y $(APT_PACKAGES)"; exit 1; \
-		fi; \
-	fi
-	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
-	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+	@scripts/deps.sh all
 
 build:
 	cargo build --workspace --all-targets
@@ -36,7 +23,7 @@ build:
 # .data/pg, and then, unless a key is set, with the encryption key of that
 # cluster's data (.data/encryption-key, made once), so encrypted queues work
 # as they would in a deployment.
-run: deps
+run: deps-run
 	cargo build --release -p gateway
 	@if [ -z "$$DATABASE_URL" ]; then \
 		DATABASE_URL=$$(scripts/pg.sh start $(PG_DATA) | tail -n1); \
@@ -51,7 +38,7 @@ run: deps
 	echo "database: $$DATABASE_URL"; \
 	exec target/release/gateway
 
-db-up:
+db-up: deps-run
 	@scripts/pg.sh start $(PG_DATA)
 
 db-down:

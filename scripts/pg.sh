@@ -17,11 +17,15 @@ say() { echo "pg.sh: $*" >&2; }
 
 usage() { die "usage: $0 start|stop|crash|url DATADIR | $0 bindir"; }
 
-# The server binaries: explicit override, then pg_config, then the newest
-# Debian install.
+# The server binaries: explicit override, then Debian's PostgreSQL 15 (the
+# version pgcursor is built for, whose pgTAP `make deps` installs), then
+# pg_config, then the newest Debian install.
 find_bindir() {
     if [[ -n "${PGCURSOR_PG_BINDIR:-}" ]]; then
         echo "$PGCURSOR_PG_BINDIR"; return
+    fi
+    if [[ -x /usr/lib/postgresql/15/bin/initdb ]]; then
+        echo /usr/lib/postgresql/15/bin; return
     fi
     local dir
     if command -v pg_config >/dev/null; then
