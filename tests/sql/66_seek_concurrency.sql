@@ -107,23 +107,31 @@ BEGIN
                                                 (SELECT max(p.id::text)::uuid FROM pgcursor.partitions p WHERE p.queue = 't66')
                                             FOR UPDATE$q$, grp)) AS t(x integer);
 END $$;
+-- With a row held by C: session `first` sends first_call, then `second`
+-- second_call; each must wait; then C lets go. "first's answer / second's
+-- answer", or which did not wait.
+CREATE FUNCTION pg_temp.queued_behind_c(first text, first_call text, second text, second_call text)
+RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM dblink_send_query(first, first_call);
+    IF NOT pg_temp.until_blocked(first) THEN
+        RETURN first || ' did not wait for C';
+    END IF;
+    PERFORM dblink_send_query(second, second_call);
+    IF NOT pg_temp.until_blocked(second) THEN
+        RETURN second || ' did not wait';
+    END IF;
+    PERFORM dblink_exec('t66c', 'COMMIT');
+    RETURN pg_temp.answer(first) || ' / ' || pg_temp.answer(second);
+END $$;
 -- With group grp's row on the last partition held by C: A sends
--- `deletion`, then B the group's subscription update; each must wait; then
--- C lets go. "A's answer / B's answer", or why not.
+-- `deletion`, then B the group's subscription update.
 CREATE FUNCTION pg_temp.update_behind(grp text, deletion text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_temp.hold_last_row(grp);
-    PERFORM dblink_send_query('t66a', deletion);
-    IF NOT pg_temp.until_blocked('t66a') THEN
-        RETURN 'the delete did not wait for C';
-    END IF;
-    PERFORM dblink_send_query('t66b', format($q$SELECT pgcursor.update_subscription(%L, now() - interval '1 hour')
-                                                ->> 'rowsUpdated'$q$, grp));
-    IF NOT pg_temp.until_blocked('t66b') THEN
-        RETURN 'the update did not wait';
-    END IF;
-    PERFORM dblink_exec('t66c', 'COMMIT');
-    RETURN pg_temp.answer('t66a') || ' / ' || pg_temp.answer('t66b');
+    RETURN pg_temp.queued_behind_c('t66a', deletion, 't66b',
+                                   format($q$SELECT pgcursor.update_subscription(%L, now() - interval '1 hour')
+                                             ->> 'rowsUpdated'$q$, grp));
 END $$;
 SELECT dblink_exec('t66b', 'RESET lock_timeout');
 SELECT FROM dblink('t66a', $q$SELECT pgcursor.push('{"items": [{"queue": "t66", "partition": "b", "payload": 4}]}')$q$)
@@ -187,24 +195,16 @@ BEGIN
     END LOOP;
     RETURN false;
 END $$;
--- "B's seek / A's `call`", or why not.
+-- With group e's row on the earlier partition held by C: B seeks the
+-- group to the end, then A sends `call`.
 CREATE FUNCTION pg_temp.behind_a_seek(call text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM dblink_exec('t66c', 'BEGIN');
     PERFORM FROM dblink('t66c', format($q$SELECT 1 FROM pgcursor.cursors
                                           WHERE consumer_group = 'e' AND partition_id = %L FOR UPDATE$q$,
                                        (pg_temp.partition_ids())[1])) AS t(x integer);
-    PERFORM dblink_send_query('t66b', $q$SELECT pgcursor.seek_consumer_group('e', 't66', NULL, true)
-                                         ->> 'partitionsUpdated'$q$);
-    IF NOT pg_temp.until_blocked('t66b') THEN
-        RETURN 'the seek did not wait for C';
-    END IF;
-    PERFORM dblink_send_query('t66a', call);
-    IF NOT pg_temp.until_blocked('t66a') THEN
-        RETURN 'the call did not wait';
-    END IF;
-    PERFORM dblink_exec('t66c', 'COMMIT');
-    RETURN pg_temp.answer('t66b') || ' / ' || pg_temp.answer('t66a');
+    RETURN pg_temp.queued_behind_c('t66b', $q$SELECT pgcursor.seek_consumer_group('e', 't66', NULL, true)
+                                                 ->> 'partitionsUpdated'$q$, 't66a', call);
 END $$;
 -- A message on each partition, then one pop of group e over both: the
 -- lease goes into table lease; answers how many rows hold it.
