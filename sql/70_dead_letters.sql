@@ -66,7 +66,7 @@ BEGIN
 END $$;
 
 -- Pushes a dead letter's payload snapshot back onto its partition as a new
--- message with a fresh transactionId (through push: dense offsets, NOTIFY):
+-- message with a fresh transactionId (through push_rows: dense offsets, NOTIFY):
 -- the one way a dead letter goes back, shared by requeue_dead_letter and
 -- retry_message. Push maintenance does not stop it (as it does not stop a
 -- transaction); a queue at its maxSize does: PC409 (the gateway's 409),
@@ -76,17 +76,18 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.push_back(d pgcursor.dead_letters)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     p pgcursor.partitions;
-    pushed jsonb;
+    pushed record;
 BEGIN
     SELECT * INTO p FROM pgcursor.partitions WHERE id = d.partition_id;
-    pushed := pgcursor_internal.push_answer(jsonb_build_object('items', jsonb_build_array(jsonb_build_object(
-        'queue', p.queue, 'partition', p.name, 'payload', d.payload))), through_maintenance => true) -> 0;
-    IF pushed ->> 'status' <> 'queued' THEN  -- the queue is full (maxSize): the dead letter stays
-        RAISE EXCEPTION 'queue % cannot take dead letter %: %', p.queue, d.id, pushed ->> 'error'
+    SELECT r.* INTO pushed
+      FROM pgcursor_internal.push_rows(ARRAY[p.queue], ARRAY[d.payload], ARRAY[p.name], NULL, NULL,
+                                       through_maintenance => true) r;
+    IF pushed.status <> 'queued' THEN  -- the queue is full (maxSize): the dead letter stays
+        RAISE EXCEPTION 'queue % cannot take dead letter %: %', p.queue, d.id, pushed.error
             USING ERRCODE = 'PC409';
     END IF;
     RETURN jsonb_build_object('queue', p.queue, 'partition', p.name, 'partitionId', p.id,
-                              'transactionId', pushed -> 'transactionId', 'offset', pushed -> 'offset');
+                              'transactionId', pushed.transaction_id, 'offset', pushed.msg_offset);
 END $$;
 
 -- requeue_dead_letter: pushes the snapshot back onto its partition as a new

@@ -102,8 +102,8 @@ fn push_arrays(body: &[u8]) -> Option<PushRequest> {
 }
 
 /// A push body as push_items takes it. Anything else (a missing field, a
-/// wrong type, a traceId in a form other than 32 hex digits with or
-/// without the four hyphens) fails to read and goes to `pgcursor.push`.
+/// wrong type, a traceId that is not a UUID as body::plain_uuid reads one)
+/// fails to read and goes to `pgcursor.push`.
 /// Owned, so a long body is read off the event loop (8 MB of small items
 /// took 68 ms, release, on it).
 #[derive(Deserialize)]
