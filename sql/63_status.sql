@@ -61,6 +61,13 @@ RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
     SELECT round(coalesce(n, 0) / (bucket_minutes * 60), 2)::float8
 $$;
 
+-- Long-polls waiting, on average over a bucket, from the ms they waited in
+-- it (gateway_minutes.parked_ms), 2 decimals.
+CREATE OR REPLACE FUNCTION pgcursor_internal.parked_average(parked_ms numeric, bucket_minutes integer)
+RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
+    SELECT round(coalesce(parked_ms, 0) / (bucket_minutes * 60000), 2)::float8
+$$;
+
 -- The window of a request: from (default to - default_span), to (default
 -- now), both in the years 1970 to 9999, from not after to, at most 366 days
 -- long; and its bucket size.
@@ -212,16 +219,19 @@ $$;
 -- The gateways' figures (pgcursor.gateway_minutes) per (bucket, queue), over
 -- the minutes that overlap [since, upto] and the selected queues (names
 -- NULL: every row, the queue-less ones included).
+SELECT pgcursor_internal.drop_version_without(
+    'pgcursor_internal.gateway_figures(timestamptz, timestamptz, integer, text[])', 'db_errors');
 CREATE OR REPLACE FUNCTION pgcursor_internal.gateway_figures(since timestamptz, upto timestamptz,
                                                              bucket_minutes integer, names text[])
 RETURNS TABLE (bucket timestamptz, queue text, push_requests bigint, pop_requests bigint, pop_messages bigint,
                pop_empty bigint, ack_requests bigint, ack_messages bigint, ack_failed bigint, transactions bigint,
-               age_sum_ms bigint, age_max_ms bigint)
+               age_sum_ms bigint, age_max_ms bigint, push_messages bigint, parked_ms bigint, db_errors bigint)
 LANGUAGE sql STABLE AS $$
     SELECT pgcursor_internal.bucket_start(g.minute, bucket_minutes), g.queue, sum(g.push_requests)::bigint,
            sum(g.pop_requests)::bigint, sum(g.pop_messages)::bigint, sum(g.pop_empty)::bigint,
            sum(g.ack_requests)::bigint, sum(g.ack_messages)::bigint, sum(g.ack_failed)::bigint,
-           sum(g.transactions)::bigint, sum(g.age_sum_ms)::bigint, max(g.age_max_ms)
+           sum(g.transactions)::bigint, sum(g.age_sum_ms)::bigint, max(g.age_max_ms),
+           sum(g.push_messages)::bigint, sum(g.parked_ms)::bigint, sum(g.db_errors)::bigint
     FROM pgcursor.gateway_minutes g
     WHERE g.minute > since - interval '1 minute' AND g.minute <= upto
       AND (names IS NULL OR g.queue = ANY (names))
@@ -229,15 +239,18 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- gateway_figures summed over the queues, per bucket.
+SELECT pgcursor_internal.drop_version_without(
+    'pgcursor_internal.gateway_bucket_totals(timestamptz, timestamptz, integer, text[])', 'db_errors');
 CREATE OR REPLACE FUNCTION pgcursor_internal.gateway_bucket_totals(since timestamptz, upto timestamptz,
                                                                    bucket_minutes integer, names text[])
 RETURNS TABLE (bucket timestamptz, push_requests bigint, pop_requests bigint, pop_messages bigint,
                pop_empty bigint, ack_requests bigint, ack_messages bigint, ack_failed bigint, transactions bigint,
-               age_sum_ms bigint, age_max_ms bigint)
+               age_sum_ms bigint, age_max_ms bigint, db_errors bigint)
 LANGUAGE sql STABLE AS $$
     SELECT g.bucket, sum(g.push_requests)::bigint, sum(g.pop_requests)::bigint, sum(g.pop_messages)::bigint,
            sum(g.pop_empty)::bigint, sum(g.ack_requests)::bigint, sum(g.ack_messages)::bigint,
-           sum(g.ack_failed)::bigint, sum(g.transactions)::bigint, sum(g.age_sum_ms)::bigint, max(g.age_max_ms)
+           sum(g.ack_failed)::bigint, sum(g.transactions)::bigint, sum(g.age_sum_ms)::bigint, max(g.age_max_ms),
+           sum(g.db_errors)::bigint
     FROM pgcursor_internal.gateway_figures(since, upto, bucket_minutes, names) g
     GROUP BY g.bucket
 $$;
@@ -256,8 +269,9 @@ $$;
 
 -- The throughput series of /status, newest first: ingested (pushed) and
 -- processed (completed) with their rates, dlqCount (dead-lettered); pops,
--- message age at pop and failed acks as the gateways counted them; the
--- figures nobody records are 0.
+-- message age at pop and failed acks as the gateways counted them; requests
+-- failed by the database, over every queue (a system signal: §4.1 keeps it
+-- global under a queue filter); the figures nobody records are 0.
 CREATE OR REPLACE FUNCTION pgcursor_internal.throughput_series(since timestamptz, upto timestamptz,
                                                                bucket_minutes integer, names text[])
 RETURNS jsonb LANGUAGE sql STABLE AS $$
@@ -270,12 +284,14 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                'popMessages', coalesce(g.pop_messages, 0),
                'avgLagMs', pgcursor_internal.average_age(g.age_sum_ms, g.pop_messages),
                'maxLagMs', coalesce(g.age_max_ms, 0),
-               'avgEventLoopLagMs', 0, 'maxEventLoopLagMs', 0, 'dbErrors', 0, 'ackFailed', coalesce(g.ack_failed, 0),
+               'avgEventLoopLagMs', 0, 'maxEventLoopLagMs', 0, 'dbErrors', coalesce(e.db_errors, 0),
+               'ackFailed', coalesce(g.ack_failed, 0),
                'dlqCount', f.dead_lettered, 'queenCpuUserPct', 0, 'queenCpuSysPct', 0,
                'dbPoolActive', 0, 'dbPoolIdle', 0, 'dbPoolSize', 0, 'minFreeSlots', 0, 'queenRssMb', 0)
              ORDER BY f.bucket DESC), '[]'::jsonb)
     FROM pgcursor_internal.bucket_figures(since, upto, bucket_minutes, names) f
     LEFT JOIN pgcursor_internal.gateway_bucket_totals(since, upto, bucket_minutes, names) g ON g.bucket = f.bucket
+    LEFT JOIN pgcursor_internal.gateway_bucket_totals(since, upto, bucket_minutes, NULL) e ON e.bucket = f.bucket
 $$;
 
 -- /status `messages` over the selected queues: lifetime total (pushed),
@@ -382,7 +398,7 @@ DECLARE
     series jsonb := pgcursor_internal.throughput_series(w.since, w.upto, w.bucket_minutes, names);
     summed jsonb := (SELECT jsonb_object_agg(k.key, (SELECT coalesce(sum((x ->> k.key)::bigint), 0)
                                                      FROM jsonb_array_elements(series) x))
-                     FROM unnest(ARRAY['ingested', 'ackFailed', 'dlqCount']) k(key));
+                     FROM unnest(ARRAY['ingested', 'ackFailed', 'dlqCount', 'dbErrors']) k(key));
 BEGIN
     RETURN jsonb_build_object(
         'timeRange', pgcursor_internal.time_range(w.since, w.upto),
@@ -394,7 +410,7 @@ BEGIN
         'deadLetterQueue', pgcursor_internal.status_dead_letters(names),
         'workers', '[]'::jsonb,
         'queues', pgcursor_internal.status_queue_list(names),
-        'errors', jsonb_build_object('dbErrors', 0, 'ackFailed', summed -> 'ackFailed',
+        'errors', jsonb_build_object('dbErrors', summed -> 'dbErrors', 'ackFailed', summed -> 'ackFailed',
                                      'dlqMessages', summed -> 'dlqCount'),
         'statsAge', pgcursor_internal.stats_age());
 END $$;

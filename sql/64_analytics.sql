@@ -7,12 +7,14 @@
 -- What pgcursor has per minute (sql/63_status.sql): what stats_snapshots
 -- give (pushed, completed, dead-lettered, discarded per queue) and what the
 -- gateways flush into gateway_minutes (requests, pops, empty pops, acked
--- items, failed acks, transactions, message age at pop per queue).
--- queue-ops, queue-lag and worker-metrics fill those; parked long-polls,
--- partition churn and process samples are not recorded, so they are 0, and
--- the routes made only of them (system-metrics, queue-parked-replicas,
--- retention) answer empty series. postgres-stats is a live reading of
--- PostgreSQL's statistics views over schema pgcursor.
+-- items, failed acks, transactions, message age at pop, time long-polls
+-- waited per queue; requests failed by the database). queue-ops, queue-lag
+-- and worker-metrics fill those; partition churn and per-gateway process
+-- samples are not recorded, so they are 0, and the routes made only of
+-- them or of per-gateway figures (system-metrics, queue-parked-replicas)
+-- answer empty series. retention reads pgcursor.retention_minutes.
+-- postgres-stats is a live reading of PostgreSQL's statistics views over
+-- schema pgcursor.
 
 -- queue-ops: {timeRange, bucketMinutes, series [per (bucket, queue) with
 -- any figure, oldest first, then by queue], queues [their names, sorted]}.
@@ -28,7 +30,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
     ), b AS (
         SELECT bucket, queue, coalesce(s.pushed, 0) AS pushed, coalesce(s.completed, 0) AS completed,
                coalesce(s.dead_lettered, 0) AS dead_lettered, g.push_requests, g.pop_messages, g.pop_empty,
-               g.ack_requests, g.ack_failed, g.transactions, g.age_sum_ms, g.age_max_ms
+               g.ack_requests, g.ack_failed, g.transactions, g.age_sum_ms, g.age_max_ms, g.parked_ms
         FROM s
         FULL JOIN (SELECT * FROM pgcursor_internal.gateway_figures(since, upto, bucket_minutes, names)
                    WHERE queue IS NOT NULL) g USING (bucket, queue)
@@ -51,7 +53,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                               'popPerSecond', pgcursor_internal.per_second(b.pop_messages, bucket_minutes),
                               'ackPerSecond', pgcursor_internal.per_second(b.completed + coalesce(b.ack_failed, 0), bucket_minutes),
                               'emptyPerSecond', pgcursor_internal.per_second(b.pop_empty, bucket_minutes),
-                              'parkedCount', 0)
+                              'parkedCount', pgcursor_internal.parked_average(b.parked_ms, bucket_minutes))
                             ORDER BY b.bucket, b.queue), '[]'::jsonb) FROM b),
         'queues', (SELECT coalesce(jsonb_agg(DISTINCT b.queue), '[]'::jsonb) FROM b))
 $$;
@@ -107,7 +109,7 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.worker_metrics(since timestamptz, u
                                                             bucket_minutes integer)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     WITH f AS (SELECT b.*, g.push_requests, g.pop_requests, g.pop_messages, g.ack_requests, g.ack_failed,
-                      g.age_sum_ms, g.age_max_ms
+                      g.age_sum_ms, g.age_max_ms, g.db_errors
                FROM pgcursor_internal.bucket_figures(since, upto, bucket_minutes, NULL) b
                LEFT JOIN pgcursor_internal.gateway_bucket_totals(since, upto, bucket_minutes, NULL) g
                       ON g.bucket = b.bucket)
@@ -122,7 +124,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                                   'avgLagMs', pgcursor_internal.average_age(f.age_sum_ms, f.pop_messages),
                                   'maxLagMs', coalesce(f.age_max_ms, 0), 'avgEventLoopLagMs', 0,
                                   'maxEventLoopLagMs', 0, 'avgFreeSlots', 0, 'minFreeSlots', 0, 'dbConnections', 0,
-                                  'avgJobQueueSize', 0, 'maxJobQueueSize', 0, 'dbErrors', 0,
+                                  'avgJobQueueSize', 0, 'maxJobQueueSize', 0, 'dbErrors', coalesce(f.db_errors, 0),
                                   'ackFailed', coalesce(f.ack_failed, 0), 'dlqCount', f.dead_lettered,
                                   'pushMessages', f.pushed, 'popMessages', coalesce(f.pop_messages, 0),
                                   'ackMessages', f.completed, 'ackSuccess', f.completed,

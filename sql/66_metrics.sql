@@ -51,6 +51,19 @@ LANGUAGE sql STABLE AS $$
     GROUP BY p.queue
 $$;
 
+-- Per queue, the newest minute of the last 5 that the gateways flushed
+-- figures for (pgcursor.gateway_minutes, every gateway added up), and its
+-- age in whole seconds: Queen's queen_queue_*_per_minute gauges. A queue
+-- with no such minute has no row.
+CREATE OR REPLACE FUNCTION pgcursor_internal.newest_queue_minutes()
+RETURNS SETOF pgcursor.gateway_minutes
+LANGUAGE sql STABLE AS $$
+    SELECT DISTINCT ON (g.queue) g.*
+    FROM pgcursor.gateway_minutes g
+    WHERE g.minute >= now() - interval '5 minutes' AND g.queue IS NOT NULL
+    ORDER BY g.queue, g.minute DESC
+$$;
+
 -- metrics_snapshot: {"maintenanceMode", "popMaintenanceMode", "deadLetters",
 -- "totals": lifetime {pushed, completed, deadLettered, discarded} over every
 -- queue ever (deleted ones included), "queues": [{queue, partitions, depth,
@@ -58,8 +71,12 @@ $$;
 -- queues, "groups": [{queue, consumerGroup, partitions, depth, lagSeconds,
 -- leasedPartitions, expiredLeases, leaseExpiries}], "gatewayTotals": lifetime
 -- {pushRequests, popRequests, popMessages, ackRequests, ackMessages,
--- ackFailed, transactions} as every gateway counted them
--- (pgcursor.gateway_totals)}. Lists are sorted by name; every figure is ≥ 0.
+-- ackFailed, transactions, dbErrors} as every gateway counted them
+-- (pgcursor.gateway_totals), "queueMinutes": [{queue, ageSeconds,
+-- pushRequests, pushMessages, popMessages, popEmpty, ackSuccess, ackFailed,
+-- transactions, lagAvgMs, lagMaxMs, parked}] of each queue's newest minute
+-- (newest_queue_minutes; parked: long-polls waiting, the minute's average)}.
+-- Lists are sorted by name; every figure is ≥ 0.
 CREATE OR REPLACE FUNCTION pgcursor.metrics_snapshot()
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     WITH life AS (SELECT * FROM pgcursor_internal.lifetime_totals()),
@@ -97,7 +114,19 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                               'pushRequests', t.push_requests, 'popRequests', t.pop_requests,
                               'popMessages', t.pop_messages, 'ackRequests', t.ack_requests,
                               'ackMessages', t.ack_messages, 'ackFailed', t.ack_failed,
-                              'transactions', t.transactions)
-                          FROM pgcursor.gateway_totals t))
+                              'transactions', t.transactions, 'dbErrors', t.db_errors)
+                          FROM pgcursor.gateway_totals t),
+        'queueMinutes', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                             'queue', g.queue,
+                             'ageSeconds', greatest(floor(extract(epoch FROM now() - g.minute)), 0)::bigint,
+                             'pushRequests', g.push_requests, 'pushMessages', g.push_messages,
+                             'popMessages', g.pop_messages, 'popEmpty', g.pop_empty,
+                             'ackSuccess', greatest(g.ack_messages - g.ack_failed, 0), 'ackFailed', g.ack_failed,
+                             'transactions', g.transactions,
+                             'lagAvgMs', pgcursor_internal.average_age(g.age_sum_ms, g.pop_messages),
+                             'lagMaxMs', g.age_max_ms,
+                             'parked', pgcursor_internal.parked_average(g.parked_ms, 1))
+                             ORDER BY g.queue), '[]'::jsonb)
+                         FROM pgcursor_internal.newest_queue_minutes() g))
     FROM pgcursor.maintenance() m
 $$;

@@ -90,9 +90,11 @@ fn encrypted_queues(queues: &[String]) -> String {
     }
 }
 
-/// No pooled connection (PostgreSQL down, pool exhausted past the timeout).
+/// No pooled connection (PostgreSQL down, pool exhausted past the timeout):
+/// a database error (minutes::record_db_error).
 impl From<deadpool_postgres::PoolError> for ApiError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
+        crate::minutes::record_db_error();
         ApiError::Unavailable(format!(
             "database unavailable: {}",
             crate::db::pool_error_detail(&e)
@@ -111,11 +113,13 @@ impl From<deadpool_postgres::PoolError> for ApiError {
 /// well-formed request (a queue too full to take a dead letter back). Class 53 (insufficient
 /// resources: out of memory or shared memory, disk full, too many
 /// connections) is the server's state, not a bug or the input: a 503 to
-/// retry later, as for a lost connection.
+/// retry later, as for a lost connection. Those, a lost connection and any
+/// other unexpected error count as database errors (minutes::record_db_error);
+/// the refusals of the input or the state do not.
 impl From<tokio_postgres::Error> for ApiError {
     fn from(e: tokio_postgres::Error) -> Self {
         let detail = crate::db::error_detail(&e);
-        match e.code().map(|c| c.code()) {
+        let error = match e.code().map(|c| c.code()) {
             Some("22023") => ApiError::BadRequest(detail),
             Some("22021" | "22P05") => {
                 ApiError::BadRequest(format!("a value contains a NUL character: {detail}"))
@@ -134,7 +138,11 @@ impl From<tokio_postgres::Error> for ApiError {
                 ApiError::Unavailable(format!("database unavailable: {detail}"))
             }
             _ => ApiError::Internal(format!("database error: {detail}")),
+        };
+        if matches!(error, ApiError::Unavailable(_) | ApiError::Internal(_)) {
+            crate::minutes::record_db_error();
         }
+        error
     }
 }
 

@@ -58,6 +58,8 @@ pub struct Counters {
     /// Long answers whose connection was shut down because the client took
     /// none of it in time (peer::watch_long_answers).
     pub answers_abandoned: Counter,
+    /// Requests the database failed (minutes::record_db_error).
+    pub db_errors: Counter,
     ack_items: [Counter; ACK_OUTCOMES.len()],
     ack_errors: [Counter; ACK_ERRORS.len()],
 }
@@ -105,6 +107,7 @@ pub fn counters() -> &'static Counters {
             ack_requests: c("pgcursor_http_ack_requests_total"),
             transactions: c("pgcursor_http_transactions_total"),
             answers_abandoned: c("pgcursor_http_answers_abandoned_total"),
+            db_errors: c("pgcursor_db_errors_total"),
             ack_items: ACK_OUTCOMES.map(|outcome| {
                 let counter = counter!("pgcursor_ack_items_total", "outcome" => outcome);
                 counter.increment(0);
@@ -151,6 +154,10 @@ fn describe() {
     describe_counter!(
         "pgcursor_http_answers_abandoned_total",
         "Answers of 1 MiB or more whose client took none of them for PGCURSOR_SEND_TIMEOUT_MS: their connection was shut down"
+    );
+    describe_counter!(
+        "pgcursor_db_errors_total",
+        "Database calls of requests to this gateway process that failed for the database's reason (lost or no connection, timeout, out of resources, an unexpected SQL error)"
     );
     describe_counter!(
         "pgcursor_ack_items_total",
@@ -207,13 +214,6 @@ pub fn record_request(route: Option<String>, method: &Method, status: u16, took:
     counter!(REQUESTS, "route" => route.clone(), "method" => method, "status" => status.to_string())
         .increment(1);
     histogram!(REQUEST_DURATION, "route" => route, "method" => method).record(took.as_secs_f64());
-}
-
-/// Push answers (`pgcursor.push`, passed on unread): counts the items
-/// stored, by a scan for their status. Inside a JSON string every `"` is
-/// escaped, so the pattern can only match a real `status` member.
-pub fn count_pushed(answer: &str) {
-    count_stored(answer.matches(r#""status": "queued""#).count() as u64);
 }
 
 /// Messages a push stored.
@@ -405,6 +405,31 @@ pub fn memory() -> Option<(u64, u64)> {
     Some((kb_field(&status, "VmRSS:")?, kb_field(&status, "VmSize:")?))
 }
 
+/// CPU time this process has used, user and system, in microseconds.
+#[cfg(unix)]
+pub fn cpu_times() -> Option<(u64, u64)> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: getrusage writes the whole struct when it answers 0.
+    let usage = unsafe {
+        if libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) != 0 {
+            return None;
+        }
+        usage.assume_init()
+    };
+    let micros = |t: libc::timeval| {
+        u64::try_from(t.tv_sec)
+            .ok()?
+            .checked_mul(1_000_000)?
+            .checked_add(u64::try_from(t.tv_usec).ok()?)
+    };
+    Some((micros(usage.ru_utime)?, micros(usage.ru_stime)?))
+}
+
+#[cfg(not(unix))]
+pub fn cpu_times() -> Option<(u64, u64)> {
+    None
+}
+
 /// A `Name:   1234 kB` line of /proc/self/status, in bytes.
 fn kb_field(status: &str, name: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(name))?;
@@ -506,18 +531,6 @@ mod tests {
     }
 
     #[test]
-    fn pushed_counts_queued_items_only() {
-        let before = totals().1;
-        count_pushed(
-            r#"[{"error": null, "index": 0, "status": "queued", "transactionId": "\"status\": \"queued\""},
-               {"error": null, "index": 1, "status": "duplicate", "transactionId": "x"},
-               {"error": "queue is full", "index": 2, "status": "failed", "transactionId": "y"},
-               {"error": null, "index": 3, "status": "queued", "transactionId": "z"}]"#,
-        );
-        assert_eq!(totals().1 - before, 2);
-    }
-
-    #[test]
     fn methods_outside_the_standard_set_share_a_label() {
         assert_eq!(method_label(&Method::GET), "GET");
         assert_eq!(method_label(&Method::from_bytes(b"BREW").unwrap()), "other");
@@ -542,7 +555,6 @@ mod tests {
         let per_request = started.elapsed() / n;
         let item = r#"{"dlq": false, "noop": false, "error": null, "index": 0, "success": true, "leaseReleased": true, "transactionId": "0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90"}"#;
         let answer = format!("[{}]", vec![item; 100].join(", "));
-        let pushed = answer.replace(r#""success": true"#, r#""status": "queued""#);
         let rounds = 2_000u32;
         let started = Instant::now();
         for _ in 0..rounds {
@@ -551,14 +563,19 @@ mod tests {
             tally.record();
         }
         let per_ack = started.elapsed() / rounds;
+        println!("per request: {per_request:?}; per 100-item ack answer: {per_ack:?}");
+    }
+
+    #[test]
+    fn cpu_time_grows_with_work() {
+        let (user, _) = cpu_times().expect("getrusage answers");
         let started = Instant::now();
-        for _ in 0..rounds {
-            count_pushed(&pushed);
+        let mut x = 0u64;
+        while started.elapsed() < Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
         }
-        let per_push = started.elapsed() / rounds;
-        println!(
-            "per request: {per_request:?}; per 100-item ack answer: {per_ack:?}; per 100-item push answer: {per_push:?}"
-        );
+        let (later, _) = cpu_times().unwrap();
+        assert!(later > user, "{user} -> {later} after 30 ms of spinning");
     }
 
     #[test]

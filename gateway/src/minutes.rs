@@ -1,10 +1,11 @@
 //! Per-minute figures only the gateway sees (docs/sql-api.md
-//! "record_gateway_minutes": requests, pops, empty pops, acked items, failed
-//! acks, transactions, message age at pop), counted in memory per (minute,
+//! "record_gateway_minutes": requests, messages pushes stored, pops, empty
+//! pops, acked items, failed acks, transactions, message age at pop, time
+//! long-polls waited, requests the database failed), counted in memory per (minute,
 //! queue or partition) and flushed every `PGCURSOR_STATS_FLUSH_SECONDS` through
 //! one `pgcursor.record_gateway_minutes` call, which adds them to what other
-//! gateways wrote for the same minute (sql/67_gateway_minutes.sql). The status
-//! and analytics answers read them.
+//! gateways wrote for the same minute (sql/67_gateway_minutes.sql). The status,
+//! analytics and metrics answers read them.
 //!
 //! Counting is one short mutex hold per request; nothing touches the
 //! database on the request path. A failed flush keeps its figures for the
@@ -45,10 +46,14 @@ pub struct Figures {
     /// Message age at pop, summed over pop_messages and its largest, in ms.
     pub age_sum_ms: u64,
     pub age_max_ms: u64,
+    pub push_messages: u64,
+    /// Time long-polls spent waiting in the minute, in ms.
+    pub parked_ms: u64,
+    pub db_errors: u64,
 }
 
 impl Figures {
-    fn fields(&self) -> [(&'static str, u64); 10] {
+    fn fields(&self) -> [(&'static str, u64); 13] {
         [
             ("pushRequests", self.push_requests),
             ("popRequests", self.pop_requests),
@@ -60,6 +65,9 @@ impl Figures {
             ("transactions", self.transactions),
             ("ageSumMs", self.age_sum_ms),
             ("ageMaxMs", self.age_max_ms),
+            ("pushMessages", self.push_messages),
+            ("parkedMs", self.parked_ms),
+            ("dbErrors", self.db_errors),
         ]
     }
 
@@ -74,6 +82,9 @@ impl Figures {
         self.transactions += other.transactions;
         self.age_sum_ms += other.age_sum_ms;
         self.age_max_ms = self.age_max_ms.max(other.age_max_ms);
+        self.push_messages += other.push_messages;
+        self.parked_ms += other.parked_ms;
+        self.db_errors += other.db_errors;
     }
 }
 
@@ -90,10 +101,15 @@ fn pending() -> &'static Mutex<Pending> {
 }
 
 fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+    unix_ms(SystemTime::now()) / 1000
+}
+
+fn unix_ms(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
         .unwrap_or_default()
-        .as_secs()
+        .as_millis()
+        .try_into()
+        .unwrap_or(u64::MAX)
 }
 
 /// Counts into this minute's figures of `target`.
@@ -101,6 +117,41 @@ pub fn record(target: Target, count: impl FnOnce(&mut Figures)) {
     let minute = now_secs() / 60 * 60;
     let mut pending = pending().lock().unwrap_or_else(|e| e.into_inner());
     count(pending.entry((minute, target)).or_default());
+}
+
+/// Adds a long-poll's wait from `since` to now to `target`'s parked time,
+/// each minute it spanned getting its own share.
+pub fn record_parked(target: Target, since: SystemTime) {
+    let spans = minute_spans(unix_ms(since), unix_ms(SystemTime::now()));
+    let mut pending = pending().lock().unwrap_or_else(|e| e.into_inner());
+    for (minute, ms) in spans {
+        pending
+            .entry((minute, target.clone()))
+            .or_default()
+            .parked_ms += ms;
+    }
+}
+
+/// [from, to) in unix ms, cut at minute boundaries: (minute in unix
+/// seconds, ms of the span inside it).
+fn minute_spans(from: u64, to: u64) -> Vec<(u64, u64)> {
+    let mut spans = Vec::new();
+    let mut at = from;
+    while at < to {
+        let minute_start = at / 60_000 * 60_000;
+        let end = to.min(minute_start + 60_000);
+        spans.push((minute_start / 1000, end - at));
+        at = end;
+    }
+    spans
+}
+
+/// A request the database failed (counted without a queue: the scrape's
+/// queen_cluster_db_errors_total, the status and analytics dbErrors), and
+/// this process's own counter.
+pub fn record_db_error() {
+    crate::metrics::counters().db_errors.increment(1);
+    record(Target::Queue(None), |f| f.db_errors += 1);
 }
 
 /// Counts `count` for each target.
@@ -231,6 +282,17 @@ mod tests {
         got.sort_by_key(|r| r.to_string());
         want.sort_by_key(|r| r.to_string());
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_wait_is_shared_among_the_minutes_it_spans() {
+        assert_eq!(minute_spans(60_500, 60_900), [(60, 400)]);
+        assert_eq!(
+            minute_spans(59_000, 121_000),
+            [(0, 1_000), (60, 60_000), (120, 1_000)]
+        );
+        assert!(minute_spans(5_000, 5_000).is_empty());
+        assert!(minute_spans(6_000, 5_000).is_empty());
     }
 
     #[test]

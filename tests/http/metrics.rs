@@ -19,8 +19,12 @@ use crate::broker::{
 };
 
 /// (family, type) of everything a scrape shows with a database behind it.
-const FAMILIES: [(&str, &str); 50] = [
+const FAMILIES: [(&str, &str); 54] = [
     ("queen_uptime_seconds", "gauge"),
+    ("queen_cpu_user_microseconds_total", "counter"),
+    ("queen_cpu_system_microseconds_total", "counter"),
+    ("pgcursor_db_errors_total", "counter"),
+    ("queen_cluster_db_errors_total", "counter"),
     ("queen_process_resident_memory_bytes", "gauge"),
     ("queen_process_virtual_memory_bytes", "gauge"),
     ("queen_db_pool_size", "gauge"),
@@ -530,6 +534,10 @@ async fn the_json_metrics_have_queens_shape_with_real_values() {
     }
     assert!(first["uptime"].is_u64(), "{first}");
     assert!(first["memory"]["rss"].as_u64().unwrap() > 0, "{first}");
+    assert!(
+        first["cpu"]["user"].as_u64().unwrap() > 0,
+        "the process's CPU time in µs: {first}"
+    );
     let queue = fresh_queue("metrics-json");
     let push = json!({"items": [{"queue": queue, "payload": 1}, {"queue": queue, "payload": 2}]});
     let (code, _) = send_admin(&gw, "/api/v1/push", &push).await;
@@ -545,6 +553,137 @@ async fn the_json_metrics_have_queens_shape_with_real_values() {
     assert!(
         second["database"]["poolSize"].as_u64().unwrap() >= 1,
         "{second}"
+    );
+}
+
+/// Waits, when less than 25 s of this minute are left, until the next one
+/// begins: what a test then does falls in one minute's figures.
+async fn early_in_a_minute() {
+    let second = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        % 60_000;
+    if second > 35_000 {
+        tokio::time::sleep(Duration::from_millis(60_000 - second as u64 + 200)).await;
+    }
+}
+
+/// Queen's queen_queue_* gauges hold each queue's newest minute of what
+/// every gateway counted: requests, messages, acks by result, message age
+/// at pop, long-polls waiting on average over the minute.
+#[tokio::test]
+async fn the_queue_families_show_each_queues_newest_minute() {
+    let gw = Gateway::start_with(&[("PGCURSOR_STATS_FLUSH_SECONDS", "1")]).await;
+    let (queue, idle) = (fresh_queue("per-minute"), fresh_queue("parked"));
+    configure_queue(&gw, &idle).await;
+    early_in_a_minute().await;
+    push_n(&gw, &queue, "p", 3).await;
+    push_n(&gw, &queue, "p", 1).await; // p-1 again: a request, no message stored
+    let popped = pop(&gw, &queue, "batch=3").await;
+    ack_all(&gw, &popped).await;
+    let (_, empty) = get(&gw, &format!("/api/v1/pop/queue/{queue}?batch=3")).await;
+    assert!(messages(&empty).is_empty(), "{empty}");
+    let waited = Instant::now();
+    get(
+        &gw,
+        &format!("/api/v1/pop/queue/{idle}?wait=true&timeout=3000"),
+    )
+    .await;
+    let parked_ms = waited.elapsed().as_millis() as f64;
+
+    let q = [("queue", queue.as_str())];
+    eventually("the queue's minute", Duration::from_secs(10), || async {
+        let m = scrape(&gw).await;
+        m.value("queen_queue_push_requests_per_minute", &q) == 2.0
+            && m.value(
+                "queen_queue_ack_per_minute",
+                &[("queue", &queue), ("result", "success")],
+            ) == 3.0
+            && m.value("queen_queue_parked_consumers", &[("queue", &idle)]) > 0.0
+    })
+    .await;
+    let m = scrape(&gw).await;
+    assert_eq!(m.value("queen_queue_push_messages_per_minute", &q), 3.0);
+    assert_eq!(m.value("queen_queue_pop_messages_per_minute", &q), 3.0);
+    assert_eq!(m.value("queen_queue_pop_empty_per_minute", &q), 1.0);
+    assert_eq!(
+        m.value(
+            "queen_queue_ack_per_minute",
+            &[("queue", &queue), ("result", "failed")]
+        ),
+        0.0
+    );
+    assert_eq!(m.value("queen_queue_transactions_per_minute", &q), 0.0);
+    let lag = |stat| {
+        m.value(
+            "queen_queue_pop_lag_milliseconds",
+            &[("queue", &queue), ("stat", stat)],
+        )
+    };
+    assert!(
+        lag("max") >= lag("avg"),
+        "max {} avg {}",
+        lag("max"),
+        lag("avg")
+    );
+    assert_eq!(m.value("queen_queue_parked_consumers", &q), 0.0);
+    let parked = m.value("queen_queue_parked_consumers", &[("queue", &idle)]);
+    let expected = parked_ms / 60_000.0;
+    assert!(
+        (parked - expected).abs() <= 0.011,
+        "parked {parked}, the long-poll waited {parked_ms} ms of the minute"
+    );
+    assert!(m.value("queen_queue_metrics_age_seconds", &q) < 60.0);
+    assert_eq!(
+        m.value("queen_queue_pop_empty_per_minute", &[("queue", &idle)]),
+        1.0,
+        "the long-poll ended empty"
+    );
+}
+
+/// A database call that fails for the database's reason is counted by the
+/// process at once and, once flushed, for the cluster and in /status; a
+/// request the database refuses as bad input is not.
+#[tokio::test]
+async fn database_errors_are_counted_for_the_process_and_the_cluster() {
+    let cluster = PrivateCluster::start();
+    let gw = Gateway::start_with(&[
+        ("DATABASE_URL", cluster.url()),
+        ("PGCURSOR_DB_TIMEOUT_MS", "1000"),
+        ("PGCURSOR_STATS_FLUSH_SECONDS", "1"),
+    ])
+    .await;
+    let cluster_errors =
+        |m: &Exposition| m.value("queen_cluster_db_errors_total", &[("scope", "cluster")]);
+    // pgcursor.push refuses the partition's type (22023): a 400, no database error.
+    let bad = json!({"items": [{"queue": "q", "partition": 5, "payload": 1}]});
+    let (code, answer) = post(&gw, "/api/v1/push", &bad).await;
+    assert_eq!(code, 400, "{answer}");
+    let before = scrape(&gw).await;
+    assert_eq!(before.value("pgcursor_db_errors_total", &[]), 0.0);
+    assert_eq!(cluster_errors(&before), 0.0);
+
+    cluster.stop();
+    let (code, answer) = post(
+        &gw,
+        "/api/v1/push",
+        &json!({"items": [{"queue": "q", "payload": 1}]}),
+    )
+    .await;
+    assert_eq!(code, 503, "{answer}");
+    assert!(scrape(&gw).await.value("pgcursor_db_errors_total", &[]) >= 1.0);
+    cluster.start_again();
+    eventually("the cluster's count", Duration::from_secs(15), || async {
+        cluster_errors(&scrape(&gw).await) >= 1.0
+    })
+    .await;
+    let (code, status) = get(&gw, "/api/v1/status").await;
+    assert_eq!(code, 200, "{status}");
+    assert!(
+        status["errors"]["dbErrors"].as_u64().unwrap() >= 1,
+        "{}",
+        status["errors"]
     );
 }
 

@@ -2,7 +2,7 @@
 -- overwrites) per (minute, queue), resolves partitions to their queue,
 -- keeps 24 hours and refuses bad rows whole; status and analytics read them.
 BEGIN;
-SELECT plan(28);
+SELECT plan(32);
 
 DELETE FROM pgcursor.gateway_minutes;
 CREATE TEMP TABLE totals_before ON COMMIT DROP AS SELECT * FROM pgcursor.gateway_totals;
@@ -43,6 +43,15 @@ SELECT pgcursor.record_gateway_minutes(format(
              {"minute": %s, "partitionId": "%s", "ackRequests": 1}]', :m5, :m5, :m5, gen_random_uuid())::jsonb);
 SELECT is(split_part(split_part(pg_temp.stored('q67'), ' ', 1), '/', 8), '900',
           'a larger maximum replaces the stored one');
+-- V17's figures: messages stored by pushes, ms long-polls waited, requests the database failed.
+SELECT pgcursor.record_gateway_minutes(format(
+           '[{"minute": %s, "queue": "q67", "pushMessages": 3, "parkedMs": 30000},
+             {"minute": %s, "queue": "q67", "pushMessages": 2, "parkedMs": 6000}, {"minute": %s, "dbErrors": 1}]',
+           :m5, :m5, :m5)::jsonb);
+SELECT is((SELECT format('%s/%s/%s', g.push_messages, g.parked_ms, g.db_errors) FROM pgcursor.gateway_minutes g
+            WHERE g.queue = 'q67' AND g.minute = :'t5'), '5/36000/0', 'pushMessages and parkedMs add up per minute');
+SELECT is((SELECT g.db_errors FROM pgcursor.gateway_minutes g WHERE g.queue IS NULL AND g.minute = :'t5'), 1::bigint,
+          'dbErrors: on the queue-less row');
 SELECT is(pg_temp.stored(NULL), to_char(:'t5'::timestamptz AT TIME ZONE 'UTC', 'HH24:MI:SS') || ':0/0/4/1/0/0/0/0',
           'no queue, or a partition that is gone: the queue-less row');
 
@@ -52,12 +61,13 @@ SELECT is(pgcursor.record_gateway_minutes(format('[{"minute": %s, "queue": "q67"
           '{"rows": 0, "purged": 0}', 'a minute older than keep is not written');
 INSERT INTO pgcursor.gateway_minutes (minute, queue, pop_requests) VALUES (now() - interval '2 days', 'q67', 9);
 SELECT is(pgcursor.record_gateway_minutes('[]') -> 'purged', '1', 'stored minutes older than keep are deleted');
-SELECT is((SELECT format('push %s, pop %s/%s, ack %s/%s/%s, transactions %s',
+SELECT is((SELECT format('push %s, pop %s/%s, ack %s/%s/%s, transactions %s, db errors %s',
                          t.push_requests - b.push_requests, t.pop_requests - b.pop_requests,
                          t.pop_messages - b.pop_messages, t.ack_requests - b.ack_requests,
-                         t.ack_messages - b.ack_messages, t.ack_failed - b.ack_failed, t.transactions - b.transactions)
+                         t.ack_messages - b.ack_messages, t.ack_failed - b.ack_failed, t.transactions - b.transactions,
+                         t.db_errors - b.db_errors)
              FROM pgcursor.gateway_totals t, totals_before b),
-          'push 0, pop 4/4, ack 2/0/2, transactions 0',
+          'push 0, pop 4/4, ack 2/0/2, transactions 0, db errors 1',
           'gateway_totals: everything written added up for life, not the minute older than keep');
 
 -- Bad input: 22023 naming the row and field, nothing written.
@@ -86,9 +96,11 @@ SELECT (pgcursor.status('{"queue":"q67"}') -> 'throughput') AS series \gset
 SELECT is((SELECT x - ARRAY['timestamp', 'ingested', 'ingestedPerSecond', 'processed', 'processedPerSecond', 'dlqCount']
            FROM jsonb_array_elements(:'series') x WHERE x ->> 'timestamp' = pgcursor_internal.bucket_label(:'t5')),
           '{"popPerSecond":0.07,"popMessages":4,"avgLagMs":88,"maxLagMs":900,"avgEventLoopLagMs":0,"maxEventLoopLagMs":0,
-            "dbErrors":0,"ackFailed":2,"queenCpuUserPct":0,"queenCpuSysPct":0,"dbPoolActive":0,"dbPoolIdle":0,
+            "dbErrors":1,"ackFailed":2,"queenCpuUserPct":0,"queenCpuSysPct":0,"dbPoolActive":0,"dbPoolIdle":0,
             "dbPoolSize":0,"minFreeSlots":0,"queenRssMb":0}',
-          'status throughput: pops, their rate, message age at pop and failed acks of the queue');
+          'status throughput: pops, their rate, message age at pop and failed acks of the queue; '
+          'requests the database failed over every queue');
+SELECT is(pgcursor.status('{"queue":"q67b"}') #> '{errors,dbErrors}', '1', 'errors.dbErrors of the window, global');
 SELECT is(pgcursor.status('{"queue":"q67"}') #> '{messages,requests}', '{"push":0,"pop":4,"ack":1}',
           'status requests over the window (the queue''s)');
 SELECT is(pgcursor.status('{}') #> '{messages,requests}', '{"push":2,"pop":5,"ack":3}',
@@ -97,14 +109,15 @@ SELECT is(pgcursor.status('{"queue":"q67b"}') #> '{messages,batchEfficiency}', '
           'batchEfficiency: messages per request (1 pushed in 2 requests)');
 SELECT is(pgcursor.status('{"queue":"q67"}') #> '{errors,ackFailed}', '2', 'errors.ackFailed of the window');
 SELECT is((SELECT jsonb_agg(jsonb_build_array(x -> 'queueName', x -> 'popMessages', x -> 'popEmpty', x -> 'avgLagMs',
-                                              x -> 'maxLagMs', x -> 'ackFailed', x -> 'pushRequests', x -> 'ackPerSecond')
+                                              x -> 'maxLagMs', x -> 'ackFailed', x -> 'pushRequests', x -> 'ackPerSecond',
+                                              x -> 'parkedCount')
                             ORDER BY x ->> 'bucket', x ->> 'queueName')
            FROM jsonb_array_elements(pgcursor.analytics('queue-ops') -> 'series') x
            WHERE x ->> 'queueName' LIKE 'q67%'
              AND x ->> 'bucket' <= pgcursor_internal.bucket_label(:'t5'::timestamptz + interval '1 minute')),
-          '[["q67",4,0,88,900,2,0,0.03],["q67b",1,0,40,40,0,2,0],["q67",0,1,0,0,0,0,0]]',
+          '[["q67",4,0,88,900,2,0,0.03,0.6],["q67b",1,0,40,40,0,2,0,0],["q67",0,1,0,0,0,0,0,0]]',
           'queue-ops: the gateways'' figures per bucket and queue, a bucket with only an empty pop included; '
-          'ackPerSecond counts failed acks too');
+          'ackPerSecond counts failed acks too; parkedCount: long-polls waiting on average (36 s in a minute)');
 SELECT is(pgcursor.analytics('queue-ops', '{"queue":"q67b"}') -> 'queues', '["q67b"]', 'queue-ops: filtered');
 SELECT is(pgcursor.analytics('queue-lag'),
           jsonb_build_array(
@@ -118,6 +131,9 @@ SELECT is((SELECT x -> 'popMessages' FROM jsonb_array_elements(pgcursor.analytic
            WHERE x ->> 'timestamp' = pgcursor_internal.bucket_label(:'t5')), '5',
           'worker-metrics: every queue''s pops per bucket');
 SELECT is(pgcursor.analytics('worker-metrics') #> '{summary,totalPopMessages}', '5', 'worker-metrics: total pops');
+SELECT is((SELECT x -> 'dbErrors' FROM jsonb_array_elements(pgcursor.analytics('worker-metrics') -> 'timeSeries') x
+           WHERE x ->> 'timestamp' = pgcursor_internal.bucket_label(:'t5')), '1',
+          'worker-metrics: requests the database failed, per bucket');
 SELECT is(pgcursor.analytics('worker-metrics') -> 'queues',
           '[{"queueName":"q67","popCount":4,"avgLagMs":88,"maxLagMs":900},
             {"queueName":"q67b","popCount":1,"avgLagMs":40,"maxLagMs":40}]', 'worker-metrics: pops per queue');

@@ -5,7 +5,7 @@
 -- touches messages only through primary-key probes.
 BEGIN;
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(14);
+SELECT plan(17);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.snap() RETURNS jsonb LANGUAGE sql AS $$ SELECT pgcursor.metrics_snapshot() $$;
@@ -17,8 +17,9 @@ $$;
 -- A clean slate inside this transaction (rolled back at the end).
 DELETE FROM pgcursor.queues;
 DELETE FROM pgcursor.retired_totals;
+DELETE FROM pgcursor.gateway_minutes;
 UPDATE pgcursor.gateway_totals SET push_requests = 0, pop_requests = 0, pop_messages = 0, ack_requests = 0,
-                                   ack_messages = 0, ack_failed = 0, transactions = 0;
+                                   ack_messages = 0, ack_failed = 0, transactions = 0, db_errors = 0;
 SELECT pgcursor.set_maintenance('push', false), pgcursor.set_maintenance('pop', false);
 
 SELECT is(pg_temp.snap(),
@@ -26,14 +27,33 @@ SELECT is(pg_temp.snap(),
             "totals": {"pushed": 0, "completed": 0, "deadLettered": 0, "discarded": 0},
             "queues": [], "groups": [],
             "gatewayTotals": {"pushRequests": 0, "popRequests": 0, "popMessages": 0, "ackRequests": 0,
-                              "ackMessages": 0, "ackFailed": 0, "transactions": 0}}',
+                              "ackMessages": 0, "ackFailed": 0, "transactions": 0, "dbErrors": 0},
+            "queueMinutes": []}',
           'nothing stored: zeros and empty lists');
-SELECT pgcursor.record_gateway_minutes(format('[{"minute": %s, "queue": "t63", "pushRequests": 2, "popMessages": 5,
-                                                  "ackMessages": 4, "ackFailed": 1, "transactions": 3}]',
-                                              extract(epoch FROM now())::bigint)::jsonb) IS NOT NULL AS x \gset
+-- Minutes as unix seconds: this one, two ago, six ago.
+SELECT extract(epoch FROM now())::bigint AS m0, extract(epoch FROM now() - interval '2 minutes')::bigint AS m2,
+       extract(epoch FROM now() - interval '6 minutes')::bigint AS m6 \gset
+SELECT pgcursor.record_gateway_minutes(format(
+           '[{"minute": %s, "queue": "t63", "pushRequests": 2, "pushMessages": 7, "popMessages": 5, "ageSumMs": 501,
+              "ageMaxMs": 300, "popEmpty": 1, "ackMessages": 4, "ackFailed": 1, "transactions": 3,
+              "parkedMs": 90000},
+             {"minute": %s, "queue": "t63", "popMessages": 50},
+             {"minute": %s, "queue": "t63old", "popMessages": 1},
+             {"minute": %s, "dbErrors": 2}]', :m0, :m2, :m6, :m0)::jsonb) IS NOT NULL AS x \gset
 SELECT is(pg_temp.snap() -> 'gatewayTotals',
-          '{"pushRequests": 2, "popRequests": 0, "popMessages": 5, "ackRequests": 0, "ackMessages": 4, "ackFailed": 1,
-            "transactions": 3}', 'gatewayTotals: what the gateways flushed, for life');
+          '{"pushRequests": 2, "popRequests": 0, "popMessages": 56, "ackRequests": 0, "ackMessages": 4, "ackFailed": 1,
+            "transactions": 3, "dbErrors": 2}', 'gatewayTotals: what the gateways flushed, for life');
+SELECT is((pg_temp.snap() #> '{queueMinutes,0}') - 'ageSeconds',
+          '{"queue": "t63", "pushRequests": 2, "pushMessages": 7, "popMessages": 5, "popEmpty": 1, "ackSuccess": 3,
+            "ackFailed": 1, "transactions": 3, "lagAvgMs": 100, "lagMaxMs": 300, "parked": 1.5}',
+          'queueMinutes: the queue''s newest minute, not the one before; acks by result, average and largest '
+          'message age at pop, long-polls waiting on average over the minute');
+SELECT cmp_ok((pg_temp.snap() #>> '{queueMinutes,0,ageSeconds}')::int, '<=',
+              extract(epoch FROM now() - date_trunc('minute', now()))::int,
+              'ageSeconds: since the start of that minute');
+SELECT is(jsonb_array_length(pg_temp.snap() -> 'queueMinutes'), 1,
+          'no row for a queue whose newest minute is older than 5 minutes, nor for the queue-less figures '
+          '(dbErrors: in the totals only)');
 
 -- Fixture: t63 partition a (3 messages), b (2); t63e configured, empty;
 -- t63x (4 messages) deleted below. Messages are aged 10 s per offset step.

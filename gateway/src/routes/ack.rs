@@ -296,7 +296,20 @@ enum GroupFailure {
     Database(String),
 }
 
+/// One group's `ack_group` call; a failure is a database error
+/// (minutes::record_db_error).
 async fn call_ack_group(
+    state: &AppState,
+    request: GroupRequest<'_>,
+) -> Result<RawJson, GroupFailure> {
+    let outcome = ack_group_once(state, request).await;
+    if outcome.is_err() {
+        crate::minutes::record_db_error();
+    }
+    outcome
+}
+
+async fn ack_group_once(
     state: &AppState,
     request: GroupRequest<'_>,
 ) -> Result<RawJson, GroupFailure> {

@@ -48,6 +48,7 @@ pub struct Snapshot {
     queues: Vec<QueueFigures>,
     groups: Vec<GroupFigures>,
     gateway_totals: GatewayTotals,
+    queue_minutes: Vec<QueueMinute>,
 }
 
 /// What every gateway counted, lifetime (pgcursor.gateway_totals).
@@ -61,6 +62,26 @@ struct GatewayTotals {
     ack_messages: u64,
     ack_failed: u64,
     transactions: u64,
+    db_errors: u64,
+}
+
+/// A queue's newest minute of the last 5 that the gateways flushed figures
+/// for, every gateway added up (Queen's queen_queue_*_per_minute).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct QueueMinute {
+    queue: String,
+    age_seconds: u64,
+    push_requests: u64,
+    push_messages: u64,
+    pop_messages: u64,
+    pop_empty: u64,
+    ack_success: u64,
+    ack_failed: u64,
+    transactions: u64,
+    lag_avg_ms: u64,
+    lag_max_ms: u64,
+    parked: f64,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -185,6 +206,12 @@ fn process_gauges(state: &AppState) {
         set(gauge!("queen_process_resident_memory_bytes"), rss as f64);
         set(gauge!("queen_process_virtual_memory_bytes"), virt as f64);
     }
+    if let Some((user, system)) = crate::metrics::cpu_times() {
+        describe_counter!("queen_cpu_user_microseconds_total", "CPU time the gateway process spent in user mode, in microseconds");
+        describe_counter!("queen_cpu_system_microseconds_total", "CPU time the gateway process spent in the kernel, in microseconds");
+        absolute(counter_of("queen_cpu_user_microseconds_total", &[]), user);
+        absolute(counter_of("queen_cpu_system_microseconds_total", &[]), system);
+    }
     describe_gauge!("pgcursor_http_connections", "Client connections open now (a waiting long-poll holds one)");
     describe_gauge!(
         "pgcursor_http_connections_max",
@@ -253,6 +280,7 @@ fn database_families(s: &Snapshot) {
     );
     lifetime("pgcursor_cluster_messages_total", &[("scope", "cluster")], &s.totals);
     cluster_families(s);
+    queue_minute_families(&s.queue_minutes);
 
     describe_gauge!("pgcursor_queue_partitions", "Partitions of the queue");
     describe_gauge!("pgcursor_queue_depth", "Messages of the queue its slowest consumer group has not consumed");
@@ -320,6 +348,7 @@ fn cluster_families(s: &Snapshot) {
         ("queen_cluster_push_messages_total", "Messages pushed, lifetime, every queue ever", s.totals.pushed),
         ("queen_cluster_pop_messages_total", "Messages delivered by pops, every gateway, lifetime", g.pop_messages),
         ("queen_cluster_ack_messages_total", "Acked items, every gateway, lifetime", g.ack_messages),
+        ("queen_cluster_db_errors_total", "Requests the database failed, every gateway, lifetime", g.db_errors),
     ] {
         describe_counter!(name, help);
         absolute(counter_of(name, &[("scope", "cluster")]), value);
@@ -336,6 +365,39 @@ fn cluster_families(s: &Snapshot) {
             counter_of("queen_cluster_ack_total", &[("scope", "cluster"), ("result", result)]),
             value,
         );
+    }
+}
+
+/// Queen's queen_queue_* gauges, from each queue's newest minute: not
+/// rates, so not for rate(). With no queue in the list no family is
+/// written, HELP and TYPE included (the exporter writes none without a series).
+fn queue_minute_families(minutes: &[QueueMinute]) {
+    for (name, help) in [
+        ("queen_queue_push_requests_per_minute", "Push requests to the queue in its newest minute, every gateway"),
+        ("queen_queue_push_messages_per_minute", "Messages stored by pushes to the queue in its newest minute, every gateway"),
+        ("queen_queue_pop_messages_per_minute", "Messages popped from the queue in its newest minute (one per group delivered), every gateway"),
+        ("queen_queue_pop_empty_per_minute", "Pops of the queue answered empty in its newest minute, every gateway"),
+        ("queen_queue_ack_per_minute", "Acked items of the queue in its newest minute by result: failed is an item answered with an error"),
+        ("queen_queue_transactions_per_minute", "Transactions touching the queue in its newest minute, every gateway"),
+        ("queen_queue_pop_lag_milliseconds", "Message age at pop (now - createdAt) in the queue's newest minute: avg over its messages, max the oldest"),
+        ("queen_queue_parked_consumers", "Long-polls waiting on the queue, averaged over its newest minute, every gateway"),
+        ("queen_queue_metrics_age_seconds", "Seconds since the start of the queue's newest minute"),
+    ] {
+        describe_gauge!(name, help);
+    }
+    for m in minutes {
+        let q = || m.queue.clone();
+        set(gauge!("queen_queue_push_requests_per_minute", "queue" => q()), m.push_requests as f64);
+        set(gauge!("queen_queue_push_messages_per_minute", "queue" => q()), m.push_messages as f64);
+        set(gauge!("queen_queue_pop_messages_per_minute", "queue" => q()), m.pop_messages as f64);
+        set(gauge!("queen_queue_pop_empty_per_minute", "queue" => q()), m.pop_empty as f64);
+        set(gauge!("queen_queue_ack_per_minute", "queue" => q(), "result" => "success"), m.ack_success as f64);
+        set(gauge!("queen_queue_ack_per_minute", "queue" => q(), "result" => "failed"), m.ack_failed as f64);
+        set(gauge!("queen_queue_transactions_per_minute", "queue" => q()), m.transactions as f64);
+        set(gauge!("queen_queue_pop_lag_milliseconds", "queue" => q(), "stat" => "avg"), m.lag_avg_ms as f64);
+        set(gauge!("queen_queue_pop_lag_milliseconds", "queue" => q(), "stat" => "max"), m.lag_max_ms as f64);
+        set(gauge!("queen_queue_parked_consumers", "queue" => q()), m.parked);
+        set(gauge!("queen_queue_metrics_age_seconds", "queue" => q()), m.age_seconds as f64);
     }
 }
 
@@ -364,7 +426,8 @@ fn lifetime(name: &'static str, labels: &[(&'static str, &str)], figures: &Lifet
 }
 
 /// Queen's JSON object (docs/http-api.md "GET /metrics"), with the values
-/// pgcursor has filled for real: rates are per second since start.
+/// pgcursor has filled for real: rates are per second since start, CPU in
+/// microseconds since start (as Node's process.cpuUsage()).
 async fn json_metrics(state: web::Data<AppState>) -> HttpResponse {
     let uptime = crate::metrics::uptime().as_secs_f64();
     let (requests, messages) = crate::metrics::totals();
@@ -377,6 +440,7 @@ async fn json_metrics(state: web::Data<AppState>) -> HttpResponse {
     };
     let pool = state.pool_status();
     let rss = crate::metrics::memory().map_or(0, |(rss, _)| rss);
+    let (user, system) = crate::metrics::cpu_times().unwrap_or_default();
     HttpResponse::Ok().json(json!({
         "uptime": uptime.floor() as u64,
         "requests": {"total": requests, "rate": rate(requests)},
@@ -387,6 +451,6 @@ async fn json_metrics(state: web::Data<AppState>) -> HttpResponse {
             "waitingRequests": pool.waiting,
         },
         "memory": {"rss": rss, "heapTotal": 0, "heapUsed": 0, "external": 0, "arrayBuffers": 0},
-        "cpu": {"user": 0, "system": 0},
+        "cpu": {"user": user, "system": system},
     }))
 }

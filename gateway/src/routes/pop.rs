@@ -364,6 +364,7 @@ async fn pop_or_wait(
     let began = Instant::now();
     let mut answer = look_now(state, req, pop).await?;
     let mut next = note(&kind, &answer, began);
+    let _parked = (!answer.settled).then(|| Parked::since_now(pop.queue()));
     while !answer.settled && Instant::now() < deadline && !waiter.is_stopping() {
         let pushed = waiter.wait_for(deadline.min(next)).await;
         let woken = Instant::now();
@@ -397,6 +398,29 @@ async fn pop_or_wait(
         }
     }
     Ok(answer)
+}
+
+/// A long-poll waiting after its first look found nothing: when it ends
+/// (answered, timed out or dropped with its client), the time it waited is
+/// added to its queue's parked time (minutes::record_parked).
+struct Parked {
+    queue: Option<String>,
+    since: std::time::SystemTime,
+}
+
+impl Parked {
+    fn since_now(queue: Option<&str>) -> Parked {
+        Parked {
+            queue: queue.map(str::to_string),
+            since: std::time::SystemTime::now(),
+        }
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        crate::minutes::record_parked(Target::Queue(self.queue.take()), self.since);
+    }
 }
 
 /// When to look again without a push after a look that began at `began`:

@@ -12,7 +12,7 @@
 //! sent whole to the partition's worker (`pgcursor_citus.push`).
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
@@ -26,7 +26,7 @@ use crate::auth::Level;
 use crate::body::{may_be_unstorable, parse_off_the_loop_if_long};
 use crate::encryption::Items;
 use crate::error::ApiError;
-use crate::minutes::{item_queues, record_each, Target};
+use crate::minutes::{item_queues, record, Target};
 use crate::db::Deployment;
 use crate::routes::call::{again_after_deadlock, body_text, call_sealing, object_body, RawJson};
 
@@ -56,8 +56,8 @@ async fn push(
                     state.encryption.learn(&refused);
                 }
                 answer => {
-                    let answer = answer?;
-                    record_pushes(queues.into_iter().map(str::to_owned));
+                    let (answer, stored) = answer?;
+                    record_pushes(queues.into_iter().map(str::to_owned), &stored);
                     return Ok(HttpResponse::Ok()
                         .content_type("application/json")
                         .body(answer));
@@ -79,15 +79,55 @@ async fn push(
         Items::Push,
     )
     .await?;
-    crate::metrics::count_pushed(&answer.0);
-    record_pushes(queues);
+    let stored = stored_per_queue(&answer.0);
+    record_pushes(queues, &stored);
     Ok(answer.respond())
 }
 
-fn record_pushes(queues: impl IntoIterator<Item = String>) {
-    record_each(queues.into_iter().map(|q| Target::Queue(Some(q))), |f| {
-        f.push_requests += 1
-    });
+/// Messages a push stored, per queue.
+type Stored = BTreeMap<String, u64>;
+
+/// Counts a push once per queue its items name, and the messages it stored
+/// in each (the per-minute figures), and those messages for this process.
+fn record_pushes(queues: impl IntoIterator<Item = String>, stored: &Stored) {
+    crate::metrics::count_stored(stored.values().sum());
+    for queue in queues {
+        let messages = stored.get(&queue).copied().unwrap_or(0);
+        record(Target::Queue(Some(queue)), |f| {
+            f.push_requests += 1;
+            f.push_messages += messages;
+        });
+    }
+}
+
+/// What a push answer written by `pgcursor.push` (passed on unread) says
+/// was stored: its `queued` items, per queue. An unreadable answer counts
+/// nothing.
+fn stored_per_queue(answer: &str) -> Stored {
+    #[derive(Deserialize)]
+    struct Item<'a> {
+        #[serde(borrow)]
+        queue: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        status: Option<Cow<'a, str>>,
+    }
+    let mut stored = Stored::new();
+    for item in serde_json::from_str::<Vec<Item>>(answer).unwrap_or_default() {
+        if let (Some(queue), Some("queued")) = (item.queue.as_deref(), item.status.as_deref()) {
+            count_one(&mut stored, queue);
+        }
+    }
+    stored
+}
+
+/// One more message stored in `queue` (its name copied only the first time).
+fn count_one(stored: &mut Stored, queue: &str) {
+    match stored.get_mut(queue) {
+        Some(n) => *n += 1,
+        None => {
+            stored.insert(queue.to_owned(), 1);
+        }
+    }
 }
 
 /// `body` as push_items takes it, or `None` for a body to send to
@@ -178,12 +218,14 @@ struct Pushed<'a> {
 }
 
 /// Calls push_items with the items' arrays (an array whose elements are
-/// all absent goes as NULL) and writes the answer; on Citus, a push to one
-/// partition goes to its worker instead (`body` is the request as sent).
-async fn push_items(state: &AppState, items: &[PushItem], body: &[u8]) -> Result<String, ApiError> {
+/// all absent goes as NULL) and writes the answer, and says what it stored;
+/// on Citus, a push to one partition goes to its worker instead (`body` is
+/// the request as sent).
+async fn push_items(state: &AppState, items: &[PushItem], body: &[u8]) -> Result<(String, Stored), ApiError> {
     if let Deployment::Delegating { lock_timeout } = &state.deployment {
         if let Some(answer) = push_on_partition_worker(state, items, body, lock_timeout.as_deref()).await? {
-            return Ok(answer);
+            let stored = stored_per_queue(&answer);
+            return Ok((answer, stored));
         }
     }
     fn column<'a, T>(items: &'a [PushItem], f: impl Fn(&'a PushItem) -> Option<T>) -> Option<Vec<Option<T>>> {
@@ -214,8 +256,12 @@ async fn push_items(state: &AppState, items: &[PushItem], body: &[u8]) -> Result
             error: row.try_get(8)?,
         });
     }
-    crate::metrics::count_stored(answer.iter().filter(|p| p.status == "queued").count() as u64);
-    serde_json::to_string(&answer).map_err(|e| ApiError::Internal(format!("push answer: {e}")))
+    let mut stored = Stored::new();
+    for pushed in answer.iter().filter(|p| p.status == "queued") {
+        count_one(&mut stored, pushed.queue);
+    }
+    let text = serde_json::to_string(&answer).map_err(|e| ApiError::Internal(format!("push answer: {e}")))?;
+    Ok((text, stored))
 }
 
 /// The push through `pgcursor_citus.push`, run whole on the worker holding
@@ -252,7 +298,6 @@ async fn push_on_partition_worker(
     if let Err(e) = crate::db::wake(&client, "SELECT pgcursor_citus.wake_queue($1)", &queue).await {
         tracing::warn!("push to {queue}: wake-up not sent: {}", crate::db::error_detail(&e));
     }
-    crate::metrics::count_pushed(&answer.0);
     Ok(Some(answer.0))
 }
 
@@ -281,6 +326,19 @@ fn check_item_count(items: usize, max_items: usize) -> Result<(), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_push_answer_counts_its_queued_items_per_queue() {
+        let stored = stored_per_queue(
+            r#"[{"error": null, "index": 0, "queue": "a", "status": "queued", "transactionId": "\"status\": \"queued\""},
+               {"error": null, "index": 1, "queue": "a", "status": "duplicate", "transactionId": "x"},
+               {"error": "queue is full", "index": 2, "queue": "b", "status": "failed", "transactionId": "y"},
+               {"error": null, "index": 3, "queue": "b \"q\"", "status": "queued", "transactionId": "z"},
+               {"error": null, "index": 4, "queue": "a", "status": "queued", "transactionId": "w"}]"#,
+        );
+        assert_eq!(stored, Stored::from([("a".into(), 2), ("b \"q\"".into(), 1)]));
+        assert!(stored_per_queue("not json").is_empty());
+    }
 
     #[test]
     fn more_items_than_the_limit_is_413() {
