@@ -255,6 +255,102 @@ LANGUAGE sql STABLE AS $$
     GROUP BY g.bucket
 $$;
 
+-- Each gateway process's figures (pgcursor.gateway_process_minutes) per
+-- (bucket, hostname, pid), over the minutes that overlap [since, upto]; host
+-- and pid select one process (NULL: any). port is the newest minute's.
+CREATE OR REPLACE FUNCTION pgcursor_internal.process_figures(since timestamptz, upto timestamptz,
+                                                             bucket_minutes integer, host text, worker integer)
+RETURNS TABLE (bucket timestamptz, hostname text, pid integer, port integer, push_requests bigint,
+               pop_requests bigint, ack_requests bigint, transactions bigint, push_messages bigint,
+               pop_messages bigint, ack_messages bigint, ack_failed bigint, age_sum_ms bigint, age_max_ms bigint,
+               db_errors bigint, dead_lettered bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT pgcursor_internal.bucket_start(g.minute, bucket_minutes), g.hostname, g.pid,
+           (array_agg(g.port ORDER BY g.minute DESC))[1], sum(g.push_requests)::bigint,
+           sum(g.pop_requests)::bigint, sum(g.ack_requests)::bigint, sum(g.transactions)::bigint,
+           sum(g.push_messages)::bigint, sum(g.pop_messages)::bigint, sum(g.ack_messages)::bigint,
+           sum(g.ack_failed)::bigint, sum(g.age_sum_ms)::bigint, max(g.age_max_ms), sum(g.db_errors)::bigint,
+           sum(g.dead_lettered)::bigint
+    FROM pgcursor.gateway_process_minutes g
+    WHERE g.minute > since - interval '1 minute' AND g.minute <= upto
+      AND (host IS NULL OR g.hostname = host) AND (worker IS NULL OR g.pid = worker)
+    GROUP BY 1, 2, 3
+$$;
+
+-- Each gateway process's samples (pgcursor.gateway_process_samples) per
+-- (bucket, hostname, pid, gauge): how many, their average (weighted by
+-- samples), least, largest and last (the newest minute's).
+CREATE OR REPLACE FUNCTION pgcursor_internal.process_sample_buckets(since timestamptz, upto timestamptz,
+                                                                    bucket_minutes integer, host text,
+                                                                    worker integer)
+RETURNS TABLE (bucket timestamptz, hostname text, pid integer, gauge text, samples bigint, avg float8, min float8,
+               max float8, last float8)
+LANGUAGE sql STABLE AS $$
+    SELECT pgcursor_internal.bucket_start(s.minute, bucket_minutes), s.hostname, s.pid, s.gauge,
+           sum(s.samples)::bigint, round((sum(s.avg * s.samples) / sum(s.samples))::numeric, 2)::float8,
+           min(s.min), max(s.max), (array_agg(s.last ORDER BY s.minute DESC))[1]
+    FROM pgcursor.gateway_process_samples s
+    WHERE s.minute > since - interval '1 minute' AND s.minute <= upto
+      AND (host IS NULL OR s.hostname = host) AND (worker IS NULL OR s.pid = worker)
+    GROUP BY 1, 2, 3, 4
+$$;
+
+-- The gateway processes that flushed figures in the last `span`, by
+-- hostname then pid, as /status and worker-metrics list them (Queen's
+-- worker: workerId is the process id): the pool's newest sample as
+-- freeSlots (idle connections) and dbConnections (open ones), messages
+-- popped in the span as messagesProcessed, lastSeen the start of its newest
+-- minute. Queen's event-loop and job-queue figures are 0.
+CREATE OR REPLACE FUNCTION pgcursor_internal.process_list(span interval)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    WITH f AS (
+        SELECT g.hostname, g.pid, max(g.minute) AS last_seen, sum(g.pop_messages)::bigint AS popped
+        FROM pgcursor.gateway_process_minutes g
+        WHERE g.minute > now() - span - interval '1 minute'
+        GROUP BY 1, 2
+    ), pool AS (
+        SELECT DISTINCT ON (s.hostname, s.pid, s.gauge) s.hostname, s.pid, s.gauge, s.last
+        FROM pgcursor.gateway_process_samples s
+        WHERE s.minute > now() - span - interval '1 minute'
+          AND s.gauge IN ('database.pool_size', 'database.pool_idle')
+        ORDER BY s.hostname, s.pid, s.gauge, s.minute DESC
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'hostname', f.hostname, 'workerId', f.pid, 'avgEventLoopLagMs', 0, 'maxEventLoopLagMs', 0,
+               'freeSlots', coalesce((SELECT p.last FROM pool p WHERE (p.hostname, p.pid, p.gauge)
+                                                                    = (f.hostname, f.pid, 'database.pool_idle')), 0),
+               'dbConnections', coalesce((SELECT p.last FROM pool p WHERE (p.hostname, p.pid, p.gauge)
+                                                                        = (f.hostname, f.pid, 'database.pool_size')), 0),
+               'jobQueueSize', 0, 'backoffSize', 0, 'messagesProcessed', f.popped,
+               'lastSeen', pgcursor_internal.bucket_label(f.last_seen))
+             ORDER BY f.hostname, f.pid), '[]'::jsonb)
+    FROM f
+$$;
+
+-- Per bucket, every gateway process's samples averaged (weighted by
+-- samples): CPU percent in user mode and in the kernel, resident memory in
+-- MB, pool connections open, idle and checked out; 2 decimals.
+CREATE OR REPLACE FUNCTION pgcursor_internal.process_averages(since timestamptz, upto timestamptz,
+                                                              bucket_minutes integer)
+RETURNS TABLE (bucket timestamptz, cpu_user_pct float8, cpu_system_pct float8, rss_mb float8, pool_size float8,
+               pool_idle float8, pool_active float8)
+LANGUAGE sql STABLE AS $$
+    WITH a AS (
+        SELECT s.bucket, s.gauge, sum(s.avg * s.samples) / sum(s.samples) AS avg
+        FROM pgcursor_internal.process_sample_buckets(since, upto, bucket_minutes, NULL, NULL) s
+        GROUP BY 1, 2
+    )
+    SELECT a.bucket,
+           round((max(a.avg) FILTER (WHERE a.gauge = 'cpu.user_us') / 100)::numeric, 2)::float8,
+           round((max(a.avg) FILTER (WHERE a.gauge = 'cpu.system_us') / 100)::numeric, 2)::float8,
+           round((max(a.avg) FILTER (WHERE a.gauge = 'memory.rss_bytes') / 1048576)::numeric, 2)::float8,
+           round(max(a.avg) FILTER (WHERE a.gauge = 'database.pool_size')::numeric, 2)::float8,
+           round(max(a.avg) FILTER (WHERE a.gauge = 'database.pool_idle')::numeric, 2)::float8,
+           round(max(a.avg) FILTER (WHERE a.gauge = 'database.pool_active')::numeric, 2)::float8
+    FROM a
+    GROUP BY a.bucket
+$$;
+
 -- The average message age at pop in ms (0 without pops), whole.
 CREATE OR REPLACE FUNCTION pgcursor_internal.average_age(age_sum_ms numeric, pops numeric)
 RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
@@ -270,8 +366,9 @@ $$;
 -- The throughput series of /status, newest first: ingested (pushed) and
 -- processed (completed) with their rates, dlqCount (dead-lettered); pops,
 -- message age at pop and failed acks as the gateways counted them; requests
--- failed by the database, over every queue (a system signal: §4.1 keeps it
--- global under a queue filter); the figures nobody records are 0.
+-- failed by the database and the gateway processes' CPU, memory and pool
+-- averages, over every queue (system signals: §4.1 keeps them global under
+-- a queue filter); the figures nobody records are 0.
 CREATE OR REPLACE FUNCTION pgcursor_internal.throughput_series(since timestamptz, upto timestamptz,
                                                                bucket_minutes integer, names text[])
 RETURNS jsonb LANGUAGE sql STABLE AS $$
@@ -286,12 +383,15 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                'maxLagMs', coalesce(g.age_max_ms, 0),
                'avgEventLoopLagMs', 0, 'maxEventLoopLagMs', 0, 'dbErrors', coalesce(e.db_errors, 0),
                'ackFailed', coalesce(g.ack_failed, 0),
-               'dlqCount', f.dead_lettered, 'queenCpuUserPct', 0, 'queenCpuSysPct', 0,
-               'dbPoolActive', 0, 'dbPoolIdle', 0, 'dbPoolSize', 0, 'minFreeSlots', 0, 'queenRssMb', 0)
+               'dlqCount', f.dead_lettered, 'queenCpuUserPct', coalesce(p.cpu_user_pct, 0),
+               'queenCpuSysPct', coalesce(p.cpu_system_pct, 0), 'dbPoolActive', coalesce(p.pool_active, 0),
+               'dbPoolIdle', coalesce(p.pool_idle, 0), 'dbPoolSize', coalesce(p.pool_size, 0), 'minFreeSlots', 0,
+               'queenRssMb', coalesce(p.rss_mb, 0))
              ORDER BY f.bucket DESC), '[]'::jsonb)
     FROM pgcursor_internal.bucket_figures(since, upto, bucket_minutes, names) f
     LEFT JOIN pgcursor_internal.gateway_bucket_totals(since, upto, bucket_minutes, names) g ON g.bucket = f.bucket
     LEFT JOIN pgcursor_internal.gateway_bucket_totals(since, upto, bucket_minutes, NULL) e ON e.bucket = f.bucket
+    LEFT JOIN pgcursor_internal.process_averages(since, upto, bucket_minutes) p ON p.bucket = f.bucket
 $$;
 
 -- /status `messages` over the selected queues: lifetime total (pushed),
@@ -408,7 +508,7 @@ BEGIN
                     || pgcursor_internal.status_requests(w.since, w.upto, names, (summed ->> 'ingested')::bigint),
         'leases', pgcursor_internal.status_leases(names),
         'deadLetterQueue', pgcursor_internal.status_dead_letters(names),
-        'workers', '[]'::jsonb,
+        'workers', pgcursor_internal.process_list(interval '2 minutes'),
         'queues', pgcursor_internal.status_queue_list(names),
         'errors', jsonb_build_object('dbErrors', summed -> 'dbErrors', 'ackFailed', summed -> 'ackFailed',
                                      'dlqMessages', summed -> 'dlqCount'),

@@ -8,11 +8,12 @@
 -- give (pushed, completed, dead-lettered, discarded per queue) and what the
 -- gateways flush into gateway_minutes (requests, pops, empty pops, acked
 -- items, failed acks, transactions, message age at pop, time long-polls
--- waited per queue; requests failed by the database). queue-ops, queue-lag
--- and worker-metrics fill those; partition churn and per-gateway process
--- samples are not recorded, so they are 0, and the routes made only of
--- them or of per-gateway figures (system-metrics, queue-parked-replicas)
--- answer empty series. retention reads pgcursor.retention_minutes.
+-- waited per queue; requests failed by the database); each gateway process
+-- its own figures and samples into gateway_process_minutes and _samples.
+-- queue-ops, queue-lag, worker-metrics and system-metrics fill those;
+-- partition churn and per-process parked long-polls are not recorded, so
+-- they are 0 and queue-parked-replicas answers an empty series. retention
+-- reads pgcursor.retention_minutes.
 -- postgres-stats is a live reading of PostgreSQL's statistics views over
 -- schema pgcursor.
 
@@ -102,17 +103,42 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
     WHERE g.queue IS NOT NULL AND g.pop_messages > 0
 $$;
 
--- worker-metrics: the broker-wide series of pushes, pops and acks (newest
--- first, every bucket), no workers, per-queue pops and message age at pop,
--- and totals of the window.
+-- worker-metrics: the series of pushes, pops and acks (newest first, every
+-- bucket), the gateway processes of the last 5 minutes, per-queue pops and
+-- message age at pop, and totals of the window. Without host and worker
+-- the series is the broker's (messages as the snapshots count them, requests
+-- as every gateway did); with them, that of the selected gateway processes
+-- (hostname; workerId = pid), as they counted it.
 CREATE OR REPLACE FUNCTION pgcursor_internal.worker_metrics(since timestamptz, upto timestamptz,
-                                                            bucket_minutes integer)
+                                                            bucket_minutes integer, host text, worker integer)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
-    WITH f AS (SELECT b.*, g.push_requests, g.pop_requests, g.pop_messages, g.ack_requests, g.ack_failed,
-                      g.age_sum_ms, g.age_max_ms, g.db_errors
-               FROM pgcursor_internal.bucket_figures(since, upto, bucket_minutes, NULL) b
-               LEFT JOIN pgcursor_internal.gateway_bucket_totals(since, upto, bucket_minutes, NULL) g
-                      ON g.bucket = b.bucket)
+    WITH broker AS (
+        SELECT b.bucket, b.pushed, b.completed, b.dead_lettered, g.push_requests, g.pop_requests, g.pop_messages,
+               g.ack_requests, g.ack_failed, g.age_sum_ms, g.age_max_ms, g.db_errors
+        FROM pgcursor_internal.bucket_figures(since, upto, bucket_minutes, NULL) b
+        LEFT JOIN pgcursor_internal.gateway_bucket_totals(since, upto, bucket_minutes, NULL) g
+               ON g.bucket = b.bucket
+        WHERE host IS NULL AND worker IS NULL
+    ), chosen AS (
+        SELECT b AS bucket, coalesce(sum(p.push_messages), 0)::bigint AS pushed,
+               coalesce(sum(p.ack_messages - p.ack_failed), 0)::bigint AS completed,
+               coalesce(sum(p.dead_lettered), 0)::bigint AS dead_lettered, sum(p.push_requests)::bigint,
+               sum(p.pop_requests)::bigint, sum(p.pop_messages)::bigint, sum(p.ack_requests)::bigint,
+               sum(p.ack_failed)::bigint, sum(p.age_sum_ms)::bigint, max(p.age_max_ms), sum(p.db_errors)::bigint
+        FROM pgcursor_internal.bucket_series(since, upto, bucket_minutes) b
+        LEFT JOIN pgcursor_internal.process_figures(since, upto, bucket_minutes, host, worker) p ON p.bucket = b
+        WHERE host IS NOT NULL OR worker IS NOT NULL
+        GROUP BY b
+    ), pool AS (
+        SELECT s.bucket, sum(s.avg)::float8 AS connections
+        FROM pgcursor_internal.process_sample_buckets(since, upto, bucket_minutes, host, worker) s
+        WHERE s.gauge = 'database.pool_size'
+        GROUP BY s.bucket
+    ), f AS (
+        SELECT x.*, coalesce(round(pool.connections::numeric, 2)::float8, 0) AS connections
+        FROM (SELECT * FROM broker UNION ALL SELECT * FROM chosen) x
+        LEFT JOIN pool ON pool.bucket = x.bucket
+    )
     SELECT jsonb_build_object(
         'timeRange', pgcursor_internal.time_range(since, upto), 'bucketMinutes', bucket_minutes,
         'pointCount', (SELECT count(*) FROM f),
@@ -123,7 +149,8 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                                   'ackPerSecond', pgcursor_internal.per_second(f.completed, bucket_minutes),
                                   'avgLagMs', pgcursor_internal.average_age(f.age_sum_ms, f.pop_messages),
                                   'maxLagMs', coalesce(f.age_max_ms, 0), 'avgEventLoopLagMs', 0,
-                                  'maxEventLoopLagMs', 0, 'avgFreeSlots', 0, 'minFreeSlots', 0, 'dbConnections', 0,
+                                  'maxEventLoopLagMs', 0, 'avgFreeSlots', 0, 'minFreeSlots', 0,
+                                  'dbConnections', f.connections,
                                   'avgJobQueueSize', 0, 'maxJobQueueSize', 0, 'dbErrors', coalesce(f.db_errors, 0),
                                   'ackFailed', coalesce(f.ack_failed, 0), 'dlqCount', f.dead_lettered,
                                   'pushMessages', f.pushed, 'popMessages', coalesce(f.pop_messages, 0),
@@ -133,7 +160,10 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                                   'ackRequests', coalesce(f.ack_requests, 0), 'jobsDone', 0, 'backoffSize', 0,
                                   'lagCount', coalesce(f.pop_messages, 0))
                                 ORDER BY f.bucket DESC), '[]'::jsonb) FROM f),
-        'workers', '[]'::jsonb,
+        'workers', (SELECT coalesce(jsonb_agg(w ORDER BY w ->> 'hostname', (w ->> 'workerId')::integer), '[]'::jsonb)
+                    FROM jsonb_array_elements(pgcursor_internal.process_list(interval '5 minutes')) w
+                    WHERE (host IS NULL OR w ->> 'hostname' = host)
+                      AND (worker IS NULL OR (w ->> 'workerId')::integer = worker)),
         'queues', (SELECT coalesce(jsonb_agg(jsonb_build_object(
                               'queueName', q.queue, 'popCount', q.pops,
                               'avgLagMs', pgcursor_internal.average_age(q.age_sum_ms, q.pops),
@@ -150,6 +180,69 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                                'pendingMessages', (SELECT coalesce(sum(s.pending + s.processing), 0)
                                                    FROM pgcursor_internal.partition_stats(NULL) s))
                     FROM f))
+$$;
+
+-- A leaf of system-metrics: {avg, min, max, last} of one gauge's samples
+-- (zeros when there are none).
+CREATE OR REPLACE FUNCTION pgcursor_internal.sample_leaf(avg float8, min float8, max float8, last float8)
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+    SELECT jsonb_build_object('avg', coalesce(avg, 0), 'min', coalesce(min, 0), 'max', coalesce(max, 0),
+                              'last', coalesce(last, 0))
+$$;
+
+-- system-metrics: one replica per gateway process (hostname, port,
+-- workerId = pid) with samples in the window, by hostname then pid; its
+-- timeSeries, oldest first, one point per bucket with samples: sampleCount
+-- and metrics {cpu {user_us, system_us} (CPU percent x 100, as Queen),
+-- memory {rss_bytes, virtual_bytes}, database {pool_size, pool_idle,
+-- pool_active}, threadpool and registries (Queen internals: zeros)}, each
+-- leaf {avg, min, max, last}.
+CREATE OR REPLACE FUNCTION pgcursor_internal.system_metrics(since timestamptz, upto timestamptz,
+                                                            bucket_minutes integer, host text, worker integer)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    WITH s AS (
+        SELECT * FROM pgcursor_internal.process_sample_buckets(since, upto, bucket_minutes, host, worker)
+    ), points AS (
+        SELECT s.hostname, s.pid, s.bucket, max(s.samples) AS samples,
+               jsonb_object_agg(s.gauge, pgcursor_internal.sample_leaf(s.avg, s.min, s.max, s.last)) AS leaf
+        FROM s GROUP BY 1, 2, 3
+    ), ports AS (
+        SELECT DISTINCT ON (g.hostname, g.pid) g.hostname, g.pid, g.port
+        FROM pgcursor.gateway_process_minutes g
+        WHERE g.minute > since - interval '1 minute' AND g.minute <= upto
+        ORDER BY g.hostname, g.pid, g.minute DESC
+    ), zero AS (
+        SELECT pgcursor_internal.sample_leaf(NULL, NULL, NULL, NULL) AS leaf
+    ), replicas AS (
+        SELECT p.hostname, p.pid, jsonb_agg(jsonb_build_object(
+                   'timestamp', pgcursor_internal.bucket_label(p.bucket), 'sampleCount', p.samples,
+                   'metrics', jsonb_build_object(
+                       'cpu', jsonb_build_object('user_us', coalesce(p.leaf -> 'cpu.user_us', zero.leaf),
+                                                 'system_us', coalesce(p.leaf -> 'cpu.system_us', zero.leaf)),
+                       'memory', jsonb_build_object('rss_bytes', coalesce(p.leaf -> 'memory.rss_bytes', zero.leaf),
+                                                    'virtual_bytes',
+                                                    coalesce(p.leaf -> 'memory.virtual_bytes', zero.leaf)),
+                       'database', jsonb_build_object(
+                           'pool_size', coalesce(p.leaf -> 'database.pool_size', zero.leaf),
+                           'pool_idle', coalesce(p.leaf -> 'database.pool_idle', zero.leaf),
+                           'pool_active', coalesce(p.leaf -> 'database.pool_active', zero.leaf)),
+                       'threadpool', jsonb_build_object(
+                           'db', jsonb_build_object('pool_size', zero.leaf, 'queue_size', zero.leaf),
+                           'system', jsonb_build_object('pool_size', zero.leaf, 'queue_size', zero.leaf)),
+                       'registries', jsonb_build_object('response', zero.leaf)))
+                   ORDER BY p.bucket) AS series
+        FROM points p, zero
+        GROUP BY p.hostname, p.pid
+    )
+    SELECT jsonb_build_object(
+        'timeRange', pgcursor_internal.time_range(since, upto),
+        'replicas', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                'hostname', r.hostname, 'port', coalesce(ports.port, 0), 'workerId', r.pid,
+                                'timeSeries', r.series) ORDER BY r.hostname, r.pid), '[]'::jsonb)
+                     FROM replicas r LEFT JOIN ports USING (hostname, pid)),
+        'replicaCount', (SELECT count(*) FROM replicas),
+        'bucketMinutes', bucket_minutes,
+        'pointCount', (SELECT count(DISTINCT bucket) FROM points))
 $$;
 
 -- A cache hit ratio in percent, 2 decimals (100 when nothing was read).
@@ -265,8 +358,10 @@ $$;
 -- analytics: one of the /api/v1/analytics/* answers by its route's
 -- name: queue-ops, queue-lag, retention, system-metrics, worker-metrics,
 -- queue-parked-replicas, postgres-stats. req: from, to (default the last
--- hour), queue (queue-ops, queue-lag, retention, queue-parked-replicas);
--- values may be strings, empty = absent. Another name -> 22023.
+-- hour), queue (queue-ops, queue-lag, retention, queue-parked-replicas),
+-- hostname and workerId (a gateway's process id: system-metrics,
+-- worker-metrics); values may be strings, empty = absent. Another name ->
+-- 22023.
 CREATE OR REPLACE FUNCTION pgcursor.analytics(kind text, req jsonb DEFAULT '{}')
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -275,6 +370,9 @@ DECLARE
     names text[] := pgcursor_internal.selected_queues(
                         jsonb_build_object('queue', pgcursor_internal.optional_text(given, 'queue')));
     span  jsonb := pgcursor_internal.time_range(w.since, w.upto);
+    host  text := pgcursor_internal.optional_text(given, 'hostname');
+    worker integer := pgcursor_internal.integer_arg(given, 'workerId', 1, 2147483647, 'workerId',
+                                                    'a process id (a positive integer)');
 BEGIN
     CASE kind
     WHEN 'queue-ops' THEN
@@ -284,10 +382,9 @@ BEGIN
     WHEN 'retention' THEN
         RETURN pgcursor_internal.retention_series(w.since, w.upto, w.bucket_minutes, names);
     WHEN 'system-metrics' THEN
-        RETURN jsonb_build_object('timeRange', span, 'replicas', '[]'::jsonb, 'replicaCount', 0,
-                                  'bucketMinutes', w.bucket_minutes, 'pointCount', 0);
+        RETURN pgcursor_internal.system_metrics(w.since, w.upto, w.bucket_minutes, host, worker);
     WHEN 'worker-metrics' THEN
-        RETURN pgcursor_internal.worker_metrics(w.since, w.upto, w.bucket_minutes);
+        RETURN pgcursor_internal.worker_metrics(w.since, w.upto, w.bucket_minutes, host, worker);
     WHEN 'queue-parked-replicas' THEN
         RETURN jsonb_build_object('timeRange', span, 'bucketMinutes', w.bucket_minutes, 'series', '[]'::jsonb,
                                   'replicas', '[]'::jsonb);

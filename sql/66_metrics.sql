@@ -64,6 +64,31 @@ LANGUAGE sql STABLE AS $$
     ORDER BY g.queue, g.minute DESC
 $$;
 
+-- Per gateway process, its newest minute of the last 5 (gateway_process_minutes)
+-- with that minute's pool samples: Queen's queen_worker_* gauges.
+CREATE OR REPLACE FUNCTION pgcursor_internal.newest_process_minutes()
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'hostname', g.hostname, 'pid', g.pid,
+               'ageSeconds', greatest(floor(extract(epoch FROM now() - g.minute)), 0)::bigint,
+               'pushRequests', g.push_requests, 'popRequests', g.pop_requests, 'ackRequests', g.ack_requests,
+               'transactions', g.transactions, 'pushMessages', g.push_messages, 'popMessages', g.pop_messages,
+               'ackMessages', g.ack_messages, 'ackSuccess', greatest(g.ack_messages - g.ack_failed, 0),
+               'ackFailed', g.ack_failed, 'lagAvgMs', pgcursor_internal.average_age(g.age_sum_ms, g.pop_messages),
+               'lagMaxMs', g.age_max_ms, 'dbErrors', g.db_errors, 'deadLettered', g.dead_lettered,
+               'dbConnections', coalesce(size.last, 0), 'freeSlotsAvg', coalesce(idle.avg, 0),
+               'freeSlotsMin', coalesce(idle.min, 0))
+             ORDER BY g.hostname, g.pid), '[]'::jsonb)
+    FROM (SELECT DISTINCT ON (m.hostname, m.pid) m.*
+          FROM pgcursor.gateway_process_minutes m
+          WHERE m.minute >= now() - interval '5 minutes'
+          ORDER BY m.hostname, m.pid, m.minute DESC) g
+    LEFT JOIN pgcursor.gateway_process_samples size
+           ON (size.minute, size.hostname, size.pid, size.gauge) = (g.minute, g.hostname, g.pid, 'database.pool_size')
+    LEFT JOIN pgcursor.gateway_process_samples idle
+           ON (idle.minute, idle.hostname, idle.pid, idle.gauge) = (g.minute, g.hostname, g.pid, 'database.pool_idle')
+$$;
+
 -- metrics_snapshot: {"maintenanceMode", "popMaintenanceMode", "deadLetters",
 -- "totals": lifetime {pushed, completed, deadLettered, discarded} over every
 -- queue ever (deleted ones included), "queues": [{queue, partitions, depth,
@@ -75,7 +100,12 @@ $$;
 -- (pgcursor.gateway_totals), "queueMinutes": [{queue, ageSeconds,
 -- pushRequests, pushMessages, popMessages, popEmpty, ackSuccess, ackFailed,
 -- transactions, lagAvgMs, lagMaxMs, parked}] of each queue's newest minute
--- (newest_queue_minutes; parked: long-polls waiting, the minute's average)}.
+-- (newest_queue_minutes; parked: long-polls waiting, the minute's average),
+-- "processMinutes": [{hostname, pid, ageSeconds, pushRequests, popRequests,
+-- ackRequests, transactions, pushMessages, popMessages, ackMessages,
+-- ackSuccess, ackFailed, lagAvgMs, lagMaxMs, dbErrors, deadLettered,
+-- dbConnections, freeSlotsAvg, freeSlotsMin}] of each gateway process's
+-- newest minute (newest_process_minutes)}.
 -- Lists are sorted by name; every figure is ≥ 0.
 CREATE OR REPLACE FUNCTION pgcursor.metrics_snapshot()
 RETURNS jsonb LANGUAGE sql STABLE AS $$
@@ -127,6 +157,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                              'lagMaxMs', g.age_max_ms,
                              'parked', pgcursor_internal.parked_average(g.parked_ms, 1))
                              ORDER BY g.queue), '[]'::jsonb)
-                         FROM pgcursor_internal.newest_queue_minutes() g))
+                         FROM pgcursor_internal.newest_queue_minutes() g),
+        'processMinutes', pgcursor_internal.newest_process_minutes())
     FROM pgcursor.maintenance() m
 $$;

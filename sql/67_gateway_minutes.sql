@@ -9,6 +9,19 @@
 --       '[{"minute": 1767225600, "queue": "orders", "popRequests": 3, "popMessages": 5,
 --          "ageSumMs": 1200, "ageMaxMs": 400}]');
 
+-- A row's minute: unix seconds, any second of it, up to the year 9999; a
+-- bad one raises 22023 naming <at>minute.
+CREATE OR REPLACE FUNCTION pgcursor_internal.minute_arg(r jsonb, at text)
+RETURNS timestamptz LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    sec bigint := pgcursor_internal.non_negative_bigint_arg(r, 'minute', at || 'minute');
+BEGIN
+    IF sec IS NULL OR sec > 253402300799 THEN  -- the last second of 9999
+        RAISE EXCEPTION '%minute must be a time in unix seconds', at USING ERRCODE = '22023';
+    END IF;
+    RETURN to_timestamp(sec - sec % 60);
+END $$;
+
 -- One row of record_gateway_minutes' input, checked, as a table row: its
 -- minute (unix seconds, any second of it), its queue (named, or the queue of
 -- the partition it names; null when neither or the partition is gone) and
@@ -18,7 +31,6 @@ RETURNS pgcursor.gateway_minutes LANGUAGE plpgsql STABLE AS $$
 DECLARE
     at  text := 'rows[' || i || '].';
     g   pgcursor.gateway_minutes;
-    sec bigint;
     figure CONSTANT text[] := ARRAY['pushRequests', 'popRequests', 'popMessages', 'popEmpty', 'ackRequests',
                                     'ackMessages', 'ackFailed', 'transactions', 'ageSumMs', 'ageMaxMs',
                                     'pushMessages', 'parkedMs', 'dbErrors'];
@@ -27,11 +39,7 @@ BEGIN
     IF jsonb_typeof(r) IS DISTINCT FROM 'object' THEN
         RAISE EXCEPTION 'rows[%] must be an object', i USING ERRCODE = '22023';
     END IF;
-    sec := pgcursor_internal.non_negative_bigint_arg(r, 'minute', at || 'minute');
-    IF sec IS NULL OR sec > 253402300799 THEN  -- the last second of 9999
-        RAISE EXCEPTION '%minute must be a time in unix seconds', at USING ERRCODE = '22023';
-    END IF;
-    g.minute := to_timestamp(sec - sec % 60);
+    g.minute := pgcursor_internal.minute_arg(r, at);
     g.queue := pgcursor_internal.optional_text(r, 'queue', at || 'queue');
     IF g.queue IS NULL AND r ? 'partitionId' THEN
         IF NOT pgcursor_internal.is_uuid_value(r -> 'partitionId', true) THEN
@@ -114,4 +122,172 @@ BEGIN
     DELETE FROM pgcursor.gateway_minutes t WHERE t.minute < now() - keep;
     GET DIAGNOSTICS purged = ROW_COUNT;
     RETURN jsonb_build_object('rows', written, 'purged', purged);
+END $$;
+
+-- The gauges a gateway samples (gateway_process_samples.gauge), named by
+-- their place in system-metrics' answer: CPU percent x 100 in user mode and
+-- in the kernel since the previous sample, resident and virtual memory in
+-- bytes, pool connections open, idle and checked out.
+CREATE OR REPLACE FUNCTION pgcursor_internal.process_gauges()
+RETURNS text[] LANGUAGE sql IMMUTABLE AS $$
+    SELECT ARRAY['cpu.user_us', 'cpu.system_us', 'memory.rss_bytes', 'memory.virtual_bytes',
+                 'database.pool_size', 'database.pool_idle', 'database.pool_active']
+$$;
+
+-- One row of record_process_minutes' input, checked, as a table row of the
+-- process (hostname, pid, port).
+CREATE OR REPLACE FUNCTION pgcursor_internal.process_minute_row(r jsonb, i bigint, hostname text, pid integer,
+                                                                port integer)
+RETURNS pgcursor.gateway_process_minutes LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    at  text := 'rows[' || i || '].';
+    g   pgcursor.gateway_process_minutes;
+    figure CONSTANT text[] := ARRAY['pushRequests', 'popRequests', 'ackRequests', 'transactions', 'pushMessages',
+                                    'popMessages', 'ackMessages', 'ackFailed', 'ageSumMs', 'ageMaxMs', 'dbErrors',
+                                    'deadLettered'];
+    n   bigint[];
+BEGIN
+    IF jsonb_typeof(r) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'rows[%] must be an object', i USING ERRCODE = '22023';
+    END IF;
+    g.minute := pgcursor_internal.minute_arg(r, at);
+    g.hostname := hostname; g.pid := pid; g.port := port;
+    n := ARRAY(SELECT coalesce(pgcursor_internal.non_negative_bigint_arg(r, f, at || f), 0)
+                 FROM unnest(figure) WITH ORDINALITY u(f, k) ORDER BY k);
+    g.push_requests := n[1]; g.pop_requests := n[2]; g.ack_requests := n[3]; g.transactions := n[4];
+    g.push_messages := n[5]; g.pop_messages := n[6]; g.ack_messages := n[7]; g.ack_failed := n[8];
+    g.age_sum_ms := n[9]; g.age_max_ms := n[10]; g.db_errors := n[11]; g.dead_lettered := n[12];
+    RETURN g;
+END $$;
+
+-- The samples of one row of record_process_minutes' input, checked:
+-- {"<gauge>": {"samples", "avg", "min", "max", "last"}} for gauges of
+-- process_gauges(), samples a positive integer, the others non-negative
+-- numbers with min <= avg <= max. Absent = none.
+CREATE OR REPLACE FUNCTION pgcursor_internal.process_sample_rows(r jsonb, i bigint, hostname text, pid integer)
+RETURNS SETOF pgcursor.gateway_process_samples LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    at    text := 'rows[' || i || '].samples';
+    g     record;
+    row   pgcursor.gateway_process_samples;
+    value jsonb;
+BEGIN
+    IF r -> 'samples' IS NULL OR r -> 'samples' = 'null'::jsonb THEN
+        RETURN;
+    END IF;
+    IF jsonb_typeof(r -> 'samples') <> 'object' THEN
+        RAISE EXCEPTION '% must be an object', at USING ERRCODE = '22023';
+    END IF;
+    FOR g IN SELECT e.key, e.value FROM jsonb_each(r -> 'samples') e ORDER BY e.key LOOP
+        IF NOT g.key = ANY (pgcursor_internal.process_gauges()) THEN
+            RAISE EXCEPTION '%.% is not a gauge: %', at, g.key, array_to_string(pgcursor_internal.process_gauges(), ', ')
+                USING ERRCODE = '22023';
+        END IF;
+        IF jsonb_typeof(g.value) IS DISTINCT FROM 'object' THEN
+            RAISE EXCEPTION '%.% must be an object', at, g.key USING ERRCODE = '22023';
+        END IF;
+        row.minute := NULL; row.hostname := hostname; row.pid := pid; row.gauge := g.key;
+        row.samples := pgcursor_internal.integer_arg(g.value, 'samples', 1, 2147483647,
+                                                     at || '.' || g.key || '.samples', 'a positive integer');
+        IF row.samples IS NULL THEN
+            RAISE EXCEPTION '%.%.samples must be a positive integer', at, g.key USING ERRCODE = '22023';
+        END IF;
+        FOREACH value IN ARRAY ARRAY[g.value -> 'avg', g.value -> 'min', g.value -> 'max', g.value -> 'last'] LOOP
+            IF jsonb_typeof(value) IS DISTINCT FROM 'number' OR value::numeric < 0 THEN
+                RAISE EXCEPTION '%.% needs avg, min, max and last, non-negative numbers', at, g.key
+                    USING ERRCODE = '22023';
+            END IF;
+        END LOOP;
+        row.avg := (g.value ->> 'avg')::float8; row.min := (g.value ->> 'min')::float8;
+        row.max := (g.value ->> 'max')::float8; row.last := (g.value ->> 'last')::float8;
+        IF NOT (row.min <= row.avg AND row.avg <= row.max AND row.min <= row.last AND row.last <= row.max) THEN
+            RAISE EXCEPTION '%.%: min <= avg, last <= max does not hold', at, g.key USING ERRCODE = '22023';
+        END IF;
+        RETURN NEXT row;
+    END LOOP;
+END $$;
+
+-- record_process_minutes: one gateway process's per-minute figures and
+-- samples. gateway: {hostname, pid, port} (who it is: hostname and pid
+-- name the process, port is where it listens). rows: [{minute,
+-- pushRequests?, popRequests?, ackRequests?, transactions?, pushMessages?,
+-- popMessages?, ackMessages?, ackFailed?, ageSumMs?, ageMaxMs?, dbErrors?,
+-- deadLettered?, samples?}]: the figures are added to what the process's
+-- row of that minute holds (it flushes what it counted since its last
+-- flush); the samples, the minute's so far, replace the stored ones. Rows
+-- older than `keep` are not written, stored ones older than it (of every
+-- process) are deleted. All or nothing: a bad field raises 22023 naming it.
+-- -> {"rows", "samples" (written), "purged"}.
+CREATE OR REPLACE FUNCTION pgcursor.record_process_minutes(gateway jsonb, rows jsonb,
+                                                           keep interval DEFAULT interval '24 hours')
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    gw_host text;
+    gw_pid  integer;
+    gw_port integer;
+    written bigint;
+    sampled bigint;
+    purged  bigint;
+BEGIN
+    IF jsonb_typeof(gateway) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'gateway must be an object' USING ERRCODE = '22023';
+    END IF;
+    gw_host := pgcursor_internal.optional_text(gateway, 'hostname', 'gateway.hostname');
+    IF gw_host IS NULL OR gw_host = '' THEN
+        RAISE EXCEPTION 'gateway.hostname must be a non-empty string' USING ERRCODE = '22023';
+    END IF;
+    PERFORM pgcursor_internal.refuse_long_key('gateway.hostname', gw_host);
+    gw_pid := pgcursor_internal.integer_arg(gateway, 'pid', 1, 2147483647, 'gateway.pid', 'a positive integer');
+    gw_port := pgcursor_internal.integer_arg(gateway, 'port', 0, 65535, 'gateway.port', 'a port number (0 to 65535)');
+    IF gw_pid IS NULL OR gw_port IS NULL THEN
+        RAISE EXCEPTION 'gateway needs hostname, pid and port' USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(rows) IS DISTINCT FROM 'array' THEN
+        RAISE EXCEPTION 'rows must be an array' USING ERRCODE = '22023';
+    END IF;
+    -- Every row checked, its samples too, before anything is written.
+    PERFORM count(*)
+       FROM jsonb_array_elements(rows) WITH ORDINALITY e(r, n)
+      CROSS JOIN LATERAL pgcursor_internal.process_minute_row(e.r, e.n - 1, gw_host, gw_pid, gw_port) m
+       LEFT JOIN LATERAL pgcursor_internal.process_sample_rows(e.r, e.n - 1, gw_host, gw_pid) s ON true;
+    IF (SELECT count(DISTINCT pgcursor_internal.minute_arg(e.r, '')) <> count(*)
+          FROM jsonb_array_elements(rows) e(r)) THEN
+        RAISE EXCEPTION 'rows name a minute twice' USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO pgcursor.gateway_process_minutes AS t
+    SELECT m.*
+      FROM jsonb_array_elements(rows) WITH ORDINALITY e(r, n)
+     CROSS JOIN LATERAL pgcursor_internal.process_minute_row(e.r, e.n - 1, gw_host, gw_pid, gw_port) m
+     WHERE m.minute >= now() - keep
+     ORDER BY m.minute
+    ON CONFLICT (minute, hostname, pid) DO UPDATE SET
+        port = excluded.port,
+        push_requests = t.push_requests + excluded.push_requests,
+        pop_requests = t.pop_requests + excluded.pop_requests,
+        ack_requests = t.ack_requests + excluded.ack_requests,
+        transactions = t.transactions + excluded.transactions,
+        push_messages = t.push_messages + excluded.push_messages,
+        pop_messages = t.pop_messages + excluded.pop_messages,
+        ack_messages = t.ack_messages + excluded.ack_messages,
+        ack_failed = t.ack_failed + excluded.ack_failed,
+        age_sum_ms = t.age_sum_ms + excluded.age_sum_ms,
+        age_max_ms = greatest(t.age_max_ms, excluded.age_max_ms),
+        db_errors = t.db_errors + excluded.db_errors,
+        dead_lettered = t.dead_lettered + excluded.dead_lettered;
+    GET DIAGNOSTICS written = ROW_COUNT;
+    INSERT INTO pgcursor.gateway_process_samples AS t
+    SELECT pgcursor_internal.minute_arg(e.r, ''), s.hostname, s.pid, s.gauge, s.samples, s.avg, s.min, s.max,
+           s.last
+      FROM jsonb_array_elements(rows) WITH ORDINALITY e(r, n)
+     CROSS JOIN LATERAL pgcursor_internal.process_sample_rows(e.r, e.n - 1, gw_host, gw_pid) s
+     WHERE pgcursor_internal.minute_arg(e.r, '') >= now() - keep
+     ORDER BY 1, 4
+    ON CONFLICT (minute, hostname, pid, gauge) DO UPDATE SET
+        samples = excluded.samples, avg = excluded.avg, min = excluded.min, max = excluded.max,
+        last = excluded.last;
+    GET DIAGNOSTICS sampled = ROW_COUNT;
+    DELETE FROM pgcursor.gateway_process_minutes t WHERE t.minute < now() - keep;
+    GET DIAGNOSTICS purged = ROW_COUNT;
+    DELETE FROM pgcursor.gateway_process_samples t WHERE t.minute < now() - keep;
+    RETURN jsonb_build_object('rows', written, 'samples', sampled, 'purged', purged);
 END $$;

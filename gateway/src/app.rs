@@ -184,6 +184,16 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
     let background = db::pool(&shared.config, 1);
     crate::housekeeping::spawn(background.clone(), shared.config.housekeeping_interval());
     crate::minutes::spawn(background.clone(), shared.config.stats_flush_interval());
+    crate::process::set_port(bind.port());
+    let sampled = shared.clone();
+    crate::process::spawn_sampler(move || {
+        let pool = sampled.pool_status();
+        (
+            pool.size,
+            pool.available,
+            pool.size.saturating_sub(pool.available),
+        )
+    });
     let next_worker = Arc::new(AtomicUsize::new(0));
     let server = HttpServer::new(move || {
         let index = next_worker.fetch_add(1, Ordering::Relaxed) % workers;

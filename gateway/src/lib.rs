@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod minutes;
 pub mod notify;
 pub mod peer;
+pub mod process;
 pub mod reads;
 pub mod routes;
 pub mod turns;

@@ -276,6 +276,11 @@ impl AckTally {
 
     /// Adds the tally to the counters.
     pub fn record(&self) {
+        let dlq = ACK_OUTCOMES
+            .iter()
+            .position(|o| *o == "dlq")
+            .map_or(0, |i| self.outcomes[i]);
+        crate::process::record_dead_lettered(dlq);
         let counters = counters();
         for (counter, n) in counters.ack_items.iter().zip(self.outcomes) {
             if n > 0 {

@@ -71,7 +71,25 @@ impl Figures {
         ]
     }
 
-    fn absorb(&mut self, other: &Figures) {
+    /// The figures record_process_minutes takes (the per-queue ones but
+    /// empty pops and parked time).
+    pub fn process_fields(&self) -> [(&'static str, u64); 11] {
+        [
+            ("pushRequests", self.push_requests),
+            ("popRequests", self.pop_requests),
+            ("ackRequests", self.ack_requests),
+            ("transactions", self.transactions),
+            ("pushMessages", self.push_messages),
+            ("popMessages", self.pop_messages),
+            ("ackMessages", self.ack_messages),
+            ("ackFailed", self.ack_failed),
+            ("ageSumMs", self.age_sum_ms),
+            ("ageMaxMs", self.age_max_ms),
+            ("dbErrors", self.db_errors),
+        ]
+    }
+
+    pub fn absorb(&mut self, other: &Figures) {
         self.push_requests += other.push_requests;
         self.pop_requests += other.pop_requests;
         self.pop_messages += other.pop_messages;
@@ -89,7 +107,7 @@ impl Figures {
 }
 
 /// The figures not flushed yet, by (minute as unix seconds, target).
-type Pending = HashMap<(u64, Target), Figures>;
+pub type Pending = HashMap<(u64, Target), Figures>;
 
 /// Figures older than this are dropped rather than kept for a flush: the
 /// database keeps no more (record_gateway_minutes' default `keep`).
@@ -100,7 +118,7 @@ fn pending() -> &'static Mutex<Pending> {
     PENDING.get_or_init(Mutex::default)
 }
 
-fn now_secs() -> u64 {
+pub fn now_secs() -> u64 {
     unix_ms(SystemTime::now()) / 1000
 }
 
@@ -208,20 +226,25 @@ fn rows(figures: &Pending) -> Value {
     Value::Array(rows)
 }
 
-/// Writes what was counted since the last flush. On failure the figures
-/// are kept for the next flush, unless the database refused them as
-/// malformed (they would be refused again).
+/// Writes what was counted since the last flush, per queue and for this
+/// process (crate::process), in one statement. On failure the figures are
+/// kept for the next flush, unless the database refused them as malformed
+/// (they would be refused again).
 pub async fn flush(pool: &Pool) -> Result<(), String> {
     let figures = take();
-    if figures.is_empty() {
+    let (process_rows, process_taken) = crate::process::take_rows(&figures);
+    if figures.is_empty() && process_rows.as_array().is_some_and(Vec::is_empty) {
         return Ok(());
     }
-    let sql = "SELECT pgcursor.record_gateway_minutes($1::jsonb)";
-    match call_json(pool, sql, &[&rows(&figures)]).await {
+    let sql = "SELECT pgcursor.record_gateway_minutes($1::jsonb), \
+               pgcursor.record_process_minutes($2::jsonb, $3::jsonb)";
+    let identity = crate::process::identity();
+    match call_json(pool, sql, &[&rows(&figures), &identity, &process_rows]).await {
         Ok(_) => Ok(()),
         Err(ApiError::BadRequest(why)) => Err(format!("figures refused, dropped: {why}")),
         Err(other) => {
             restore(figures);
+            crate::process::restore(process_taken);
             Err(other.to_string())
         }
     }

@@ -79,12 +79,15 @@ SELECT pg_temp.make_reference('pgcursor.maintenance');
 -- tables too, so that any node can read them (a plain table would exist on
 -- the coordinator only). retired_totals is written by the delete triggers
 -- of cursors and partitions; stats_snapshots and gateway_minutes once a
--- minute (gateway_totals with the latter), retention_minutes by the purges.
+-- minute (gateway_totals with the latter, and the gateway_process_* tables
+-- beside it), retention_minutes by the purges.
 SELECT pg_temp.make_reference('pgcursor.retired_totals');
 SELECT pg_temp.make_reference('pgcursor.stats_snapshots');
 SELECT pg_temp.make_reference('pgcursor.gateway_minutes');
 SELECT pg_temp.make_reference('pgcursor.gateway_totals');
 SELECT pg_temp.make_reference('pgcursor.retention_minutes');
+SELECT pg_temp.make_reference('pgcursor.gateway_process_minutes');
+SELECT pg_temp.make_reference('pgcursor.gateway_process_samples');
 
 -- Distributed by partition_id, colocated: each partition's head, messages,
 -- transaction index, cursors, dead letters and traces in the same shard

@@ -687,6 +687,137 @@ async fn database_errors_are_counted_for_the_process_and_the_cluster() {
     );
 }
 
+/// Each gateway process reports its own minute (Queen's queen_worker_*
+/// gauges, worker_id its pid) and its samples of CPU, memory and pool
+/// (system-metrics, worker-metrics, /status's workers).
+#[tokio::test]
+async fn a_gateway_process_reports_its_own_minute_and_samples() {
+    let gw = Gateway::start_with(&[("PGCURSOR_STATS_FLUSH_SECONDS", "1")]).await;
+    let pid = gw.pid().to_string();
+    let port: u64 = gw.base.rsplit(':').next().unwrap().parse().unwrap();
+    let queue = fresh_queue("process");
+    early_in_a_minute().await;
+    push_n(&gw, &queue, "p", 3).await;
+    let popped = pop(&gw, &queue, "batch=3&consumerGroup=g").await;
+    let delivered = messages(&popped);
+    assert_eq!(
+        ack(&gw, &delivered[0], "g", "completed").await["success"],
+        true
+    );
+    assert_eq!(ack(&gw, &delivered[1], "g", "dlq").await["dlq"], true);
+
+    let of = |extra: (&'static str, &'static str)| {
+        [("pid", pid.clone()), (extra.0, extra.1.to_string())]
+    };
+    let value = |m: &Exposition, family: &str, extra: Option<(&'static str, &'static str)>| {
+        let labels = match extra {
+            Some(e) => of(e).to_vec(),
+            None => vec![("pid", pid.clone())],
+        };
+        let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        m.value(family, &labels)
+    };
+    // Samples are taken every 5 s, the figures flushed every second.
+    eventually(
+        "the process's minute and a sample",
+        Duration::from_secs(20),
+        || async {
+            let m = scrape(&gw).await;
+            value(&m, "queen_worker_dlq_per_minute", None) == 1.0
+                && value(&m, "queen_worker_db_connections", None) >= 1.0
+        },
+    )
+    .await;
+    let m = scrape(&gw).await;
+    assert_eq!(
+        value(&m, "queen_worker_requests_per_minute", Some(("op", "push"))),
+        1.0
+    );
+    assert_eq!(
+        value(&m, "queen_worker_requests_per_minute", Some(("op", "pop"))),
+        1.0
+    );
+    assert_eq!(
+        value(&m, "queen_worker_messages_per_minute", Some(("op", "push"))),
+        3.0
+    );
+    assert_eq!(
+        value(&m, "queen_worker_messages_per_minute", Some(("op", "pop"))),
+        3.0
+    );
+    assert_eq!(
+        value(&m, "queen_worker_messages_per_minute", Some(("op", "ack"))),
+        2.0
+    );
+    assert_eq!(
+        value(
+            &m,
+            "queen_worker_ack_per_minute",
+            Some(("result", "success"))
+        ),
+        2.0
+    );
+    assert_eq!(value(&m, "queen_worker_db_errors_per_minute", None), 0.0);
+    assert!(value(&m, "queen_worker_metrics_age_seconds", None) < 60.0);
+    let by_worker_id = [("worker_id", pid.as_str())];
+    let series = m.samples("queen_worker_dlq_per_minute", &by_worker_id);
+    assert_eq!(series.len(), 1, "worker_id is the pid");
+
+    let (code, system) = get(
+        &gw,
+        &format!("/api/v1/analytics/system-metrics?workerId={pid}"),
+    )
+    .await;
+    assert_eq!(code, 200, "{system}");
+    let replica = &system["replicas"][0];
+    assert_eq!(system["replicaCount"], 1, "{system}");
+    assert_eq!(replica["port"], port, "{replica}");
+    let point = &replica["timeSeries"][0];
+    assert!(point["sampleCount"].as_u64().unwrap() >= 1, "{point}");
+    assert!(
+        point["metrics"]["memory"]["rss_bytes"]["last"]
+            .as_f64()
+            .unwrap()
+            > 1e6,
+        "{point}"
+    );
+    assert!(
+        point["metrics"]["database"]["pool_size"]["max"]
+            .as_f64()
+            .unwrap()
+            >= 1.0,
+        "{point}"
+    );
+    let (_, workers) = get(
+        &gw,
+        &format!("/api/v1/analytics/worker-metrics?workerId={pid}"),
+    )
+    .await;
+    assert_eq!(
+        workers["workers"][0]["workerId"].to_string(),
+        pid,
+        "{}",
+        workers["workers"]
+    );
+    let popped: u64 = workers["timeSeries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["popMessages"].as_u64().unwrap())
+        .sum();
+    assert_eq!(popped, 3, "this process's pops only");
+    let (_, status) = get(&gw, "/api/v1/status").await;
+    assert!(
+        status["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["workerId"] == gw.pid()),
+        "{}",
+        status["workers"]
+    );
+}
+
 async fn send_admin(gw: &Gateway, path: &str, body: &Value) -> (u16, Value) {
     crate::broker::send(request(gw, Method::POST, path, Some("admin-token")).json(body)).await
 }

@@ -18,6 +18,7 @@ $$;
 DELETE FROM pgcursor.queues;
 DELETE FROM pgcursor.retired_totals;
 DELETE FROM pgcursor.gateway_minutes;
+DELETE FROM pgcursor.gateway_process_minutes;
 UPDATE pgcursor.gateway_totals SET push_requests = 0, pop_requests = 0, pop_messages = 0, ack_requests = 0,
                                    ack_messages = 0, ack_failed = 0, transactions = 0, db_errors = 0;
 SELECT pgcursor.set_maintenance('push', false), pgcursor.set_maintenance('pop', false);
@@ -28,7 +29,7 @@ SELECT is(pg_temp.snap(),
             "queues": [], "groups": [],
             "gatewayTotals": {"pushRequests": 0, "popRequests": 0, "popMessages": 0, "ackRequests": 0,
                               "ackMessages": 0, "ackFailed": 0, "transactions": 0, "dbErrors": 0},
-            "queueMinutes": []}',
+            "queueMinutes": [], "processMinutes": []}',
           'nothing stored: zeros and empty lists');
 -- Minutes as unix seconds: this one, two ago, six ago.
 SELECT extract(epoch FROM now())::bigint AS m0, extract(epoch FROM now() - interval '2 minutes')::bigint AS m2,

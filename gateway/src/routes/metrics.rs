@@ -49,6 +49,33 @@ pub struct Snapshot {
     groups: Vec<GroupFigures>,
     gateway_totals: GatewayTotals,
     queue_minutes: Vec<QueueMinute>,
+    process_minutes: Vec<ProcessMinute>,
+}
+
+/// A gateway process's newest minute of the last 5, with its pool samples
+/// (Queen's queen_worker_*; worker_id is the pid).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ProcessMinute {
+    hostname: String,
+    pid: u32,
+    age_seconds: u64,
+    push_requests: u64,
+    pop_requests: u64,
+    ack_requests: u64,
+    transactions: u64,
+    push_messages: u64,
+    pop_messages: u64,
+    ack_messages: u64,
+    ack_success: u64,
+    ack_failed: u64,
+    lag_avg_ms: u64,
+    lag_max_ms: u64,
+    db_errors: u64,
+    dead_lettered: u64,
+    db_connections: f64,
+    free_slots_avg: f64,
+    free_slots_min: f64,
 }
 
 /// What every gateway counted, lifetime (pgcursor.gateway_totals).
@@ -281,6 +308,7 @@ fn database_families(s: &Snapshot) {
     lifetime("pgcursor_cluster_messages_total", &[("scope", "cluster")], &s.totals);
     cluster_families(s);
     queue_minute_families(&s.queue_minutes);
+    process_minute_families(&s.process_minutes);
 
     describe_gauge!("pgcursor_queue_partitions", "Partitions of the queue");
     describe_gauge!("pgcursor_queue_depth", "Messages of the queue its slowest consumer group has not consumed");
@@ -398,6 +426,59 @@ fn queue_minute_families(minutes: &[QueueMinute]) {
         set(gauge!("queen_queue_pop_lag_milliseconds", "queue" => q(), "stat" => "max"), m.lag_max_ms as f64);
         set(gauge!("queen_queue_parked_consumers", "queue" => q()), m.parked);
         set(gauge!("queen_queue_metrics_age_seconds", "queue" => q()), m.age_seconds as f64);
+    }
+}
+
+/// Queen's queen_worker_* gauges, from each gateway process's newest
+/// minute (labels hostname, worker_id = pid, pid); left out, HELP and TYPE
+/// too, when no process flushed in 5 minutes.
+fn process_minute_families(minutes: &[ProcessMinute]) {
+    for (name, help) in [
+        ("queen_worker_requests_per_minute", "Requests the gateway process received in its newest minute, by op"),
+        ("queen_worker_messages_per_minute", "Messages the gateway process pushed, popped and acked in its newest minute, by op"),
+        ("queen_worker_ack_per_minute", "Acked items of the gateway process in its newest minute by result"),
+        ("queen_worker_lag_milliseconds", "Message age at pop in the gateway process's newest minute: avg over its messages, max the oldest"),
+        ("queen_worker_db_errors_per_minute", "Database calls of the gateway process that failed in its newest minute"),
+        ("queen_worker_dlq_per_minute", "Messages the gateway process's acks dead-lettered in its newest minute"),
+        ("queen_worker_db_connections", "Pool connections the gateway process held at its newest sample"),
+        ("queen_worker_free_slots", "Idle pool connections of the gateway process over its newest minute: avg and min of its samples"),
+        ("queen_worker_metrics_age_seconds", "Seconds since the start of the gateway process's newest minute"),
+    ] {
+        describe_gauge!(name, help);
+    }
+    for m in minutes {
+        let pid = m.pid.to_string();
+        let labels = |extra: Option<(&'static str, &'static str)>| {
+            let mut all = vec![
+                ("hostname", m.hostname.clone()),
+                ("worker_id", pid.clone()),
+                ("pid", pid.clone()),
+            ];
+            all.extend(extra.map(|(k, v)| (k, v.to_string())));
+            all
+        };
+        for (op, n) in [
+            ("push", m.push_requests),
+            ("pop", m.pop_requests),
+            ("ack", m.ack_requests),
+            ("transaction", m.transactions),
+        ] {
+            set(gauge!("queen_worker_requests_per_minute", &labels(Some(("op", op)))), n as f64);
+        }
+        for (op, n) in [("push", m.push_messages), ("pop", m.pop_messages), ("ack", m.ack_messages)] {
+            set(gauge!("queen_worker_messages_per_minute", &labels(Some(("op", op)))), n as f64);
+        }
+        for (result, n) in [("success", m.ack_success), ("failed", m.ack_failed)] {
+            set(gauge!("queen_worker_ack_per_minute", &labels(Some(("result", result)))), n as f64);
+        }
+        set(gauge!("queen_worker_lag_milliseconds", &labels(Some(("stat", "avg")))), m.lag_avg_ms as f64);
+        set(gauge!("queen_worker_lag_milliseconds", &labels(Some(("stat", "max")))), m.lag_max_ms as f64);
+        set(gauge!("queen_worker_db_errors_per_minute", &labels(None)), m.db_errors as f64);
+        set(gauge!("queen_worker_dlq_per_minute", &labels(None)), m.dead_lettered as f64);
+        set(gauge!("queen_worker_db_connections", &labels(None)), m.db_connections);
+        set(gauge!("queen_worker_free_slots", &labels(Some(("stat", "avg")))), m.free_slots_avg);
+        set(gauge!("queen_worker_free_slots", &labels(Some(("stat", "min")))), m.free_slots_min);
+        set(gauge!("queen_worker_metrics_age_seconds", &labels(None)), m.age_seconds as f64);
     }
 }
 

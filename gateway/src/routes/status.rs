@@ -7,7 +7,7 @@
 //! GET /api/v1/status/queues/{queue}/messages?limit=&offset= (`pgcursor.status_queue_messages`),
 //! GET /api/v1/status/analytics?interval=&from=&to=&queue=&namespace=&task=
 //! (`pgcursor.status_analytics`), and GET /api/v1/analytics/{kind}?from=&to=&queue=
-//! for queue-ops, queue-lag, retention, system-metrics, worker-metrics,
+//! &hostname=&workerId= for queue-ops, queue-lag, retention, system-metrics, worker-metrics,
 //! queue-parked-replicas and postgres-stats (`pgcursor.analytics`).
 
 use std::collections::BTreeMap;
@@ -122,7 +122,7 @@ async fn analytics(
     kind: &'static str,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
-    let filter = query_fields(&query, &["from", "to", "queue"])?;
+    let filter = query_fields(&query, &["from", "to", "queue", "hostname", "workerId"])?;
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.analytics($1, $2::jsonb)",

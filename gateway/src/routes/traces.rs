@@ -38,15 +38,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// Who records a trace: this gateway, `<hostname>:<pid>`.
 fn worker_id() -> &'static str {
     static ID: OnceLock<String> = OnceLock::new();
-    ID.get_or_init(|| {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .or_else(|| std::env::var("HOSTNAME").ok())
-            .map(|h| h.trim().to_string())
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "localhost".into());
-        format!("{host}:{}", std::process::id())
-    })
+    ID.get_or_init(|| format!("{}:{}", crate::process::hostname(), std::process::id()))
 }
 
 async fn record(
