@@ -3,7 +3,7 @@
 -- process), keeps 24 hours and refuses bad input whole; system-metrics,
 -- worker-metrics and /status read them.
 BEGIN;
-SELECT plan(31);
+SELECT plan(33);
 
 DELETE FROM pgcursor.gateway_process_minutes;
 DELETE FROM pgcursor.gateway_process_samples;
@@ -110,35 +110,36 @@ SELECT is(jsonb_build_array(:'sm'::jsonb -> 'replicaCount', :'sm'::jsonb -> 'poi
                             jsonb_path_query_array(:'sm'::jsonb, '$.replicas[*].port')),
           '[2, 2, ["h1", "h2"], [101, 202], [6633, 7000]]',
           'system-metrics: one replica per process (workerId its pid, port its newest), two buckets');
-SELECT is(:'sm'::jsonb #> '{replicas,0,timeSeries}',
+CREATE FUNCTION pg_temp.point(p jsonb) RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_array(p -> 'sampleCount', p #> '{metrics,cpu,user_us}', p #> '{metrics,cpu,system_us}',
+                             p #> '{metrics,memory,rss_bytes}', p #> '{metrics,database,pool_size}',
+                             p #> '{metrics,database,pool_idle}')
+$$;
+SELECT is((SELECT jsonb_agg(jsonb_build_array(p -> 'timestamp') || pg_temp.point(p) ORDER BY n)
+           FROM jsonb_array_elements(:'sm'::jsonb #> '{replicas,0,timeSeries}') WITH ORDINALITY x(p, n)),
           jsonb_build_array(
-              jsonb_build_object('timestamp', pgcursor_internal.bucket_label(:'t2'), 'sampleCount', 2, 'metrics',
-                  '{"cpu": {"user_us": {"avg": 1500, "min": 1000, "max": 2000, "last": 2000},
-                            "system_us": {"avg": 0, "min": 0, "max": 0, "last": 0}},
-                    "memory": {"rss_bytes": {"avg": 20971520, "min": 10485760, "max": 31457280, "last": 31457280},
-                               "virtual_bytes": {"avg": 0, "min": 0, "max": 0, "last": 0}},
-                    "database": {"pool_size": {"avg": 4, "min": 4, "max": 4, "last": 4},
-                                 "pool_idle": {"avg": 3, "min": 2, "max": 4, "last": 2},
-                                 "pool_active": {"avg": 0, "min": 0, "max": 0, "last": 0}},
-                    "threadpool": {"db": {"pool_size": {"avg": 0, "min": 0, "max": 0, "last": 0},
-                                          "queue_size": {"avg": 0, "min": 0, "max": 0, "last": 0}},
-                                   "system": {"pool_size": {"avg": 0, "min": 0, "max": 0, "last": 0},
-                                              "queue_size": {"avg": 0, "min": 0, "max": 0, "last": 0}}},
-                    "registries": {"response": {"avg": 0, "min": 0, "max": 0, "last": 0}}}'::jsonb),
-              jsonb_build_object('timestamp', pgcursor_internal.bucket_label(:'t1'), 'sampleCount', 3, 'metrics',
-                  '{"cpu": {"user_us": {"avg": 300, "min": 100, "max": 500, "last": 100},
-                            "system_us": {"avg": 0, "min": 0, "max": 0, "last": 0}},
-                    "memory": {"rss_bytes": {"avg": 0, "min": 0, "max": 0, "last": 0},
-                               "virtual_bytes": {"avg": 0, "min": 0, "max": 0, "last": 0}},
-                    "database": {"pool_size": {"avg": 8, "min": 8, "max": 8, "last": 8},
-                                 "pool_idle": {"avg": 6, "min": 6, "max": 6, "last": 6},
-                                 "pool_active": {"avg": 0, "min": 0, "max": 0, "last": 0}},
-                    "threadpool": {"db": {"pool_size": {"avg": 0, "min": 0, "max": 0, "last": 0},
-                                          "queue_size": {"avg": 0, "min": 0, "max": 0, "last": 0}},
-                                   "system": {"pool_size": {"avg": 0, "min": 0, "max": 0, "last": 0},
-                                              "queue_size": {"avg": 0, "min": 0, "max": 0, "last": 0}}},
-                    "registries": {"response": {"avg": 0, "min": 0, "max": 0, "last": 0}}}'::jsonb)),
+              jsonb_build_array(pgcursor_internal.bucket_label(:'t2'), 2,
+                                '{"avg": 1500, "min": 1000, "max": 2000, "last": 2000}'::jsonb,
+                                '{"avg": 0, "min": 0, "max": 0, "last": 0}'::jsonb,
+                                '{"avg": 20971520, "min": 10485760, "max": 31457280, "last": 31457280}'::jsonb,
+                                '{"avg": 4, "min": 4, "max": 4, "last": 4}'::jsonb,
+                                '{"avg": 3, "min": 2, "max": 4, "last": 2}'::jsonb),
+              jsonb_build_array(pgcursor_internal.bucket_label(:'t1'), 3,
+                                '{"avg": 300, "min": 100, "max": 500, "last": 100}'::jsonb,
+                                '{"avg": 0, "min": 0, "max": 0, "last": 0}'::jsonb,
+                                '{"avg": 0, "min": 0, "max": 0, "last": 0}'::jsonb,
+                                '{"avg": 8, "min": 8, "max": 8, "last": 8}'::jsonb,
+                                '{"avg": 6, "min": 6, "max": 6, "last": 6}'::jsonb)),
           'a replica''s points, oldest first: each gauge''s {avg, min, max, last}, zeros where nothing is sampled');
+SELECT is((SELECT jsonb_agg(DISTINCT l.value)
+           FROM (SELECT jsonb_path_query(:'sm'::jsonb, '$.replicas[*].timeSeries[*].metrics.threadpool.*.*')
+                 UNION ALL
+                 SELECT jsonb_path_query(:'sm'::jsonb, '$.replicas[*].timeSeries[*].metrics.registries.*')) l(value)),
+          '[{"avg": 0, "min": 0, "max": 0, "last": 0}]', 'Queen''s threadpool and registries leaves are zeros');
+SELECT is(jsonb_path_query_array(:'sm'::jsonb, '$.replicas[0].timeSeries[*].metrics.keyvalue().key'),
+          '["cpu", "memory", "database", "registries", "threadpool", "cpu", "memory", "database", "registries",
+            "threadpool"]'::jsonb,
+          'every point has Queen''s five groups of metrics');
 SELECT is(pgcursor.analytics('system-metrics', '{"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T10:00:00Z"}')
               - 'timeRange',
           '{"replicas": [], "replicaCount": 0, "bucketMinutes": 15, "pointCount": 0}',
