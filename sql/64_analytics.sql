@@ -10,15 +10,19 @@
 -- items, failed acks, transactions, message age at pop, time long-polls
 -- waited per queue; requests failed by the database); each gateway process
 -- its own figures and samples into gateway_process_minutes and _samples.
--- queue-ops, queue-lag, worker-metrics and system-metrics fill those;
--- partition churn and per-process parked long-polls are not recorded, so
--- they are 0 and queue-parked-replicas answers an empty series. retention
+-- queue-ops, queue-lag, worker-metrics and system-metrics fill those, and
+-- queue-ops the partitions from partitions.created_at; per-process parked
+-- long-polls are not recorded, so queue-parked-replicas answers an empty
+-- series. retention
 -- reads pgcursor.retention_minutes.
 -- postgres-stats is a live reading of PostgreSQL's statistics views over
 -- schema pgcursor.
 
 -- queue-ops: {timeRange, bucketMinutes, series [per (bucket, queue) with
 -- any figure, oldest first, then by queue], queues [their names, sorted]}.
+-- Partitions: created in the bucket, and the queue's count at its end, from
+-- partitions.created_at; a live queue never loses one (partitions go only
+-- with their queue), so partitionsDeleted is 0.
 CREATE OR REPLACE FUNCTION pgcursor_internal.queue_ops(since timestamptz, upto timestamptz, bucket_minutes integer,
                                                        names text[])
 RETURNS jsonb LANGUAGE sql STABLE AS $$
@@ -37,6 +41,11 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                    WHERE queue IS NOT NULL) g USING (bucket, queue)
         WHERE coalesce(s.pushed + s.completed + s.dead_lettered + s.discarded, 0)
               + coalesce(g.pop_requests + g.push_requests + g.ack_requests + g.transactions, 0) > 0
+    ), parts AS (
+        SELECT p.queue, pgcursor_internal.bucket_start(p.created_at, bucket_minutes) AS bucket, count(*) AS created
+        FROM pgcursor.partitions p
+        WHERE p.created_at <= upto AND p.queue IN (SELECT b.queue FROM b)
+        GROUP BY 1, 2
     )
     SELECT jsonb_build_object(
         'timeRange', pgcursor_internal.time_range(since, upto), 'bucketMinutes', bucket_minutes,
@@ -47,7 +56,11 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                               'ackSuccess', b.completed, 'ackFailed', coalesce(b.ack_failed, 0),
                               'ackRequests', coalesce(b.ack_requests, 0),
                               'transactions', coalesce(b.transactions, 0), 'dlqCount', b.dead_lettered,
-                              'partitionsCreated', 0, 'partitionsDeleted', 0, 'partitionCount', 0,
+                              'partitionsCreated', coalesce((SELECT c.created FROM parts c
+                                                             WHERE (c.queue, c.bucket) = (b.queue, b.bucket)), 0),
+                              'partitionsDeleted', 0,
+                              'partitionCount', (SELECT coalesce(sum(c.created), 0) FROM parts c
+                                                 WHERE c.queue = b.queue AND c.bucket <= b.bucket),
                               'avgLagMs', pgcursor_internal.average_age(b.age_sum_ms, b.pop_messages),
                               'maxLagMs', coalesce(b.age_max_ms, 0),
                               'pushPerSecond', pgcursor_internal.per_second(b.pushed, bucket_minutes),

@@ -2,7 +2,7 @@
 -- overwrites) per (minute, queue), resolves partitions to their queue,
 -- keeps 24 hours and refuses bad rows whole; status and analytics read them.
 BEGIN;
-SELECT plan(32);
+SELECT plan(33);
 
 DELETE FROM pgcursor.gateway_minutes;
 CREATE TEMP TABLE totals_before ON COMMIT DROP AS SELECT * FROM pgcursor.gateway_totals;
@@ -118,6 +118,18 @@ SELECT is((SELECT jsonb_agg(jsonb_build_array(x -> 'queueName', x -> 'popMessage
           '[["q67",4,0,88,900,2,0,0.03,0.6],["q67b",1,0,40,40,0,2,0,0],["q67",0,1,0,0,0,0,0,0]]',
           'queue-ops: the gateways'' figures per bucket and queue, a bucket with only an empty pop included; '
           'ackPerSecond counts failed acks too; parkedCount: long-polls waiting on average (36 s in a minute)');
+-- Partitions: q67's Default an hour before t5, a second one inside t5's minute; q67b's made now.
+UPDATE pgcursor.partitions SET created_at = :'t5'::timestamptz - interval '1 hour' WHERE queue = 'q67';
+INSERT INTO pgcursor.partitions (id, queue, name, created_at)
+VALUES (gen_random_uuid(), 'q67', 'second', :'t5'::timestamptz + interval '30 seconds');
+SELECT is((SELECT jsonb_agg(jsonb_build_array(x -> 'queueName', x -> 'partitionsCreated', x -> 'partitionCount',
+                                              x -> 'partitionsDeleted')
+                            ORDER BY x ->> 'bucket', x ->> 'queueName')
+           FROM jsonb_array_elements(pgcursor.analytics('queue-ops') -> 'series') x
+           WHERE x ->> 'queueName' LIKE 'q67%'
+             AND x ->> 'bucket' <= pgcursor_internal.bucket_label(:'t5'::timestamptz + interval '1 minute')),
+          '[["q67",1,2,0],["q67b",0,0,0],["q67",0,2,0]]',
+          'queue-ops partitions: created in the bucket and the count at its end (q67b''s is newer)');
 SELECT is(pgcursor.analytics('queue-ops', '{"queue":"q67b"}') -> 'queues', '["q67b"]', 'queue-ops: filtered');
 SELECT is(pgcursor.analytics('queue-lag'),
           jsonb_build_array(
