@@ -10,10 +10,9 @@
 -- items, failed acks, transactions, message age at pop, time long-polls
 -- waited per queue; requests failed by the database); each gateway process
 -- its own figures and samples into gateway_process_minutes and _samples.
--- queue-ops, queue-lag, worker-metrics and system-metrics fill those, and
--- queue-ops the partitions from partitions.created_at; per-process parked
--- long-polls are not recorded, so queue-parked-replicas answers an empty
--- series. retention
+-- queue-ops, queue-lag, worker-metrics, system-metrics and
+-- queue-parked-replicas fill those, and queue-ops the partitions from
+-- partitions.created_at. retention
 -- reads pgcursor.retention_minutes.
 -- postgres-stats is a live reading of PostgreSQL's statistics views over
 -- schema pgcursor.
@@ -193,6 +192,32 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                                'pendingMessages', (SELECT coalesce(sum(s.pending + s.processing), 0)
                                                    FROM pgcursor_internal.partition_stats(NULL) s))
                     FROM f))
+$$;
+
+-- queue-parked-replicas: per (bucket, queue, gateway process) with waits,
+-- oldest first, then by queue, hostname and pid: the long-polls waiting on
+-- average over the bucket (parkedCount); replicas: the processes listed.
+CREATE OR REPLACE FUNCTION pgcursor_internal.queue_parked_replicas(since timestamptz, upto timestamptz,
+                                                                   bucket_minutes integer, names text[])
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    WITH p AS (
+        SELECT pgcursor_internal.bucket_start(w.minute, bucket_minutes) AS bucket, w.queue, w.hostname, w.pid,
+               sum(w.parked_ms) AS parked_ms
+        FROM pgcursor.gateway_process_parked w
+        WHERE w.minute > since - interval '1 minute' AND w.minute <= upto
+          AND (names IS NULL OR w.queue = ANY (names))
+        GROUP BY 1, 2, 3, 4
+    )
+    SELECT jsonb_build_object(
+        'timeRange', pgcursor_internal.time_range(since, upto), 'bucketMinutes', bucket_minutes,
+        'series', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                              'bucket', pgcursor_internal.bucket_label(p.bucket), 'queueName', p.queue,
+                              'hostname', p.hostname, 'workerId', p.pid,
+                              'parkedCount', pgcursor_internal.parked_average(p.parked_ms, bucket_minutes))
+                            ORDER BY p.bucket, p.queue, p.hostname, p.pid), '[]'::jsonb) FROM p),
+        'replicas', (SELECT coalesce(jsonb_agg(jsonb_build_object('hostname', r.hostname, 'workerId', r.pid)
+                                               ORDER BY r.hostname, r.pid), '[]'::jsonb)
+                     FROM (SELECT DISTINCT p.hostname, p.pid FROM p) r))
 $$;
 
 -- A leaf of system-metrics: {avg, min, max, last} of one gauge's samples
@@ -382,7 +407,6 @@ DECLARE
     w     record := pgcursor_internal.time_window(given, interval '1 hour');
     names text[] := pgcursor_internal.selected_queues(
                         jsonb_build_object('queue', pgcursor_internal.optional_text(given, 'queue')));
-    span  jsonb := pgcursor_internal.time_range(w.since, w.upto);
     host  text := pgcursor_internal.optional_text(given, 'hostname');
     worker integer := pgcursor_internal.integer_arg(given, 'workerId', 1, 2147483647, 'workerId',
                                                     'a process id (a positive integer)');
@@ -399,8 +423,7 @@ BEGIN
     WHEN 'worker-metrics' THEN
         RETURN pgcursor_internal.worker_metrics(w.since, w.upto, w.bucket_minutes, host, worker);
     WHEN 'queue-parked-replicas' THEN
-        RETURN jsonb_build_object('timeRange', span, 'bucketMinutes', w.bucket_minutes, 'series', '[]'::jsonb,
-                                  'replicas', '[]'::jsonb);
+        RETURN pgcursor_internal.queue_parked_replicas(w.since, w.upto, w.bucket_minutes, names);
     WHEN 'postgres-stats' THEN
         RETURN pgcursor_internal.postgres_stats();
     ELSE

@@ -207,14 +207,40 @@ BEGIN
     END LOOP;
 END $$;
 
+-- The long-poll waits of one row of record_process_minutes' input, checked:
+-- {"<queue>": ms waited in the minute}, non-negative integers. Absent = none.
+CREATE OR REPLACE FUNCTION pgcursor_internal.process_parked_rows(r jsonb, i bigint)
+RETURNS TABLE (queue text, parked_ms bigint) LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    at text := 'rows[' || i || '].parked';
+    q  text;
+BEGIN
+    IF r -> 'parked' IS NULL OR r -> 'parked' = 'null'::jsonb THEN
+        RETURN;
+    END IF;
+    IF jsonb_typeof(r -> 'parked') <> 'object' THEN
+        RAISE EXCEPTION '% must be an object', at USING ERRCODE = '22023';
+    END IF;
+    FOR q IN SELECT jsonb_object_keys(r -> 'parked') ORDER BY 1 LOOP
+        PERFORM pgcursor_internal.refuse_long_key(at || ' queue name', q);
+        queue := q;
+        parked_ms := pgcursor_internal.non_negative_bigint_arg(r -> 'parked', q, at || '.' || q);
+        IF parked_ms IS NULL THEN
+            RAISE EXCEPTION '%.% must be a non-negative integer', at, q USING ERRCODE = '22023';
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END $$;
+
 -- record_process_minutes: one gateway process's per-minute figures and
 -- samples. gateway: {hostname, pid, port} (who it is: hostname and pid
 -- name the process, port is where it listens). rows: [{minute,
 -- pushRequests?, popRequests?, ackRequests?, transactions?, pushMessages?,
 -- popMessages?, ackMessages?, ackFailed?, ageSumMs?, ageMaxMs?, dbErrors?,
--- deadLettered?, samples?}]: the figures are added to what the process's
--- row of that minute holds (it flushes what it counted since its last
--- flush); the samples, the minute's so far, replace the stored ones. Rows
+-- deadLettered?, samples?, parked?}]: the figures are added to what the
+-- process's row of that minute holds (it flushes what it counted since its
+-- last flush), and so are the ms its long-polls waited per queue (parked:
+-- {queue: ms}); the samples, the minute's so far, replace the stored ones. Rows
 -- older than `keep` are not written, stored ones older than it (of every
 -- process) are deleted. All or nothing: a bad field raises 22023 naming it.
 -- -> {"rows", "samples" (written), "purged"}.
@@ -249,7 +275,8 @@ BEGIN
     PERFORM count(*)
        FROM jsonb_array_elements(rows) WITH ORDINALITY e(r, n)
       CROSS JOIN LATERAL pgcursor_internal.process_minute_row(e.r, e.n - 1, gw_host, gw_pid, gw_port) m
-       LEFT JOIN LATERAL pgcursor_internal.process_sample_rows(e.r, e.n - 1, gw_host, gw_pid) s ON true;
+       LEFT JOIN LATERAL pgcursor_internal.process_sample_rows(e.r, e.n - 1, gw_host, gw_pid) s ON true
+       LEFT JOIN LATERAL pgcursor_internal.process_parked_rows(e.r, e.n - 1) w ON true;
     IF (SELECT count(DISTINCT pgcursor_internal.minute_arg(e.r, '')) <> count(*)
           FROM jsonb_array_elements(rows) e(r)) THEN
         RAISE EXCEPTION 'rows name a minute twice' USING ERRCODE = '22023';
@@ -286,8 +313,16 @@ BEGIN
         samples = excluded.samples, avg = excluded.avg, min = excluded.min, max = excluded.max,
         last = excluded.last;
     GET DIAGNOSTICS sampled = ROW_COUNT;
+    INSERT INTO pgcursor.gateway_process_parked AS t
+    SELECT pgcursor_internal.minute_arg(e.r, ''), gw_host, gw_pid, w.queue, w.parked_ms
+      FROM jsonb_array_elements(rows) WITH ORDINALITY e(r, n)
+     CROSS JOIN LATERAL pgcursor_internal.process_parked_rows(e.r, e.n - 1) w
+     WHERE pgcursor_internal.minute_arg(e.r, '') >= now() - keep
+     ORDER BY 1, 4
+    ON CONFLICT (minute, hostname, pid, queue) DO UPDATE SET parked_ms = t.parked_ms + excluded.parked_ms;
     DELETE FROM pgcursor.gateway_process_minutes t WHERE t.minute < now() - keep;
     GET DIAGNOSTICS purged = ROW_COUNT;
     DELETE FROM pgcursor.gateway_process_samples t WHERE t.minute < now() - keep;
+    DELETE FROM pgcursor.gateway_process_parked t WHERE t.minute < now() - keep;
     RETURN jsonb_build_object('rows', written, 'samples', sampled, 'purged', purged);
 END $$;

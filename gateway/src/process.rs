@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::minutes::{Figures, Pending};
+use crate::minutes::{Figures, Pending, Target};
 
 /// How often the process is sampled.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
@@ -160,14 +160,22 @@ pub fn sample(pool: (usize, usize, usize)) {
 pub struct Taken(BTreeMap<u64, Minute>);
 
 /// record_process_minutes' rows for the per-queue figures `pending` (summed
-/// per minute), the dead-lettered counts and the samples. Takes the counts
+/// per minute, and the long-poll waits per queue), the dead-lettered counts
+/// and the samples. Takes the counts
 /// and every minute that is over; the current minute's samples stay, as
 /// the next flush writes them whole again.
 pub fn take_rows(pending: &Pending) -> (Value, Taken) {
     let current = this_minute();
     let mut sums: BTreeMap<u64, Figures> = BTreeMap::new();
-    for ((minute, _), figures) in pending {
+    let mut parked: BTreeMap<u64, Map<String, Value>> = BTreeMap::new();
+    for ((minute, target), figures) in pending {
         sums.entry(*minute).or_default().absorb(figures);
+        if let (Target::Queue(Some(queue)), ms @ 1..) = (target, figures.parked_ms) {
+            parked
+                .entry(*minute)
+                .or_default()
+                .insert(queue.clone(), json!(ms));
+        }
     }
     let mut taken = BTreeMap::new();
     {
@@ -194,6 +202,9 @@ pub fn take_rows(pending: &Pending) -> (Value, Taken) {
             let figures = sums.get(&minute).copied().unwrap_or_default();
             for (key, n) in figures.process_fields().into_iter().filter(|(_, n)| *n > 0) {
                 row.insert(key.into(), json!(n));
+            }
+            if let Some(waits) = parked.remove(&minute) {
+                row.insert("parked".into(), Value::Object(waits));
             }
             if let Some(m) = taken.get(&minute) {
                 if m.dead_lettered > 0 {
@@ -260,6 +271,48 @@ mod tests {
             one.json()["avg"],
             one.json()["min"],
             "rounding stays inside [min, max]"
+        );
+    }
+
+    #[test]
+    fn a_process_row_sums_the_minute_over_its_queues_and_keeps_waits_per_queue() {
+        let figures = |f: fn(&mut Figures)| {
+            let mut one = Figures::default();
+            f(&mut one);
+            one
+        };
+        let pending: Pending = [
+            (
+                (60, Target::Queue(Some("a".into()))),
+                figures(|f| {
+                    f.pop_requests = 2;
+                    f.parked_ms = 500;
+                    f.pop_empty = 1;
+                }),
+            ),
+            (
+                (60, Target::Queue(Some("b".into()))),
+                figures(|f| f.pop_requests = 1),
+            ),
+            ((60, Target::Queue(None)), figures(|f| f.parked_ms = 70)),
+            (
+                (60, Target::Partition(uuid::Uuid::nil())),
+                figures(|f| f.ack_messages = 3),
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let (rows, _) = take_rows(&pending);
+        let row = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["minute"] == 60)
+            .unwrap();
+        assert_eq!(
+            row,
+            &json!({"minute": 60, "popRequests": 3, "ackMessages": 3, "parked": {"a": 500}}),
+            "empty pops and waits are not process figures; a wait without a queue has no row"
         );
     }
 

@@ -88,6 +88,7 @@ SELECT pg_temp.make_reference('pgcursor.gateway_totals');
 SELECT pg_temp.make_reference('pgcursor.retention_minutes');
 SELECT pg_temp.make_reference('pgcursor.gateway_process_minutes');
 SELECT pg_temp.make_reference('pgcursor.gateway_process_samples');
+SELECT pg_temp.make_reference('pgcursor.gateway_process_parked');
 
 -- Distributed by partition_id, colocated: each partition's head, messages,
 -- transaction index, cursors, dead letters and traces in the same shard

@@ -695,8 +695,14 @@ async fn a_gateway_process_reports_its_own_minute_and_samples() {
     let gw = Gateway::start_with(&[("PGCURSOR_STATS_FLUSH_SECONDS", "1")]).await;
     let pid = gw.pid().to_string();
     let port: u64 = gw.base.rsplit(':').next().unwrap().parse().unwrap();
-    let queue = fresh_queue("process");
+    let (queue, idle) = (fresh_queue("process"), fresh_queue("process-idle"));
+    configure_queue(&gw, &idle).await;
     early_in_a_minute().await;
+    get(
+        &gw,
+        &format!("/api/v1/pop/queue/{idle}?wait=true&timeout=1500"),
+    )
+    .await;
     push_n(&gw, &queue, "p", 3).await;
     let popped = pop(&gw, &queue, "batch=3&consumerGroup=g").await;
     let delivered = messages(&popped);
@@ -735,7 +741,8 @@ async fn a_gateway_process_reports_its_own_minute_and_samples() {
     );
     assert_eq!(
         value(&m, "queen_worker_requests_per_minute", Some(("op", "pop"))),
-        1.0
+        2.0,
+        "the long-poll and the pop"
     );
     assert_eq!(
         value(&m, "queen_worker_messages_per_minute", Some(("op", "push"))),
@@ -806,6 +813,17 @@ async fn a_gateway_process_reports_its_own_minute_and_samples() {
         .map(|p| p["popMessages"].as_u64().unwrap())
         .sum();
     assert_eq!(popped, 3, "this process's pops only");
+    let (_, parked) = get(
+        &gw,
+        &format!("/api/v1/analytics/queue-parked-replicas?queue={idle}"),
+    )
+    .await;
+    let series = parked["series"].as_array().unwrap();
+    assert_eq!(series.len(), 1, "{parked}");
+    assert_eq!(series[0]["workerId"], gw.pid(), "{parked}");
+    let count = series[0]["parkedCount"].as_f64().unwrap();
+    assert!(count > 0.0 && count <= 0.05, "1.5 s of a minute: {parked}");
+    assert_eq!(parked["replicas"][0]["workerId"], gw.pid(), "{parked}");
     let (_, status) = get(&gw, "/api/v1/status").await;
     assert!(
         status["workers"]

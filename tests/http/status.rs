@@ -422,8 +422,16 @@ async fn analytics_routes_answer_queens_shapes() {
     for worker in workers["workers"].as_array().unwrap() {
         assert!(worker["workerId"].as_u64().unwrap() > 0, "{worker}");
     }
-    let parked = ok(&gw, "/api/v1/analytics/queue-parked-replicas").await;
-    assert_eq!(parked["series"], json!([]));
+    let parked = ok(
+        &gw,
+        "/api/v1/analytics/queue-parked-replicas?from=2026-01-01T00:00:00Z&to=2026-01-01T02:00:00Z",
+    )
+    .await;
+    assert_eq!(
+        (parked["series"].clone(), parked["replicas"].clone()),
+        (json!([]), json!([])),
+        "no long-poll waited in 2026's first hours"
+    );
     let pg = ok(&gw, "/api/v1/analytics/postgres-stats").await;
     let tables: Vec<&str> = pg["tableSizes"]
         .as_array()

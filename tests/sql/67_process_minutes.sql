@@ -3,10 +3,11 @@
 -- process), keeps 24 hours and refuses bad input whole; system-metrics,
 -- worker-metrics and /status read them.
 BEGIN;
-SELECT plan(33);
+SELECT plan(37);
 
 DELETE FROM pgcursor.gateway_process_minutes;
 DELETE FROM pgcursor.gateway_process_samples;
+DELETE FROM pgcursor.gateway_process_parked;
 
 -- Minutes as unix seconds: m2 two minutes ago (its 5th second), m1 one.
 SELECT extract(epoch FROM date_trunc('minute', now()) - interval '2 minutes')::bigint + 5 AS m2,
@@ -41,7 +42,13 @@ SELECT is(pgcursor.record_process_minutes('{"hostname": "h1", "pid": 101, "port"
 -- The next flush of a: more figures for m1, and m1's samples so far, whole.
 SELECT pgcursor.record_process_minutes('{"hostname": "h1", "pid": "101", "port": "6633"}', format(
            '[{"minute": %s, "popRequests": 1, "popMessages": 1, "ageMaxMs": 90, "deadLettered": 2,
-              "samples": {"cpu.user_us": %s}}]', :m1, pg_temp.leaf(3, 300, 100, 500, 100))::jsonb);
+              "samples": {"cpu.user_us": %s}, "parked": {"q1": 30000, "q2": 6000}}]',
+           :m1, pg_temp.leaf(3, 300, 100, 500, 100))::jsonb);
+SELECT pgcursor.record_process_minutes('{"hostname": "h1", "pid": 101, "port": 6633}',
+                                       format('[{"minute": %s, "parked": {"q1": "15000"}}]', :m1)::jsonb);
+SELECT is((SELECT string_agg(w.queue || ':' || w.parked_ms, ' ' ORDER BY w.queue) FROM pgcursor.gateway_process_parked w
+            WHERE (w.hostname, w.pid, w.minute) = ('h1', 101, :'t1')), 'q1:45000 q2:6000',
+          'long-poll waits add up per (minute, queue)');
 SELECT is(pg_temp.figures('h1', 101),
           to_char(:'t2'::timestamptz AT TIME ZONE 'UTC', 'HH24:MI') || ':6632/2/10/40/0/1 '
           || to_char(:'t1'::timestamptz AT TIME ZONE 'UTC', 'HH24:MI') || ':6633/1/5/90/1/2',
@@ -87,6 +94,9 @@ SELECT throws_ok(format($$SELECT pgcursor.record_process_minutes('{"hostname": "
                            '[{"minute": %s, "samples": {"cpu.user_us": {"samples": 1, "avg": 5, "min": 6, "max": 7,
                                                                         "last": 6}}}]')$$, :m1),
                  '22023', 'rows[0].samples.cpu.user_us: min <= avg, last <= max does not hold', 'an average below min');
+SELECT throws_ok(format($$SELECT pgcursor.record_process_minutes('{"hostname": "h", "pid": 1, "port": 1}',
+                           '[{"minute": %s, "popMessages": 1, "parked": {"q1": -5}}]')$$, :m1),
+                 '22023', 'rows[0].parked.q1 must be a non-negative integer', 'a negative wait');
 SELECT is((SELECT count(*) FROM pgcursor.gateway_process_minutes WHERE hostname = 'h'), 0::bigint,
           'nothing of a refused call is written');
 
@@ -186,6 +196,21 @@ SELECT is((SELECT jsonb_build_array(x -> 'queenCpuUserPct', x -> 'queenCpuSysPct
 SELECT is(jsonb_path_query_array(pgcursor.status() -> 'workers', '$[*].workerId'), '[101, 202]',
           'status workers: the processes of the last 2 minutes');
 
+-- queue-parked-replicas: per (bucket, queue, process), waits averaged over the bucket.
+SELECT pgcursor.record_process_minutes('{"hostname": "h2", "pid": 202, "port": 7000}',
+                                       format('[{"minute": %s, "parked": {"q1": 60000}}]', :m1)::jsonb);
+SELECT is(pgcursor.analytics('queue-parked-replicas') - 'timeRange',
+          jsonb_build_object('bucketMinutes', 1, 'series', jsonb_build_array(
+              jsonb_build_object('bucket', pgcursor_internal.bucket_label(:'t1'), 'queueName', 'q1', 'hostname', 'h1',
+                                 'workerId', 101, 'parkedCount', 0.75),
+              jsonb_build_object('bucket', pgcursor_internal.bucket_label(:'t1'), 'queueName', 'q1', 'hostname', 'h2',
+                                 'workerId', 202, 'parkedCount', 1),
+              jsonb_build_object('bucket', pgcursor_internal.bucket_label(:'t1'), 'queueName', 'q2', 'hostname', 'h1',
+                                 'workerId', 101, 'parkedCount', 0.1)),
+              'replicas', '[{"hostname": "h1", "workerId": 101}, {"hostname": "h2", "workerId": 202}]'::jsonb),
+          'queue-parked-replicas: long-polls waiting on average, per bucket, queue and process');
+SELECT is(jsonb_path_query_array(pgcursor.analytics('queue-parked-replicas', '{"queue": "q2"}'), '$.series[*].queueName'),
+          '["q2"]', 'queue-parked-replicas: queue filters');
 SELECT is((pgcursor.metrics_snapshot() #> '{processMinutes,0}') - 'ageSeconds',
           '{"hostname": "h1", "pid": 101, "pushRequests": 0, "popRequests": 1, "ackRequests": 0, "transactions": 0,
             "pushMessages": 0, "popMessages": 5, "ackMessages": 0, "ackSuccess": 0, "ackFailed": 0, "lagAvgMs": 0,
