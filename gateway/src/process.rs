@@ -161,9 +161,8 @@ pub struct Taken(BTreeMap<u64, Minute>);
 
 /// record_process_minutes' rows for the per-queue figures `pending` (summed
 /// per minute, and the long-poll waits per queue), the dead-lettered counts
-/// and the samples. Takes the counts
-/// and every minute that is over; the current minute's samples stay, as
-/// the next flush writes them whole again.
+/// and the samples. Takes the counts and every minute that is over; the
+/// current minute's samples stay, as the next flush writes them whole again.
 pub fn take_rows(pending: &Pending) -> (Value, Taken) {
     let current = this_minute();
     let mut sums: BTreeMap<u64, Figures> = BTreeMap::new();
