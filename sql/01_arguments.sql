@@ -25,6 +25,20 @@ BEGIN
     RETURN req ->> key;
 END $$;
 
+-- An object field that may be absent or null (NULL then); otherwise it must
+-- be an object: 22023 "<label> must be an object".
+CREATE OR REPLACE FUNCTION pgcursor_internal.optional_object(req jsonb, key text, label text)
+RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF req -> key IS NULL OR req -> key = 'null'::jsonb THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(req -> key) <> 'object' THEN
+        RAISE EXCEPTION '% must be an object', label USING ERRCODE = '22023';
+    END IF;
+    RETURN req -> key;
+END $$;
+
 -- Names that become index keys (queue, partition, consumer group, namespace,
 -- task, trace name) and transactionIds are at most 1024 bytes. PostgreSQL
 -- refuses a btree key past about 2,700 bytes, and some keys hold two names:

@@ -167,18 +167,13 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor_internal.process_sample_rows(r jsonb, i bigint, hostname text, pid integer)
 RETURNS SETOF pgcursor.gateway_process_samples LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
-    at    text := 'rows[' || i || '].samples';
-    g     record;
-    row   pgcursor.gateway_process_samples;
-    value jsonb;
+    at      text := 'rows[' || i || '].samples';
+    samples jsonb := pgcursor_internal.optional_object(r, 'samples', at);
+    g       record;
+    row     pgcursor.gateway_process_samples;
+    value   jsonb;
 BEGIN
-    IF r -> 'samples' IS NULL OR r -> 'samples' = 'null'::jsonb THEN
-        RETURN;
-    END IF;
-    IF jsonb_typeof(r -> 'samples') <> 'object' THEN
-        RAISE EXCEPTION '% must be an object', at USING ERRCODE = '22023';
-    END IF;
-    FOR g IN SELECT e.key, e.value FROM jsonb_each(r -> 'samples') e ORDER BY e.key LOOP
+    FOR g IN SELECT e.key, e.value FROM jsonb_each(samples) e ORDER BY e.key LOOP
         IF NOT g.key = ANY (pgcursor_internal.process_gauges()) THEN
             RAISE EXCEPTION '%.% is not a gauge: %', at, g.key, array_to_string(pgcursor_internal.process_gauges(), ', ')
                 USING ERRCODE = '22023';
@@ -212,19 +207,14 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor_internal.process_parked_rows(r jsonb, i bigint)
 RETURNS TABLE (queue text, parked_ms bigint) LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
-    at text := 'rows[' || i || '].parked';
-    q  text;
+    at     text := 'rows[' || i || '].parked';
+    waits  jsonb := pgcursor_internal.optional_object(r, 'parked', at);
+    q      text;
 BEGIN
-    IF r -> 'parked' IS NULL OR r -> 'parked' = 'null'::jsonb THEN
-        RETURN;
-    END IF;
-    IF jsonb_typeof(r -> 'parked') <> 'object' THEN
-        RAISE EXCEPTION '% must be an object', at USING ERRCODE = '22023';
-    END IF;
-    FOR q IN SELECT jsonb_object_keys(r -> 'parked') ORDER BY 1 LOOP
+    FOR q IN SELECT jsonb_object_keys(waits) ORDER BY 1 LOOP
         PERFORM pgcursor_internal.refuse_long_key(at || ' queue name', q);
         queue := q;
-        parked_ms := pgcursor_internal.non_negative_bigint_arg(r -> 'parked', q, at || '.' || q);
+        parked_ms := pgcursor_internal.non_negative_bigint_arg(waits, q, at || '.' || q);
         IF parked_ms IS NULL THEN
             RAISE EXCEPTION '%.% must be a non-negative integer', at, q USING ERRCODE = '22023';
         END IF;

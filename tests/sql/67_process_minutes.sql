@@ -3,7 +3,7 @@
 -- process), keeps 24 hours and refuses bad input whole; system-metrics,
 -- worker-metrics and /status read them.
 BEGIN;
-SELECT plan(37);
+SELECT plan(39);
 
 DELETE FROM pgcursor.gateway_process_minutes;
 DELETE FROM pgcursor.gateway_process_samples;
@@ -94,6 +94,12 @@ SELECT throws_ok(format($$SELECT pgcursor.record_process_minutes('{"hostname": "
                            '[{"minute": %s, "samples": {"cpu.user_us": {"samples": 1, "avg": 5, "min": 6, "max": 7,
                                                                         "last": 6}}}]')$$, :m1),
                  '22023', 'rows[0].samples.cpu.user_us: min <= avg, last <= max does not hold', 'an average below min');
+SELECT throws_ok($$SELECT pgcursor.record_process_minutes('{"hostname": "h", "pid": 1, "port": 1}',
+                                                          '[{"minute": 60, "samples": [1]}]')$$,
+                 '22023', 'rows[0].samples must be an object', 'samples not an object');
+SELECT throws_ok($$SELECT pgcursor.record_process_minutes('{"hostname": "h", "pid": 1, "port": 1}',
+                                                          '[{"minute": 60, "parked": "q1"}]')$$,
+                 '22023', 'rows[0].parked must be an object', 'parked not an object');
 SELECT throws_ok(format($$SELECT pgcursor.record_process_minutes('{"hostname": "h", "pid": 1, "port": 1}',
                            '[{"minute": %s, "popMessages": 1, "parked": {"q1": -5}}]')$$, :m1),
                  '22023', 'rows[0].parked.q1 must be a non-negative integer', 'a negative wait');
