@@ -111,7 +111,7 @@ pub type Pending = HashMap<(u64, Target), Figures>;
 
 /// Figures older than this are dropped rather than kept for a flush: the
 /// database keeps no more (record_gateway_minutes' default `keep`).
-const KEEP: Duration = Duration::from_secs(24 * 3600);
+pub const KEEP: Duration = Duration::from_secs(24 * 3600);
 
 fn pending() -> &'static Mutex<Pending> {
     static PENDING: OnceLock<Mutex<Pending>> = OnceLock::new();

@@ -227,11 +227,13 @@ pub fn take_rows(pending: &Pending) -> (Value, Taken) {
 }
 
 /// Puts back what a failed flush took: dead-lettered counts add up again,
-/// and a minute that is over gets its samples back unless newer ones exist.
+/// and a minute that is over gets its samples back unless newer ones exist;
+/// none older than minutes::KEEP (the database would not keep them).
 pub fn restore(taken: Taken) {
     let current = this_minute();
+    let oldest = current.saturating_sub(crate::minutes::KEEP.as_secs());
     let mut minutes = minutes().lock().unwrap_or_else(|e| e.into_inner());
-    for (key, m) in taken.0 {
+    for (key, m) in taken.0.into_iter().filter(|(key, _)| *key >= oldest) {
         let slot = minutes.entry(key).or_default();
         slot.dead_lettered += m.dead_lettered;
         if key < current && slot.gauges.is_empty() {
@@ -255,6 +257,10 @@ pub fn spawn_sampler(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Held by the tests that take or give back minutes: they share the
+    /// process-wide map.
+    static MAP: Mutex<()> = Mutex::new(());
 
     #[test]
     fn a_gauge_keeps_count_sum_extremes_and_the_last_value() {
@@ -301,6 +307,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
+        let _map = MAP.lock().unwrap_or_else(|e| e.into_inner());
         let (rows, _) = take_rows(&pending);
         let row = rows
             .as_array()
@@ -313,6 +320,25 @@ mod tests {
             &json!({"minute": 60, "popRequests": 3, "ackMessages": 3, "parked": {"a": 500}}),
             "empty pops and waits are not process figures; a wait without a queue has no row"
         );
+    }
+
+    #[test]
+    fn a_failed_flush_gives_back_what_it_took_but_not_past_a_day() {
+        let day_old = this_minute() - 25 * 3600;
+        let minute = this_minute() - 3600;
+        let taken = |key: u64| {
+            let mut m = Minute::default();
+            m.gauges.insert("cpu.user_us", Gauge::new(5.0));
+            m.dead_lettered = 2;
+            Taken(BTreeMap::from([(key, m)]))
+        };
+        let _map = MAP.lock().unwrap_or_else(|e| e.into_inner());
+        restore(taken(minute));
+        restore(taken(day_old));
+        let minutes = minutes().lock().unwrap();
+        let back = minutes.get(&minute).expect("an hour-old minute comes back");
+        assert_eq!((back.dead_lettered, back.gauges.len()), (2, 1));
+        assert!(!minutes.contains_key(&day_old), "a day-old one does not");
     }
 
     #[test]
