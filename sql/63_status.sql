@@ -329,14 +329,15 @@ $$;
 
 -- Per bucket, every gateway process's samples averaged (weighted by
 -- samples): CPU percent in user mode and in the kernel, resident memory in
--- MB, pool connections open, idle and checked out; 2 decimals.
+-- MB, pool connections open, idle and checked out; 2 decimals. And the
+-- fewest idle connections any process had (pool_idle_min).
 CREATE OR REPLACE FUNCTION pgcursor_internal.process_averages(since timestamptz, upto timestamptz,
                                                               bucket_minutes integer)
 RETURNS TABLE (bucket timestamptz, cpu_user_pct float8, cpu_system_pct float8, rss_mb float8, pool_size float8,
-               pool_idle float8, pool_active float8)
+               pool_idle float8, pool_active float8, pool_idle_min float8)
 LANGUAGE sql STABLE AS $$
     WITH a AS (
-        SELECT s.bucket, s.gauge, sum(s.avg * s.samples) / sum(s.samples) AS avg
+        SELECT s.bucket, s.gauge, sum(s.avg * s.samples) / sum(s.samples) AS avg, min(s.min) AS min
         FROM pgcursor_internal.process_sample_buckets(since, upto, bucket_minutes, NULL, NULL) s
         GROUP BY 1, 2
     )
@@ -346,7 +347,8 @@ LANGUAGE sql STABLE AS $$
            round((max(a.avg) FILTER (WHERE a.gauge = 'memory.rss_bytes') / 1048576)::numeric, 2)::float8,
            round(max(a.avg) FILTER (WHERE a.gauge = 'database.pool_size')::numeric, 2)::float8,
            round(max(a.avg) FILTER (WHERE a.gauge = 'database.pool_idle')::numeric, 2)::float8,
-           round(max(a.avg) FILTER (WHERE a.gauge = 'database.pool_active')::numeric, 2)::float8
+           round(max(a.avg) FILTER (WHERE a.gauge = 'database.pool_active')::numeric, 2)::float8,
+           max(a.min) FILTER (WHERE a.gauge = 'database.pool_idle')
     FROM a
     GROUP BY a.bucket
 $$;
@@ -385,7 +387,8 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                'ackFailed', coalesce(g.ack_failed, 0),
                'dlqCount', f.dead_lettered, 'queenCpuUserPct', coalesce(p.cpu_user_pct, 0),
                'queenCpuSysPct', coalesce(p.cpu_system_pct, 0), 'dbPoolActive', coalesce(p.pool_active, 0),
-               'dbPoolIdle', coalesce(p.pool_idle, 0), 'dbPoolSize', coalesce(p.pool_size, 0), 'minFreeSlots', 0,
+               'dbPoolIdle', coalesce(p.pool_idle, 0), 'dbPoolSize', coalesce(p.pool_size, 0),
+               'minFreeSlots', coalesce(p.pool_idle_min, 0),
                'queenRssMb', coalesce(p.rss_mb, 0))
              ORDER BY f.bucket DESC), '[]'::jsonb)
     FROM pgcursor_internal.bucket_figures(since, upto, bucket_minutes, names) f

@@ -142,12 +142,16 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
         WHERE host IS NOT NULL OR worker IS NOT NULL
         GROUP BY b
     ), pool AS (
-        SELECT s.bucket, sum(s.avg)::float8 AS connections
+        -- The processes' pools added up: connections open, idle (their
+        -- averages, and their fewest).
+        SELECT s.bucket, sum(s.avg) FILTER (WHERE s.gauge = 'database.pool_size') AS connections,
+               sum(s.avg) FILTER (WHERE s.gauge = 'database.pool_idle') AS idle,
+               sum(s.min) FILTER (WHERE s.gauge = 'database.pool_idle') AS idle_min
         FROM pgcursor_internal.process_sample_buckets(since, upto, bucket_minutes, host, worker) s
-        WHERE s.gauge = 'database.pool_size'
         GROUP BY s.bucket
     ), f AS (
-        SELECT x.*, coalesce(round(pool.connections::numeric, 2)::float8, 0) AS connections
+        SELECT x.*, coalesce(round(pool.connections::numeric, 2)::float8, 0) AS connections,
+               coalesce(round(pool.idle::numeric, 2)::float8, 0) AS idle, coalesce(pool.idle_min, 0) AS idle_min
         FROM (SELECT * FROM broker UNION ALL SELECT * FROM chosen) x
         LEFT JOIN pool ON pool.bucket = x.bucket
     )
@@ -161,7 +165,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                                   'ackPerSecond', pgcursor_internal.per_second(f.completed, bucket_minutes),
                                   'avgLagMs', pgcursor_internal.average_age(f.age_sum_ms, f.pop_messages),
                                   'maxLagMs', coalesce(f.age_max_ms, 0), 'avgEventLoopLagMs', 0,
-                                  'maxEventLoopLagMs', 0, 'avgFreeSlots', 0, 'minFreeSlots', 0,
+                                  'maxEventLoopLagMs', 0, 'avgFreeSlots', f.idle, 'minFreeSlots', f.idle_min,
                                   'dbConnections', f.connections,
                                   'avgJobQueueSize', 0, 'maxJobQueueSize', 0, 'dbErrors', coalesce(f.db_errors, 0),
                                   'ackFailed', coalesce(f.ack_failed, 0), 'dlqCount', f.dead_lettered,

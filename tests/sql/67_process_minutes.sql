@@ -182,23 +182,25 @@ SELECT is(pgcursor.analytics('worker-metrics') -> 'workers',
              "lastSeen": "' || pgcursor_internal.bucket_label(:'t1') || '"}]')::jsonb,
           'worker-metrics workers: each process''s newest pool sample, messages popped in 5 minutes');
 SELECT is((SELECT jsonb_agg(jsonb_build_array(x -> 'popMessages', x -> 'dlqCount', x -> 'dbErrors', x -> 'maxLagMs',
-                                              x -> 'dbConnections') ORDER BY x ->> 'timestamp')
+                                              x -> 'dbConnections', x -> 'avgFreeSlots', x -> 'minFreeSlots')
+                            ORDER BY x ->> 'timestamp')
            FROM jsonb_array_elements(pgcursor.analytics('worker-metrics', '{"workerId": 101}') -> 'timeSeries') x
            WHERE x ->> 'timestamp' >= pgcursor_internal.bucket_label(:'t2')
              AND x ->> 'timestamp' <= pgcursor_internal.bucket_label(:'t1')),
-          '[[10, 1, 0, 40, 4], [5, 2, 1, 90, 8]]',
-          'worker-metrics of one process: its own pops, dead letters, database errors and pool, per bucket');
-SELECT is((SELECT x -> 'dbConnections'
+          '[[10, 1, 0, 40, 4, 3, 2], [5, 2, 1, 90, 8, 6, 6]]',
+          'worker-metrics of one process: its own pops, dead letters, database errors and pool (open, idle on '
+          'average and at fewest), per bucket');
+SELECT is((SELECT jsonb_build_array(x -> 'dbConnections', x -> 'avgFreeSlots', x -> 'minFreeSlots')
            FROM jsonb_array_elements(pgcursor.analytics('worker-metrics') -> 'timeSeries') x
-           WHERE x ->> 'timestamp' = pgcursor_internal.bucket_label(:'t1')), '10',
+           WHERE x ->> 'timestamp' = pgcursor_internal.bucket_label(:'t1')), '[10, 7, 7]',
           'worker-metrics of the broker: the processes'' pools added up');
 SELECT is((SELECT jsonb_build_array(x -> 'queenCpuUserPct', x -> 'queenCpuSysPct', x -> 'dbPoolSize',
-                                    x -> 'dbPoolIdle', x -> 'queenRssMb')
+                                    x -> 'dbPoolIdle', x -> 'queenRssMb', x -> 'minFreeSlots')
            FROM jsonb_array_elements(pgcursor.status('{"queue": "nothing-here"}') -> 'throughput') x
            WHERE x ->> 'timestamp' = pgcursor_internal.bucket_label(:'t1')),
-          '[8.5, 7, 5, 3.5, 0]',
+          '[8.5, 7, 5, 3.5, 0, 1]',
           'status throughput: CPU percent, pool and memory averaged over every process''s samples, '
-          'whatever the queue filter');
+          'whatever the queue filter; minFreeSlots the fewest idle connections any process had');
 SELECT is(jsonb_path_query_array(pgcursor.status() -> 'workers', '$[*].workerId'), '[101, 202]',
           'status workers: the processes of the last 2 minutes');
 
