@@ -193,7 +193,10 @@ pub async fn until_waiting_for_a_lock(what: &str, query: &str) {
 /// victim. Answers the call's status and body. (Waiting for the call to
 /// wait for any lock was not enough: a lock another test or a housekeeping
 /// run held a moment made it look there before it held `second`, and the
-/// test's own transaction was the victim.)
+/// test's own transaction was the victim.) The transaction checks for a
+/// deadlock only after a minute, so the call's own check (after
+/// deadlock_timeout, 1 s) finds it first however late a loaded machine
+/// runs it: on a 2-core run the test's transaction was once the victim.
 pub async fn sent_into_a_deadlock(
     call: RequestBuilder,
     lock: &str,
@@ -203,6 +206,9 @@ pub async fn sent_into_a_deadlock(
 ) -> (u16, Value) {
     let mut holder = db().await;
     let tx = holder.transaction().await.unwrap();
+    tx.batch_execute("SET LOCAL deadlock_timeout = '60s'")
+        .await
+        .unwrap();
     tx.execute(lock, &[first]).await.unwrap();
     let holder_pid: i32 = tx
         .query_one("SELECT pg_backend_pid()", &[])
