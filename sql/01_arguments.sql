@@ -112,6 +112,15 @@ RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
                                          'a non-negative integer')::bigint
 $$;
 
+-- The non-negative counts named `figure` of r, in that order (absent = 0),
+-- such as a per-minute row's figures; a bad one raises 22023 naming
+-- <at><name>.
+CREATE OR REPLACE FUNCTION pgcursor_internal.figure_args(r jsonb, at text, figure text[])
+RETURNS bigint[] LANGUAGE sql IMMUTABLE AS $$
+    SELECT ARRAY(SELECT coalesce(pgcursor_internal.non_negative_bigint_arg(r, f, at || f), 0)
+                   FROM unnest(figure) WITH ORDINALITY u(f, k) ORDER BY k)
+$$;
+
 -- A boolean (JSON boolean or "true"/"false"); absent or null = dflt.
 CREATE OR REPLACE FUNCTION pgcursor_internal.bool_arg(req jsonb, key text, dflt boolean)
 RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$

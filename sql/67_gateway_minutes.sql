@@ -47,8 +47,7 @@ BEGIN
         END IF;
         g.queue := (SELECT p.queue FROM pgcursor.partitions p WHERE p.id = (r ->> 'partitionId')::uuid);
     END IF;
-    n := ARRAY(SELECT coalesce(pgcursor_internal.non_negative_bigint_arg(r, f, at || f), 0)
-                 FROM unnest(figure) WITH ORDINALITY u(f, k) ORDER BY k);
+    n := pgcursor_internal.figure_args(r, at, figure);
     g.push_requests := n[1]; g.pop_requests := n[2]; g.pop_messages := n[3]; g.pop_empty := n[4];
     g.ack_requests := n[5]; g.ack_messages := n[6]; g.ack_failed := n[7]; g.transactions := n[8];
     g.age_sum_ms := n[9]; g.age_max_ms := n[10];
@@ -152,8 +151,7 @@ BEGIN
     END IF;
     g.minute := pgcursor_internal.minute_arg(r, at);
     g.hostname := hostname; g.pid := pid; g.port := port;
-    n := ARRAY(SELECT coalesce(pgcursor_internal.non_negative_bigint_arg(r, f, at || f), 0)
-                 FROM unnest(figure) WITH ORDINALITY u(f, k) ORDER BY k);
+    n := pgcursor_internal.figure_args(r, at, figure);
     g.push_requests := n[1]; g.pop_requests := n[2]; g.ack_requests := n[3]; g.transactions := n[4];
     g.push_messages := n[5]; g.pop_messages := n[6]; g.ack_messages := n[7]; g.ack_failed := n[8];
     g.age_sum_ms := n[9]; g.age_max_ms := n[10]; g.db_errors := n[11]; g.dead_lettered := n[12];

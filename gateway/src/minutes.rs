@@ -71,22 +71,12 @@ impl Figures {
         ]
     }
 
-    /// The figures record_process_minutes takes (the per-queue ones but
-    /// empty pops and parked time).
-    pub fn process_fields(&self) -> [(&'static str, u64); 11] {
-        [
-            ("pushRequests", self.push_requests),
-            ("popRequests", self.pop_requests),
-            ("ackRequests", self.ack_requests),
-            ("transactions", self.transactions),
-            ("pushMessages", self.push_messages),
-            ("popMessages", self.pop_messages),
-            ("ackMessages", self.ack_messages),
-            ("ackFailed", self.ack_failed),
-            ("ageSumMs", self.age_sum_ms),
-            ("ageMaxMs", self.age_max_ms),
-            ("dbErrors", self.db_errors),
-        ]
+    /// The figures record_process_minutes takes: the per-queue ones but
+    /// empty pops and parked time (a process's waits go per queue).
+    pub fn process_fields(&self) -> impl Iterator<Item = (&'static str, u64)> {
+        self.fields()
+            .into_iter()
+            .filter(|(key, _)| !matches!(*key, "popEmpty" | "parkedMs"))
     }
 
     pub fn absorb(&mut self, other: &Figures) {

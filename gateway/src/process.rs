@@ -176,20 +176,18 @@ pub fn take_rows(pending: &Pending) -> (Value, Taken) {
                 .insert(queue.clone(), json!(ms));
         }
     }
-    let mut taken = BTreeMap::new();
-    {
+    let mut taken = {
         let mut minutes = minutes().lock().unwrap_or_else(|e| e.into_inner());
-        let keys: Vec<u64> = minutes.keys().copied().collect();
-        for key in keys {
-            if key < current {
-                taken.insert(key, minutes.remove(&key).unwrap_or_default());
-            } else if let Some(minute) = minutes.get_mut(&key) {
-                let copy = minute.clone();
-                minute.dead_lettered = 0;
-                taken.insert(key, copy);
-            }
+        // The minutes that are over go; the current one is copied and its
+        // counts zeroed.
+        let current_on = minutes.split_off(&current);
+        let mut taken = std::mem::replace(&mut *minutes, current_on);
+        for (key, minute) in minutes.iter_mut() {
+            taken.insert(*key, minute.clone());
+            minute.dead_lettered = 0;
         }
-    }
+        taken
+    };
     let mut keys: Vec<u64> = sums.keys().chain(taken.keys()).copied().collect();
     keys.sort_unstable();
     keys.dedup();
@@ -199,7 +197,7 @@ pub fn take_rows(pending: &Pending) -> (Value, Taken) {
             let mut row = Map::new();
             row.insert("minute".into(), json!(minute));
             let figures = sums.get(&minute).copied().unwrap_or_default();
-            for (key, n) in figures.process_fields().into_iter().filter(|(_, n)| *n > 0) {
+            for (key, n) in figures.process_fields().filter(|(_, n)| *n > 0) {
                 row.insert(key.into(), json!(n));
             }
             if let Some(waits) = parked.remove(&minute) {
