@@ -413,27 +413,31 @@ $$;
 
 -- The cursor row of (partition, group), locked; created where the group's
 -- subscription on the queue starts (start_cursor), or at cursor 0 when the
--- group has none (docs/ack-contract.md §3). Concurrent calls for
+-- group has none (docs/ack-contract.md §3), and then `created`: a caller
+-- that ends up changing nothing deletes it again. Concurrent calls for
 -- one (partition, group) serialise here; other partitions never wait on it.
 -- All nulls when the partition is gone: deleted with its queue, maybe
 -- while this waited for the row. Creating one takes the queue's partition
 -- set (shared, lock_partition_sets), as every writer of rows that refer to
 -- a partition does, and looks for the partition again after.
-CREATE OR REPLACE FUNCTION pgcursor_internal.lock_cursor(partition_id uuid, consumer_group text)
-RETURNS pgcursor.cursors LANGUAGE plpgsql AS $$
+SELECT pgcursor_internal.drop_version_without('pgcursor_internal.lock_cursor(uuid, text)', 'created');
+CREATE OR REPLACE FUNCTION pgcursor_internal.lock_cursor(
+    partition_id uuid, consumer_group text, OUT cursor_row pgcursor.cursors, OUT created boolean)
+LANGUAGE plpgsql AS $$
 DECLARE
-    row pgcursor.cursors;
     part pgcursor.partitions;
     sub pgcursor.subscriptions;
     start bigint;
+    made bigint;
 BEGIN
-    SELECT * INTO row FROM pgcursor.cursors c
+    created := false;
+    SELECT * INTO cursor_row FROM pgcursor.cursors c
      WHERE c.partition_id = lock_cursor.partition_id AND c.consumer_group = lock_cursor.consumer_group
        FOR UPDATE;
     IF NOT FOUND THEN
         SELECT p.queue INTO part.queue FROM pgcursor.partitions p WHERE p.id = lock_cursor.partition_id;
         IF NOT FOUND THEN
-            RETURN row;
+            RETURN;
         END IF;
         PERFORM pgcursor_internal.lock_partition_sets('{}', ARRAY[part.queue]);
         -- The rows into variables first, then start_cursor on those: Citus
@@ -441,7 +445,7 @@ BEGIN
         -- passed to a function inside a query there has the shard's type.
         SELECT * INTO part FROM pgcursor.partitions p WHERE p.id = lock_cursor.partition_id;
         IF NOT FOUND THEN
-            RETURN row;
+            RETURN;
         END IF;
         SELECT * INTO sub FROM pgcursor.subscriptions s
          WHERE s.queue = part.queue AND s.consumer_group = lock_cursor.consumer_group;
@@ -451,11 +455,12 @@ BEGIN
         INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
         VALUES (lock_cursor.partition_id, lock_cursor.consumer_group, coalesce(start, 0))
         ON CONFLICT DO NOTHING;
-        SELECT * INTO row FROM pgcursor.cursors c
+        GET DIAGNOSTICS made = ROW_COUNT;
+        created := made = 1;
+        SELECT * INTO cursor_row FROM pgcursor.cursors c
          WHERE c.partition_id = lock_cursor.partition_id AND c.consumer_group = lock_cursor.consumer_group
            FOR UPDATE;
     END IF;
-    RETURN row;
 END
 $$;
 

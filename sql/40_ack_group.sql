@@ -352,6 +352,31 @@ BEGIN
 END
 $$;
 
+-- Whether decision d leaves the cursor row as it is: cursor and counter
+-- unchanged, nothing dead-lettered or discarded (a lease-less row has no
+-- lease to release).
+CREATE OR REPLACE FUNCTION pgcursor_internal.ack_changes_nothing(
+    cur pgcursor.cursors, d pgcursor_internal.ack_decision)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+    SELECT d.new_cursor = cur.cursor AND d.new_retry_count = cur.retry_count AND NOT d.terminal
+$$;
+
+-- A cursor row this call created (lock_cursor) for a group that had never
+-- touched the partition, and that the call leaves unused: deleted, so that
+-- an ack answered with noops and refusals changes nothing. Kept, the row
+-- would hold the partition's messages for a group that never consumed
+-- there (depth, maxSize, retention) and would fix where that group's later
+-- subscription starts.
+CREATE OR REPLACE FUNCTION pgcursor_internal.forget_new_cursor(cur pgcursor.cursors, created boolean)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF created THEN
+        DELETE FROM pgcursor.cursors c
+         WHERE c.partition_id = cur.partition_id AND c.consumer_group = cur.consumer_group;
+    END IF;
+END
+$$;
+
 -- §10–§11 per item, once the outcome is known.
 CREATE OR REPLACE FUNCTION pgcursor_internal.ack_results(
     items pgcursor_internal.ack_item[], cursor_before bigint, d pgcursor_internal.ack_decision)
@@ -404,6 +429,7 @@ DECLARE
     consumer_group text;
     items pgcursor_internal.ack_item[];
     queue pgcursor.queues;
+    locked record;
     cur pgcursor.cursors;
     t pgcursor_internal.ack_tally;
     d pgcursor_internal.ack_decision;
@@ -418,18 +444,24 @@ BEGIN
         partition_id, pgcursor_internal.transaction_index_horizon(
             queue.transaction_index_from, queue.transaction_index_retention_seconds), request -> 'items');
     IF queue.name IS NOT NULL THEN
-        cur := pgcursor_internal.lock_cursor(partition_id, consumer_group);
+        locked := pgcursor_internal.lock_cursor(partition_id, consumer_group);
+        cur := locked.cursor_row;
     END IF;
     IF cur.partition_id IS NULL THEN  -- unknown, or deleted with its queue since it was looked up
         RETURN pgcursor_internal.refuse_all(items, 'partition not found', false);
     END IF;
     IF lease_id IS NOT NULL
        AND NOT (cur.lease_id IS NOT DISTINCT FROM lease_id AND pgcursor_internal.lease_is_live(cur.lease_expires_at)) THEN
+        PERFORM pgcursor_internal.forget_new_cursor(cur, locked.created);
         RETURN pgcursor_internal.refuse_all(items, 'invalid or expired lease', cur.lease_id IS NULL);
     END IF;
     t := pgcursor_internal.tally_ack_items(items, cur.cursor);
     d := pgcursor_internal.decide_ack(queue, cur, items, t);
-    PERFORM pgcursor_internal.write_ack(queue, cur, t, d);
+    IF locked.created AND pgcursor_internal.ack_changes_nothing(cur, d) THEN
+        PERFORM pgcursor_internal.forget_new_cursor(cur, true);
+    ELSE
+        PERFORM pgcursor_internal.write_ack(queue, cur, t, d);
+    END IF;
     RETURN pgcursor_internal.ack_results(items, cur.cursor, d);
 END
 $$;

@@ -561,6 +561,80 @@ async fn unknown_transaction_and_partition_are_per_item_outcomes_in_a_200() {
     assert_eq!(answer[0]["error"], "transaction not found");
 }
 
+/// An ack answered with noops and refusals changes nothing, also for a
+/// group that never consumed the partition: it leaves that group no cursor,
+/// so the group holds no message back (a full queue stays full only of
+/// what its real consumers have not consumed) and its first pop in mode
+/// `new` still starts at the head.
+#[tokio::test]
+async fn an_ack_that_changes_nothing_leaves_a_new_group_no_cursor() {
+    let gw = Gateway::start().await;
+    let queue = format!("ack-nothing-{}", Uuid::now_v7());
+    let configure = json!({"queue": queue, "options": {"maxSize": 3}});
+    assert_eq!(post_json(&gw, "/api/v1/configure", &configure).await.0, 200);
+    let push = |n: usize| {
+        let items: Vec<Value> = (0..n)
+            .map(|i| json!({"queue": queue, "payload": {"i": i}}))
+            .collect();
+        json!({ "items": items })
+    };
+    let (status, pushed) = post_json(&gw, "/api/v1/push", &push(3)).await;
+    assert_eq!(status, 200, "{pushed}");
+    let partition_id = pushed[0]["partitionId"].clone();
+    let first_tx = pushed[0]["transactionId"].clone();
+    let popped = client()
+        .get(gw.url(&format!("/api/v1/pop/queue/{queue}?batch=3&autoAck=true")))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(popped["messages"].as_array().map(Vec::len), Some(3), "{popped}");
+
+    let unknown = json!({"transactionId": "bogus", "partitionId": partition_id, "consumerGroup": "typo"});
+    let (status, answer) = post_json(&gw, "/api/v1/ack", &unknown).await;
+    assert_eq!((status, &answer[0]["noop"]), (200, &json!(true)), "{answer}");
+    let wrong_lease = json!({"acknowledgments": [{"transactionId": first_tx, "partitionId": partition_id,
+                                                  "leaseId": Uuid::now_v7()}],
+                             "consumerGroup": "late"});
+    let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &wrong_lease).await;
+    assert_eq!(
+        (status, &answer[0]["error"]),
+        (200, &json!("invalid or expired lease")),
+        "{answer}"
+    );
+    let groups: i64 = db()
+        .await
+        .query_one(
+            "SELECT count(*) FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
+              WHERE p.queue = $1 AND c.consumer_group <> '__QUEUE_MODE__'",
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(groups, 0, "no cursor row for typo or late");
+
+    let (status, pushed) = post_json(&gw, "/api/v1/push", &push(1)).await;
+    assert_eq!(
+        (status, &pushed[0]["status"]),
+        (200, &json!("queued")),
+        "the queue holds nothing unconsumed: {pushed}"
+    );
+    let late = client()
+        .get(gw.url(&format!(
+            "/api/v1/pop/queue/{queue}?batch=10&consumerGroup=late&subscriptionMode=new"
+        )))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(late["messages"], json!([]), "mode new starts at the head: {late}");
+}
+
 #[tokio::test]
 async fn status_is_normalised_by_the_gateway() {
     let gw = Gateway::start().await;

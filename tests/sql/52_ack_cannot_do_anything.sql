@@ -1,7 +1,7 @@
 -- docs/ack-contract.md §11 (acks that cannot do anything) and §12 (every per-item
 -- error string): none is ever reported as a plain success, none moves anything.
 BEGIN;
-SELECT plan(20);
+SELECT plan(25);
 \ir lib/ack_fixture.sql
 
 -- completed, at or below the cursor
@@ -57,6 +57,32 @@ SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('completed:19', 're
           'superseded by an earlier nack rel noop; ok rel; superseded by an earlier nack rel noop; superseded by an earlier nack rel noop',
           'items above the lowest nack and weaker items at it are superseded');
 SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=none counter=0', 'retry at 11 wins: nothing completed below it, so the cursor stays 9 (10 is a silent gap above no completed offset); counter untouched');
+
+-- A group that never touched the partition: an ack that changes nothing
+-- leaves it no cursor row (a row would hold the partition's messages for
+-- it, and fix where a later subscription of it starts); one that moves or
+-- charges something writes the row, at cursor 0.
+SELECT pg_temp.setup() AS p \gset
+CREATE FUNCTION pg_temp.ack_as_h(p uuid, lease uuid, items jsonb) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    answer text := pg_temp.brief(pgcursor.ack_group(jsonb_build_object(
+                       'partitionId', p, 'consumerGroup', 'h', 'leaseId', lease, 'items', items)));
+BEGIN
+    RETURN answer || ' / ' || coalesce((SELECT format('cursor=%s counter=%s', c.cursor, c.retry_count)
+                                          FROM pgcursor.cursors c
+                                         WHERE c.partition_id = p AND c.consumer_group = 'h'), 'no row');
+END $$;
+SELECT is(pg_temp.ack_as_h(:'p', NULL, '[{"transactionId": "nope"}]'),
+          'transaction not found rel noop / no row', 'a new group''s ack of an unknown transactionId leaves no row');
+SELECT is(pg_temp.ack_as_h(:'p', gen_random_uuid(), pg_temp.items('completed:3')),
+          'invalid or expired lease rel noop / no row', '... nor does one refused for its lease');
+SELECT is(pg_temp.ack_as_h(:'p', NULL, pg_temp.items('retry:1')),
+          'ok rel / no row', '... nor a retry of its first message (nothing to redeliver from but where it stands)');
+SELECT is(pg_temp.ack_as_h(:'p', NULL, pg_temp.items('failed:1')),
+          'ok rel / cursor=0 counter=1', 'a failed one charges its counter: the row is written');
+SELECT pg_temp.setup() AS p \gset
+SELECT is(pg_temp.ack_as_h(:'p', NULL, pg_temp.items('completed:3')),
+          'ok rel / cursor=3 counter=0', 'a completed one moves it from 0');
 
 -- A psql caller with malformed input gets an error, not a wrong answer.
 SELECT throws_ok($$SELECT pgcursor.ack_group('{"partitionId": "not-a-uuid", "items": [{"transactionId": "t1"}]}')$$,

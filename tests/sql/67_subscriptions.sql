@@ -5,7 +5,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(47);
+SELECT plan(49);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.sub(q text, grp text) RETURNS text LANGUAGE sql AS $$
@@ -157,8 +157,8 @@ SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r
 
 -- An ack on a partition the group has no row on yet writes the row where
 -- its subscription starts, not at 0: "late" subscribed in mode new after
--- k's three messages, so acking the second is a no-op and the third stays
--- the head it stands at.
+-- k's three messages, so acking the second is a no-op (which leaves no row
+-- behind), and acking a fourth completes that one alone.
 SELECT pg_temp.push('t67k', 'k', 3, 'k');
 SELECT pg_temp.push('t67k', 'other', 1, 'o');
 UPDATE pgcursor.messages m SET created_at = pg_temp.ago(600)
@@ -167,9 +167,16 @@ SELECT FROM pgcursor.pop('{"queue":"t67k","partition":"other","consumerGroup":"l
 SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67k', 'k'), 'consumerGroup', 'late',
                                                 'items', '[{"transactionId":"k2"}]'::jsonb)) -> 0 ->> 'noop',
           'true', 'an ack where a mode-new group has no row yet: below where it stands, a no-op');
-SELECT is((SELECT c.cursor FROM pgcursor.cursors c
-            WHERE c.partition_id = pg_temp.pid('t67k', 'k') AND c.consumer_group = 'late'), 3::bigint,
-          '... its row written at the head it subscribed at');
+SELECT is((SELECT count(*)::int FROM pgcursor.cursors c
+            WHERE c.partition_id = pg_temp.pid('t67k', 'k') AND c.consumer_group = 'late'), 0,
+          '... and, changing nothing, writes no row');
+SELECT pg_temp.push('t67k', 'k', 1, 'k4-');
+SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67k', 'k'), 'consumerGroup', 'late',
+                                                'items', '[{"transactionId":"k4-1"}]'::jsonb)) -> 0 ->> 'noop',
+          'false', 'acking a fourth is no no-op ...');
+SELECT is((SELECT c.cursor || ' ' || c.completed_total FROM pgcursor.cursors c
+            WHERE c.partition_id = pg_temp.pid('t67k', 'k') AND c.consumer_group = 'late'),
+          '4 1', '... its row written at the head it subscribed at: one message completed');
 SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67k', 'k'), 'consumerGroup', 'stranger',
                                                 'items', '[{"transactionId":"k2"}]'::jsonb)) -> 0 ->> 'noop',
           'false', 'a group that never popped the queue: acking 2 is not a no-op ...');
