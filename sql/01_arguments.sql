@@ -25,6 +25,14 @@ BEGIN
     RETURN req ->> key;
 END $$;
 
+-- The consumer group a request names in `key`: absent, null or "" mean
+-- queue mode, __QUEUE_MODE__, as an empty consumerGroup query parameter
+-- does (a group named "" could never pop); otherwise a string.
+CREATE OR REPLACE FUNCTION pgcursor_internal.group_arg(req jsonb, key text DEFAULT 'consumerGroup')
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(nullif(pgcursor_internal.optional_text(req, key), ''), '__QUEUE_MODE__')
+$$;
+
 -- An object field that may be absent or null (NULL then); otherwise it must
 -- be an object: 22023 "<label> must be an object".
 CREATE OR REPLACE FUNCTION pgcursor_internal.optional_object(req jsonb, key text, label text)

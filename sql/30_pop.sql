@@ -525,7 +525,7 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.claim_for_pop(
 LANGUAGE plpgsql AS $$
 DECLARE
     -- (in this order, as pop always read them: the first bad one is named)
-    group_name text := coalesce(pgcursor_internal.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__');
+    group_name text := pgcursor_internal.group_arg(req);
     batch  integer := pgcursor_internal.positive_int_arg(req, 'batch', 1);
     nparts integer := pgcursor_internal.positive_int_arg(req, 'partitions', 1);
     auto   boolean := pgcursor_internal.bool_arg(req, 'autoAck', false);
@@ -576,7 +576,7 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor_internal.pop_due_in(req jsonb)
 RETURNS double precision LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    grp      text := coalesce(pgcursor_internal.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__');
+    grp      text := pgcursor_internal.group_arg(req);
     part_ids uuid[] := pgcursor_internal.pop_partition_ids(
                            pgcursor_internal.pop_queues(req), pgcursor_internal.optional_text(req, 'partition'), 65);
     pid      uuid;

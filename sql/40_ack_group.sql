@@ -437,7 +437,7 @@ BEGIN
     PERFORM pgcursor_internal.check_ack_request(request);
     partition_id := request ->> 'partitionId';
     lease_id := request ->> 'leaseId';
-    consumer_group := coalesce(request ->> 'consumerGroup', '__QUEUE_MODE__');
+    consumer_group := pgcursor_internal.group_arg(request);
     SELECT q.* INTO queue FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
      WHERE p.id = partition_id;
     items := pgcursor_internal.resolve_ack_items(

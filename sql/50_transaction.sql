@@ -91,7 +91,7 @@ BEGIN
         RETURN true;
     END IF;
     SELECT array_agg(DISTINCT (op ->> 'partitionId')::uuid),
-           array_agg(DISTINCT coalesce(op ->> 'consumerGroup', '__QUEUE_MODE__'))
+           array_agg(DISTINCT pgcursor_internal.group_arg(op))
       INTO acked_partitions, acked_groups
       FROM jsonb_array_elements(req -> 'operations') op
      WHERE op ->> 'type' = 'ack';

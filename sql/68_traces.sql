@@ -69,7 +69,7 @@ BEGIN
         INSERT INTO pgcursor.trace_events (partition_id, id, transaction_id, consumer_group, event_type, data,
                                            worker_id, created_at)
         VALUES (pid, pgcursor_internal.uuidv7(), txid,
-                coalesce(pgcursor_internal.optional_text(req, 'consumerGroup'), '__QUEUE_MODE__'),
+                pgcursor_internal.group_arg(req),
                 coalesce(pgcursor_internal.optional_text(req, 'eventType'), 'info'), req -> 'data',
                 pgcursor_internal.optional_text(req, 'workerId'), clock_timestamp())
         RETURNING * INTO event;

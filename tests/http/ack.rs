@@ -590,11 +590,20 @@ async fn an_ack_that_changes_nothing_leaves_a_new_group_no_cursor() {
         .json::<Value>()
         .await
         .unwrap();
-    assert_eq!(popped["messages"].as_array().map(Vec::len), Some(3), "{popped}");
+    assert_eq!(
+        popped["messages"].as_array().map(Vec::len),
+        Some(3),
+        "{popped}"
+    );
 
-    let unknown = json!({"transactionId": "bogus", "partitionId": partition_id, "consumerGroup": "typo"});
+    let unknown =
+        json!({"transactionId": "bogus", "partitionId": partition_id, "consumerGroup": "typo"});
     let (status, answer) = post_json(&gw, "/api/v1/ack", &unknown).await;
-    assert_eq!((status, &answer[0]["noop"]), (200, &json!(true)), "{answer}");
+    assert_eq!(
+        (status, &answer[0]["noop"]),
+        (200, &json!(true)),
+        "{answer}"
+    );
     let wrong_lease = json!({"acknowledgments": [{"transactionId": first_tx, "partitionId": partition_id,
                                                   "leaseId": Uuid::now_v7()}],
                              "consumerGroup": "late"});
@@ -632,7 +641,50 @@ async fn an_ack_that_changes_nothing_leaves_a_new_group_no_cursor() {
         .json::<Value>()
         .await
         .unwrap();
-    assert_eq!(late["messages"], json!([]), "mode new starts at the head: {late}");
+    assert_eq!(
+        late["messages"],
+        json!([]),
+        "mode new starts at the head: {late}"
+    );
+}
+
+/// `"consumerGroup": ""` is queue mode, as `?consumerGroup=` is on a pop:
+/// a consumer popping with an empty group and acking with it acks what it
+/// popped, not a group named "" that could never pop.
+#[tokio::test]
+async fn an_empty_consumer_group_acks_in_queue_mode() {
+    let gw = Gateway::start().await;
+    let p = Partition::create(2).await;
+    let popped = client()
+        .get(gw.url(&format!(
+            "/api/v1/pop/queue/{}?batch=2&consumerGroup=",
+            p.queue
+        )))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(popped["consumerGroup"], "__QUEUE_MODE__", "{popped}");
+    let body = json!({"transactionId": p.tx(2), "partitionId": p.id, "leaseId": popped["leaseId"],
+                      "consumerGroup": ""});
+    let (status, answer) = post_json(&gw, "/api/v1/ack", &body).await;
+    assert_eq!(
+        (status, &answer[0]["success"], &answer[0]["noop"]),
+        (200, &json!(true), &json!(false)),
+        "{answer}"
+    );
+    assert_eq!(
+        p.state("__QUEUE_MODE__").await,
+        (2, None, 0),
+        "the lease released, both completed"
+    );
+    assert_eq!(
+        p.everything().await[0].as_array().map(Vec::len),
+        Some(1),
+        "no group \"\" made"
+    );
 }
 
 #[tokio::test]

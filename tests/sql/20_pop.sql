@@ -1,7 +1,7 @@
 -- pgcursor.pop: leasing, capping, live-lease skip, re-lease after expiry,
 -- multi-partition pops, groups, subscription modes, autoAck, concurrency.
 BEGIN;
-SELECT plan(87);
+SELECT plan(88);
 
 \ir lib/queue_helpers.sql
 
@@ -58,6 +58,8 @@ FROM pg_temp.cur('t20', 'p1', '__QUEUE_MODE__') c;
 -- a live lease is skipped; other groups are independent and capped at the head
 SELECT is(pgcursor.pop('{"queue":"t20","batch":2}'), '{"success":true,"messages":[]}',
           'live lease: nothing to pop, answered exactly as docs/http-api.md says');
+SELECT is(pgcursor.pop('{"queue":"t20","batch":2,"consumerGroup":""}'), '{"success":true,"messages":[]}',
+          'consumerGroup "" is queue mode, as an empty query parameter is: its lease is live');
 SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20","batch":10,"consumerGroup":"g2"}')), '{1,2,3,4,5}',
           'another group gets everything, capped at the head');
 SELECT is((pg_temp.cur('t20', 'p1', 'g2')).batch_end, 5::bigint, 'capped batch end = head');

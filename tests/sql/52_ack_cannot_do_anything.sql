@@ -1,7 +1,7 @@
 -- docs/ack-contract.md §11 (acks that cannot do anything) and §12 (every per-item
 -- error string): none is ever reported as a plain success, none moves anything.
 BEGIN;
-SELECT plan(25);
+SELECT plan(27);
 \ir lib/ack_fixture.sql
 
 -- completed, at or below the cursor
@@ -83,6 +83,16 @@ SELECT is(pg_temp.ack_as_h(:'p', NULL, pg_temp.items('failed:1')),
 SELECT pg_temp.setup() AS p \gset
 SELECT is(pg_temp.ack_as_h(:'p', NULL, pg_temp.items('completed:3')),
           'ok rel / cursor=3 counter=0', 'a completed one moves it from 0');
+
+-- consumerGroup "" is queue mode, as an empty query parameter is on a pop
+-- (a group named "" could never pop): the ack moves the __QUEUE_MODE__ cursor.
+SELECT pg_temp.setup() AS p \gset
+UPDATE pgcursor.cursors SET consumer_group = '__QUEUE_MODE__' WHERE partition_id = :'p';
+SELECT is(pg_temp.brief(pgcursor.ack_group(jsonb_build_object(
+              'partitionId', :'p', 'consumerGroup', '', 'leaseId', pg_temp.lease_l(), 'items', pg_temp.items('completed:12')))),
+          'ok', 'consumerGroup "": the queue mode lease is its lease');
+SELECT is((SELECT string_agg(c.consumer_group || '@' || c.cursor, ' ') FROM pgcursor.cursors c WHERE c.partition_id = :'p'),
+          '__QUEUE_MODE__@12', '... its cursor moved, and no group "" was made');
 
 -- A psql caller with malformed input gets an error, not a wrong answer.
 SELECT throws_ok($$SELECT pgcursor.ack_group('{"partitionId": "not-a-uuid", "items": [{"transactionId": "t1"}]}')$$,
