@@ -18,6 +18,9 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- subscriptionFrom: an ISO timestamp (or anything timestamptz accepts, e.g. 'now'), or null.
+-- A time still to come counts as now: a cursor row cannot wait for a time,
+-- and a row written at a partition's head then would deliver what is
+-- pushed before that time, where a partition made later would not.
 CREATE OR REPLACE FUNCTION pgcursor_internal.subscription_from(req jsonb)
 RETURNS timestamptz LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -27,7 +30,7 @@ BEGIN
         RETURN NULL;
     END IF;
     BEGIN  -- an EXCEPTION block costs a subtransaction: only when there is a value
-        RETURN since::timestamptz;
+        RETURN least(since::timestamptz, now());
     EXCEPTION WHEN data_exception THEN
         RAISE EXCEPTION 'subscriptionFrom must be an ISO timestamp' USING ERRCODE = '22023';
     END;

@@ -100,7 +100,8 @@ $$;
 -- start before the first message created at or after it, and rows that never
 -- completed anything and hold no live lease move there now, as a seek would.
 -- Rows that consumed something stay. rowsUpdated counts the subscriptions; a
--- group that never popped has none (0).
+-- group that never popped has none (0). A time still to come counts as now,
+-- as a pop's subscriptionFrom does.
 CREATE OR REPLACE FUNCTION pgcursor.update_subscription(consumer_group text, since timestamptz)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -113,6 +114,7 @@ BEGIN
     IF since IS NULL THEN
         RAISE EXCEPTION 'Missing subscriptionTimestamp in request body' USING ERRCODE = '22023';
     END IF;
+    since := least(since, now());
     PERFORM pgcursor_internal.lock_subscriptions(grp, NULL, false);
     UPDATE pgcursor.subscriptions s SET mode = 'timestamp', since = update_subscription.since
      WHERE s.consumer_group = grp;

@@ -1,7 +1,7 @@
 -- pgcursor.pop: leasing, capping, live-lease skip, re-lease after expiry,
 -- multi-partition pops, groups, subscription modes, autoAck, concurrency.
 BEGIN;
-SELECT plan(88);
+SELECT plan(90);
 
 \ir lib/queue_helpers.sql
 
@@ -137,7 +137,7 @@ SELECT is(pg_temp.offs(pgcursor.pop('{"queue":"t20","partition":"p1","consumerGr
 SELECT is((pg_temp.cur('t20', 'p1', 'g3')).cursor, 0::bigint, 'existing cursor not moved by subscriptionMode');
 
 -- subscriptionFrom: offsets 1..6 created 5h ago .. now
-UPDATE pgcursor.messages m SET created_at = now() - (6 - m.msg_offset) * interval '1 hour'
+UPDATE pgcursor.messages m SET created_at = now() - (6 - m.msg_offset) * interval '1 hour' - interval '1 minute'
 FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = 't20' AND p.name = 'p1';
 SELECT is(pg_temp.offs(pgcursor.pop(jsonb_build_object('queue', 't20', 'partition', 'p1', 'consumerGroup', 'from',
                                                        'subscriptionFrom', now() - interval '150 minutes', 'batch', 10))),
@@ -147,6 +147,20 @@ SELECT is(pgcursor.pop(jsonb_build_object('queue', 't20', 'partition', 'p1', 'co
                                           'subscriptionFrom', now() + interval '1 hour')) -> 'messages', '[]',
           'subscriptionFrom after every message: nothing');
 SELECT is((pg_temp.cur('t20', 'p1', 'future')).cursor, 6::bigint, 'cursor at the head');
+-- A time still to come counts as the pop's: what is pushed from then on is
+-- delivered on every partition, also on one made after the first pop.
+SELECT pg_temp.fill('t20f', 'a', 1);
+UPDATE pgcursor.messages m SET created_at = now() - interval '1 minute'
+  FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = 't20f';
+SELECT is(pgcursor.pop(jsonb_build_object('queue', 't20f', 'consumerGroup', 'future',
+                                          'subscriptionFrom', now() + interval '1 day')) -> 'messages', '[]',
+          'subscriptionFrom tomorrow: nothing already pushed');
+SELECT FROM pgcursor.push('{"items": [{"queue": "t20f", "partition": "a", "payload": "a2"},
+                                      {"queue": "t20f", "partition": "b", "payload": "b1"}]}');
+SELECT is((SELECT string_agg(m ->> 'payload', ' ' ORDER BY m ->> 'payload')
+             FROM jsonb_array_elements(pgcursor.pop('{"queue": "t20f", "consumerGroup": "future", "partitions": 2,
+                                                     "batch": 10}') -> 'messages') m),
+          'a2 b1', '... then what is pushed after, on the old partition and on a new one alike');
 
 -- autoAck completes on delivery
 CREATE TEMP TABLE aa ON COMMIT DROP AS

@@ -5,7 +5,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(49);
+SELECT plan(52);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.sub(q text, grp text) RETURNS text LANGUAGE sql AS $$
@@ -113,6 +113,10 @@ UPDATE pgcursor.messages SET created_at = pg_temp.ago(1500) WHERE partition_id =
 SELECT is(pg_temp.offsets(pgcursor.pop('{"queue":"t67","partition":"d","consumerGroup":"up","batch":10}')),
           '{2}', 'a partition made after the update starts at its time');
 SELECT is(pgcursor.update_subscription('nobody', now()) -> 'rowsUpdated', '0', 'a group that never popped: 0');
+SELECT is(pgcursor.update_subscription('up', now() + interval '1 day') ->> 'newTimestamp',
+          pgcursor_internal.rfc3339_utc(now()), 'a time still to come counts as now, as a pop''s subscriptionFrom does');
+SELECT is(pg_temp.sub('t67', 'up'), 'timestamp ' || pgcursor_internal.rfc3339_utc(now()), '... and is stored so');
+SELECT is(pgcursor.update_subscription('up', pg_temp.ago(1000)) -> 'rowsUpdated', '1', '(back again)');
 SELECT throws_ok($$SELECT pgcursor.update_subscription('up', NULL)$$, '22023',
                  'Missing subscriptionTimestamp in request body', 'no timestamp: 22023');
 
