@@ -527,14 +527,16 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.claim_for_pop(
     OUT window_active boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
-    -- (in this order, as pop always read them: the first bad one is named)
+    -- (in this order, as pop always read them: the first bad one is named;
+    -- the queues after the maintenance flag, so that a paused pop answers
+    -- paused whatever queue it names, as Queen's does before any lookup)
     group_name text := pgcursor_internal.group_arg(req);
     batch  integer := pgcursor_internal.positive_int_arg(req, 'batch', 1);
     nparts integer := pgcursor_internal.positive_int_arg(req, 'partitions', 1);
     auto   boolean := pgcursor_internal.bool_arg(req, 'autoAck', false);
     mode   text := pgcursor_internal.subscription_mode(req);
     since  timestamptz := pgcursor_internal.subscription_from(req);
-    queues text[] := pgcursor_internal.pop_queues(req);
+    queues text[];
     pname  text := pgcursor_internal.optional_text(req, 'partition');
     max_bytes integer := pgcursor_internal.positive_int_arg(req, 'maxBytes', NULL);
     pending text[];
@@ -547,6 +549,7 @@ BEGIN
     IF paused THEN
         RETURN;
     END IF;
+    queues := pgcursor_internal.pop_queues(req);
     lease := CASE WHEN auto THEN NULL ELSE pgcursor_internal.uuidv7() END;
     pending := pgcursor_internal.subscribe(queues, grp, mode, since);
     -- New rows may all be held back (delayedProcessing, windowBuffer): then

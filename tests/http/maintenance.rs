@@ -77,6 +77,11 @@ async fn push_maintenance_refuses_pushes_and_pop_maintenance_pauses_pops() {
         paused,
         json!({"success": true, "messages": [], "paused": true})
     );
+    assert_eq!(
+        pop(&gw, "no-such-queue", "").await,
+        paused,
+        "paused before any queue lookup, as Queen's pop is"
+    );
     let (_, flag) = get(&gw, "/api/v1/system/maintenance/pop").await;
     assert_eq!(flag["popMaintenanceMode"], true);
 
@@ -89,6 +94,16 @@ async fn push_maintenance_refuses_pushes_and_pop_maintenance_pauses_pops() {
     assert_eq!(
         (status, bad["error"].as_str()),
         (400, Some("enabled (boolean) is required"))
+    );
+    let empty = client()
+        .post(gw.url("/api/v1/system/maintenance/pop"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(empty.status(), 400, "an empty body");
+    assert_eq!(
+        empty.json::<Value>().await.unwrap()["error"],
+        "enabled (boolean) is required"
     );
     for path in [
         "/api/v1/system/maintenance",

@@ -3,7 +3,7 @@
 -- lease extension default and maintenance mode. Ages are made by moving
 -- created_at back: now() does not move inside this one transaction.
 BEGIN;
-SELECT plan(48);
+SELECT plan(50);
 
 CREATE FUNCTION pg_temp.push(q text, n int, part text DEFAULT 'Default') RETURNS jsonb LANGUAGE sql AS $$
     SELECT pgcursor.push(jsonb_build_object('items', (
@@ -200,6 +200,10 @@ SELECT is(pg_temp.pop('t25s', '{"consumerGroup": "g4"}'), '{"success": true, "me
 SELECT is((SELECT row(paused, partitions_claimed, window_buffer_active)::text
              FROM pgcursor.pop_messages('{"queue": "t25s", "consumerGroup": "g4"}')),
           '(t,0,f)', 'pop_messages: paused, nothing claimed, no window (never null: the gateway reads every column)');
+SELECT is(pgcursor.pop('{"queue": "t25-no-such-queue"}'), '{"success": true, "messages": [], "paused": true}',
+          'a pop of a queue that does not exist answers paused too, as Queen''s does before any lookup');
+SELECT throws_ok($$SELECT pgcursor.pop('{"queue": "t25s", "batch": 0}')$$, '22023', 'batch must be a positive integer',
+                 '... and a malformed one is still told what is wrong with it');
 SELECT is(pgcursor.set_maintenance('pop', false) || pgcursor.set_maintenance('push', false),
           '{"maintenanceMode": false, "popMaintenanceMode": false, "bufferedMessages": 0, "bufferHealthy": true,
             "message": "Push maintenance mode disabled"}', 'both off again');

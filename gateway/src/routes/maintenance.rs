@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::app::AppState;
 use crate::auth::Level;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, object_body};
+use crate::routes::call::{call_json, optional_object_body};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/system/maintenance", web::get().to(get_push))
@@ -62,7 +62,8 @@ async fn set(
     mode: &str,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(req, Level::Admin)?;
-    let enabled = enabled_field(&object_body(body).await?)?;
+    // An empty body reads as {}: it lacks `enabled` like any other.
+    let enabled = enabled_field(&optional_object_body(body).await?)?;
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.set_maintenance($1, $2)",
