@@ -76,7 +76,8 @@ BEGIN
 END $$;
 
 -- An integer field (JSON number or digit string) from lowest to highest;
--- absent or null = NULL. Anything else raises 22023 "<label> must be <what>".
+-- absent or null = NULL. Anything else raises 22023 "<label> must be <what>",
+-- or "<label> must be at most <highest>" for an integer past highest.
 CREATE OR REPLACE FUNCTION pgcursor_internal.integer_arg(
     req jsonb, key text, lowest numeric, highest numeric, label text, what text)
 RETURNS numeric LANGUAGE plpgsql IMMUTABLE AS $$
@@ -92,8 +93,10 @@ BEGIN
     ELSIF jsonb_typeof(v) = 'string' AND (v #>> '{}') ~ '^\s*[0-9]{1,19}\s*$' THEN
         n := (v #>> '{}')::numeric;
     END IF;
-    IF n IS NULL OR n <> trunc(n) OR n < lowest OR n > highest THEN
+    IF n IS NULL OR n <> trunc(n) OR n < lowest THEN
         RAISE EXCEPTION '% must be %', label, what USING ERRCODE = '22023';
+    ELSIF n > highest THEN  -- what it must be, it is: say the bound
+        RAISE EXCEPTION '% must be at most %', label, highest USING ERRCODE = '22023';
     END IF;
     RETURN n;
 END $$;

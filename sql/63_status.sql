@@ -77,12 +77,13 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.time_window(
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     upto := coalesce(pgcursor_internal.timestamp_arg(req, 'to'), now());
-    IF NOT upto BETWEEN '1970-01-02Z' AND '9999-01-01Z' THEN
-        RAISE EXCEPTION 'to must be a time between 1970 and 9999' USING ERRCODE = '22023';
+    IF NOT upto BETWEEN '1970-01-01Z' AND '9999-01-01Z' THEN
+        RAISE EXCEPTION 'to must be a time from 1970-01-01 to 9999-01-01' USING ERRCODE = '22023';
     END IF;
-    since := coalesce(pgcursor_internal.timestamp_arg(req, 'from'), upto - default_span);
+    -- (a default from starts no earlier than to may)
+    since := coalesce(pgcursor_internal.timestamp_arg(req, 'from'), greatest(upto - default_span, '1970-01-01Z'));
     IF NOT since BETWEEN '1970-01-01Z' AND '9999-01-01Z' THEN
-        RAISE EXCEPTION 'from must be a time between 1970 and 9999' USING ERRCODE = '22023';
+        RAISE EXCEPTION 'from must be a time from 1970-01-01 to 9999-01-01' USING ERRCODE = '22023';
     END IF;
     IF since > upto THEN
         RAISE EXCEPTION 'from must not be after to' USING ERRCODE = '22023';

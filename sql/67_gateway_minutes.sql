@@ -252,7 +252,7 @@ BEGIN
     END IF;
     PERFORM pgcursor_internal.refuse_long_key('gateway.hostname', gw_host);
     gw_pid := pgcursor_internal.integer_arg(gateway, 'pid', 1, 2147483647, 'gateway.pid', 'a positive integer');
-    gw_port := pgcursor_internal.integer_arg(gateway, 'port', 0, 65535, 'gateway.port', 'a port number (0 to 65535)');
+    gw_port := pgcursor_internal.integer_arg(gateway, 'port', 0, 65535, 'gateway.port', 'a port number');
     IF gw_pid IS NULL OR gw_port IS NULL THEN
         RAISE EXCEPTION 'gateway needs hostname, pid and port' USING ERRCODE = '22023';
     END IF;

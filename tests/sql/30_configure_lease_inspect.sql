@@ -2,7 +2,7 @@
 BEGIN;
 -- one snapshot for the whole file: overview() deltas ignore concurrent test files
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(68);
+SELECT plan(69);
 
 \ir lib/queue_helpers.sql
 
@@ -231,6 +231,8 @@ SELECT is(pgcursor.leases('{"queue":"t30l","consumerGroup":"g2"}') #>> '{leases,
 SELECT is(pgcursor.leases('{"queue":"t30l-none"}'), '{"total":0,"leases":[]}', 'leases: none held');
 SELECT throws_ok($$SELECT pgcursor.leases('{"limit":0}')$$, '22023', 'limit must be a positive integer',
                  'leases: a bad limit names it');
+SELECT throws_ok($$SELECT pgcursor.leases('{"limit":"99999999999"}')$$, '22023', 'limit must be at most 2147483647',
+                 '... and one past what an integer holds says the bound, not that it is no positive integer');
 SELECT is(pgcursor_internal.uuidv7_time('01a2464c-51b6-7e1e-ad63-3379478d5314'),
           '2026-12-05T13:02:16.502Z'::timestamptz, 'uuidv7_time: the first 48 bits, in milliseconds');
 SELECT is(pgcursor_internal.uuidv7_time('01a2464c-51b6-4e1e-ad63-3379478d5314'), NULL,

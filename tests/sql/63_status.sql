@@ -4,7 +4,7 @@
 -- answers.
 BEGIN;
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(48);
+SELECT plan(50);
 
 -- A clean slate inside this transaction (rolled back at the end).
 DELETE FROM pgcursor.queues;
@@ -116,8 +116,13 @@ SELECT throws_ok($$SELECT pgcursor.status('{"from":"2026-01-02T00:00:00Z","to":"
                  '22023', 'from must not be after to', 'from after to');
 SELECT throws_ok($$SELECT pgcursor.status('{"from":"2024-01-01T00:00:00Z","to":"2026-01-01T00:00:00Z"}')$$,
                  '22023', 'from..to must not span more than 366 days', 'a window of at most 366 days');
-SELECT throws_ok($$SELECT pgcursor.status('{"to":"-infinity"}')$$, '22023', 'to must be a time between 1970 and 9999',
+SELECT throws_ok($$SELECT pgcursor.status('{"to":"-infinity"}')$$, '22023', 'to must be a time from 1970-01-01 to 9999-01-01',
                  'no infinite window');
+SELECT is(pgcursor.status('{"to":"1970-01-01T00:10:00Z"}') -> 'timeRange',
+          '{"from": "1970-01-01T00:00:00.000000Z", "to": "1970-01-01T00:10:00.000000Z"}',
+          'a window ending in 1970''s first hour: the default from starts with 1970');
+SELECT is(pgcursor.status('{"from":"9999-01-01T00:00:00Z","to":"9999-01-01T00:00:00Z"}') -> 'timeRange' ->> 'to',
+          '9999-01-01T00:00:00.000000Z', 'the last time a window may end');
 
 -- status_queues, status_queue, status_queue_messages
 SELECT is(pgcursor.status_queues('{"namespace":"ns63","limit":"5"}'),

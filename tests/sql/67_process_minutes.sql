@@ -72,7 +72,7 @@ SELECT throws_ok($$SELECT pgcursor.record_process_minutes('{"pid": 1, "port": 1}
 SELECT throws_ok($$SELECT pgcursor.record_process_minutes('{"hostname": "h", "pid": 0, "port": 1}', '[]')$$, '22023',
                  'gateway.pid must be a positive integer', 'a pid of 0');
 SELECT throws_ok($$SELECT pgcursor.record_process_minutes('{"hostname": "h", "pid": 1, "port": 70000}', '[]')$$,
-                 '22023', 'gateway.port must be a port number (0 to 65535)', 'a port past 65535');
+                 '22023', 'gateway.port must be at most 65535', 'a port past 65535');
 SELECT throws_ok($$SELECT pgcursor.record_process_minutes('{"hostname": "h", "pid": 1, "port": 1}', '{}')$$,
                  '22023', 'rows must be an array', 'rows not an array');
 SELECT throws_ok($$SELECT pgcursor.record_process_minutes('{"hostname": "h", "pid": 1, "port": 1}',
