@@ -100,6 +100,20 @@ RETURNS TABLE (msg_offset bigint, message_id uuid) LANGUAGE sql STABLE AS $$
     LIMIT 1
 $$;
 
+-- The offset a transactionId names in a partition (message, delete_message):
+-- what the index remembers (indexed_message), else, past its horizon, the
+-- newest message stored under it, as the index named it while it
+-- remembered (pushed again once the index forgot it, a transactionId is
+-- stored twice). NULL: neither knows it. One statement naming messages:
+-- Citus routes it, the inlined indexed_message with it, to the partition's
+-- shard.
+CREATE OR REPLACE FUNCTION pgcursor_internal.named_offset(pid uuid, txid text, horizon timestamptz)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT x.msg_offset FROM pgcursor_internal.indexed_message(pid, txid, horizon) x),
+                    (SELECT max(m.msg_offset) FROM pgcursor.messages m
+                      WHERE m.partition_id = pid AND m.transaction_id = txid))
+$$;
+
 -- docs/ack-contract.md §9: dead-lettering is off only when both flags are explicitly false.
 CREATE OR REPLACE FUNCTION pgcursor_internal.dead_lettering_enabled(queue pgcursor.queues)
 RETURNS boolean LANGUAGE sql STABLE AS $$
@@ -414,7 +428,8 @@ $$;
 -- The cursor row of (partition, group), locked; created where the group's
 -- subscription on the queue starts (start_cursor), or at cursor 0 when the
 -- group has none (docs/ack-contract.md §3), and then `created`: a caller
--- that ends up changing nothing deletes it again. Concurrent calls for
+-- that ends up changing nothing deletes it again. A group name too long
+-- for the row's key is a 22023 naming consumerGroup. Concurrent calls for
 -- one (partition, group) serialise here; other partitions never wait on it.
 -- All nulls when the partition is gone: deleted with its queue, maybe
 -- while this waited for the row. Creating one takes the queue's partition
@@ -452,6 +467,7 @@ BEGIN
         IF FOUND THEN
             start := pgcursor_internal.start_cursor(part, sub);
         END IF;
+        PERFORM pgcursor_internal.refuse_long_key('consumerGroup', lock_cursor.consumer_group);
         INSERT INTO pgcursor.cursors (partition_id, consumer_group, cursor)
         VALUES (lock_cursor.partition_id, lock_cursor.consumer_group, coalesce(start, 0))
         ON CONFLICT DO NOTHING;

@@ -150,7 +150,10 @@ $$;
 -- request that fails them takes the slow path that words the error.
 -- enable_seqscan = off: a generic plan made while messages was empty read
 -- the whole table at every ack once it had filled.
-CREATE OR REPLACE FUNCTION pgcursor_internal.resolve_ack_items(partition_id uuid, horizon timestamptz, items jsonb)
+SELECT pgcursor_internal.drop_version_without(
+    'pgcursor_internal.resolve_ack_items(uuid, timestamptz, jsonb)', 'cursor_at');
+CREATE OR REPLACE FUNCTION pgcursor_internal.resolve_ack_items(
+    partition_id uuid, horizon timestamptz, items jsonb, cursor_at bigint)
 RETURNS pgcursor_internal.ack_item[] LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 DECLARE
     resolved pgcursor_internal.ack_item[];
@@ -174,8 +177,12 @@ BEGIN
       -- plan (a join may pick the created_at index instead). A message
       -- replayed after the horizon passed it (a seek back, an old
       -- subscriptionFrom) resolves through the messages table all the same,
-      -- probed only when the index has no entry; a transactionId stored
-      -- twice then resolves to its lowest offset, which completes the least.
+      -- probed only when the index has no entry. A transactionId stored
+      -- twice (pushed again once the index forgot it) then resolves to its
+      -- lowest offset above the cursor, the one delivered next, which
+      -- completes the least; with none above, to its newest (a no-op). The
+      -- lowest overall would be the copy already consumed: the ack of the
+      -- one delivered would answer a no-op for ever.
       LEFT JOIN LATERAL (
           SELECT coalesce(
                      (SELECT x.msg_offset FROM pgcursor_internal.indexed_message(
@@ -183,7 +190,9 @@ BEGIN
                      (SELECT m.msg_offset FROM pgcursor.messages m
                        WHERE m.partition_id = resolve_ack_items.partition_id
                          AND m.transaction_id = i.item ->> 'transactionId'
-                       ORDER BY m.msg_offset LIMIT 1)) AS msg_offset
+                       ORDER BY m.msg_offset <= cursor_at,
+                                CASE WHEN m.msg_offset > cursor_at THEN m.msg_offset ELSE -m.msg_offset END
+                       LIMIT 1)) AS msg_offset
            WHERE NOT i.bad) t ON true;
     IF any_bad THEN
         PERFORM pgcursor_internal.refuse_bad_ack_item(items);
@@ -353,12 +362,12 @@ END
 $$;
 
 -- Whether decision d leaves the cursor row as it is: cursor and counter
--- unchanged, nothing dead-lettered or discarded (a lease-less row has no
--- lease to release).
+-- unchanged, nothing dead-lettered or discarded, no lease released.
 CREATE OR REPLACE FUNCTION pgcursor_internal.ack_changes_nothing(
     cur pgcursor.cursors, d pgcursor_internal.ack_decision)
 RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
     SELECT d.new_cursor = cur.cursor AND d.new_retry_count = cur.retry_count AND NOT d.terminal
+           AND NOT (d.lease_released AND cur.lease_id IS NOT NULL)
 $$;
 
 -- A cursor row this call created (lock_cursor) for a group that had never
@@ -440,13 +449,16 @@ BEGIN
     consumer_group := pgcursor_internal.group_arg(request);
     SELECT q.* INTO queue FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue
      WHERE p.id = partition_id;
-    items := pgcursor_internal.resolve_ack_items(
-        partition_id, pgcursor_internal.transaction_index_horizon(
-            queue.transaction_index_from, queue.transaction_index_retention_seconds), request -> 'items');
     IF queue.name IS NOT NULL THEN
         locked := pgcursor_internal.lock_cursor(partition_id, consumer_group);
         cur := locked.cursor_row;
     END IF;
+    -- Resolved once the cursor is locked: a transactionId stored twice
+    -- resolves by where the cursor stands.
+    items := pgcursor_internal.resolve_ack_items(
+        partition_id, pgcursor_internal.transaction_index_horizon(
+            queue.transaction_index_from, queue.transaction_index_retention_seconds),
+        request -> 'items', coalesce(cur.cursor, 0));
     IF cur.partition_id IS NULL THEN  -- unknown, or deleted with its queue since it was looked up
         RETURN pgcursor_internal.refuse_all(items, 'partition not found', false);
     END IF;
@@ -457,8 +469,10 @@ BEGIN
     END IF;
     t := pgcursor_internal.tally_ack_items(items, cur.cursor);
     d := pgcursor_internal.decide_ack(queue, cur, items, t);
-    IF locked.created AND pgcursor_internal.ack_changes_nothing(cur, d) THEN
-        PERFORM pgcursor_internal.forget_new_cursor(cur, true);
+    -- A call that changes nothing writes nothing (not even last_ack_at: a
+    -- refused ack is no consumption), and leaves no row it made.
+    IF pgcursor_internal.ack_changes_nothing(cur, d) THEN
+        PERFORM pgcursor_internal.forget_new_cursor(cur, locked.created);
     ELSE
         PERFORM pgcursor_internal.write_ack(queue, cur, t, d);
     END IF;

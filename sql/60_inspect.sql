@@ -73,16 +73,8 @@ DECLARE
 BEGIN
     SELECT * INTO p FROM pgcursor.partitions WHERE id = pid;
     SELECT * INTO q FROM pgcursor.queues x WHERE x.name = p.queue;
-    -- Past the horizon: the lowest offset in the partition itself. One
-    -- statement naming messages, as the ack resolves: Citus then routes it,
-    -- the inlined indexed_message with it, to the partition's shard.
-    SELECT coalesce(
-               (SELECT x.msg_offset
-                  FROM pgcursor_internal.indexed_message(pid, txid, pgcursor_internal.transaction_index_horizon(
-                           q.transaction_index_from, q.transaction_index_retention_seconds)) x),
-               (SELECT min(x.msg_offset) FROM pgcursor.messages x
-                 WHERE x.partition_id = pid AND x.transaction_id = txid))
-      INTO off;
+    off := pgcursor_internal.named_offset(pid, txid, pgcursor_internal.transaction_index_horizon(
+               q.transaction_index_from, q.transaction_index_retention_seconds));
     IF off IS NULL OR p.id IS NULL THEN
         RAISE EXCEPTION 'message not found: % in partition %', txid, pid USING ERRCODE = 'P0002';
     END IF;

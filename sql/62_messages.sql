@@ -332,7 +332,8 @@ BEGIN
 END $$;
 
 -- delete_message: deletes, in a partition, the message a transactionId
--- names, its transaction index entry (so the transactionId may be pushed
+-- names (named_offset: the one message() shows; a transactionId pushed
+-- again once the index forgot it keeps its other copy), its transaction index entry (so the transactionId may be pushed
 -- again), its dead letters of every group (matched on their own
 -- transactionId, also when retention already removed the message) and its
 -- traces. Cursors stay where they are: a cursor standing just before the
@@ -344,21 +345,14 @@ RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     q       pgcursor.queues;
     off     bigint;
-    stored  boolean;
     deleted bigint := 0;
     n       bigint;
 BEGIN
     SELECT x.* INTO q FROM pgcursor.queues x JOIN pgcursor.partitions p ON p.queue = x.name WHERE p.id = pid;
-    -- One statement naming messages, as message() resolves.
-    SELECT (SELECT x.msg_offset
-              FROM pgcursor_internal.indexed_message(pid, txid, pgcursor_internal.transaction_index_horizon(
-                       q.transaction_index_from, q.transaction_index_retention_seconds)) x),
-           EXISTS (SELECT 1 FROM pgcursor.messages m WHERE m.partition_id = pid AND m.transaction_id = txid)
-      INTO off, stored;
-    IF off IS NOT NULL OR stored THEN
-        -- Past the horizon (off null): every message of the partition with it.
-        DELETE FROM pgcursor.messages m
-         WHERE m.partition_id = pid AND (m.msg_offset = off OR off IS NULL AND m.transaction_id = txid);
+    off := pgcursor_internal.named_offset(pid, txid, pgcursor_internal.transaction_index_horizon(
+               q.transaction_index_from, q.transaction_index_retention_seconds));
+    IF off IS NOT NULL THEN
+        DELETE FROM pgcursor.messages m WHERE m.partition_id = pid AND m.msg_offset = off;
         GET DIAGNOSTICS deleted = ROW_COUNT;
     END IF;
     -- What the index remembers of it goes too, with what that delete left there.

@@ -687,6 +687,29 @@ async fn an_empty_consumer_group_acks_in_queue_mode() {
     );
 }
 
+/// A consumer group too long for a cursor row's key fails that group's
+/// call (the ack contract answers a failed call per item), naming the
+/// field, and writes nothing.
+#[tokio::test]
+async fn a_consumer_group_over_1024_bytes_fails_its_call_naming_it() {
+    let gw = Gateway::start().await;
+    let p = Partition::create(1).await;
+    let before = p.everything().await;
+    let body =
+        json!({"transactionId": p.tx(1), "partitionId": p.id, "consumerGroup": "g".repeat(1025)});
+    let (status, answer) = post_json(&gw, "/api/v1/ack", &body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        (&answer[0]["success"], &answer[0]["error"]),
+        (
+            &json!(false),
+            &json!("database error: consumerGroup must be at most 1024 bytes")
+        ),
+        "{answer}"
+    );
+    assert_eq!(p.everything().await, before, "nothing written");
+}
+
 #[tokio::test]
 async fn status_is_normalised_by_the_gateway() {
     let gw = Gateway::start().await;

@@ -1,7 +1,7 @@
 -- docs/ack-contract.md §11 (acks that cannot do anything) and §12 (every per-item
 -- error string): none is ever reported as a plain success, none moves anything.
 BEGIN;
-SELECT plan(27);
+SELECT plan(29);
 \ir lib/ack_fixture.sql
 
 -- completed, at or below the cursor
@@ -21,6 +21,8 @@ SELECT pg_temp.setup() AS p \gset
 SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', '[{"transactionId": "nope", "status": "failed"}]')),
           'transaction not found noop', 'unknown transactionId: transaction not found');
 SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=L counter=0', '... charges nothing');
+SELECT is((SELECT c.last_ack_at FROM pgcursor.cursors c WHERE c.partition_id = :'p'), NULL,
+          '... and writes nothing, not even the time of an ack (it consumed nothing)');
 
 -- transactionId of another partition
 SELECT pg_temp.setup() AS p \gset
@@ -93,6 +95,12 @@ SELECT is(pg_temp.brief(pgcursor.ack_group(jsonb_build_object(
           'ok', 'consumerGroup "": the queue mode lease is its lease');
 SELECT is((SELECT string_agg(c.consumer_group || '@' || c.cursor, ' ') FROM pgcursor.cursors c WHERE c.partition_id = :'p'),
           '__QUEUE_MODE__@12', '... its cursor moved, and no group "" was made');
+
+-- A group name too long for a cursor row's key: refused naming it, as a
+-- pop refuses it, before any row is written.
+SELECT throws_ok(format($$SELECT pgcursor.ack_group(jsonb_build_object('partitionId', %L::uuid,
+                          'consumerGroup', repeat('g', 1025), 'items', '[{"transactionId": "t12"}]'::jsonb))$$, :'p'),
+                 '22023', 'consumerGroup must be at most 1024 bytes', 'a consumerGroup over 1024 bytes: 22023 naming it');
 
 -- A psql caller with malformed input gets an error, not a wrong answer.
 SELECT throws_ok($$SELECT pgcursor.ack_group('{"partitionId": "not-a-uuid", "items": [{"transactionId": "t1"}]}')$$,

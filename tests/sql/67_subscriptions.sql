@@ -5,7 +5,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(52);
+SELECT plan(57);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.sub(q text, grp text) RETURNS text LANGUAGE sql AS $$
@@ -153,11 +153,24 @@ SELECT is((pg_temp.cur('t67r', 'Default', 'g')).cursor, 2::bigint, '... and move
 SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
                                                 'items', '[{"transactionId":"nope"}]'::jsonb)) -> 0 ->> 'error',
           'transaction not found', 'in neither: transaction not found');
--- pushed twice (the first forgotten by the index, so the second is no duplicate): the lower offset
+-- pushed twice (the first forgotten by the index, so the second is no
+-- duplicate): the lowest offset above the cursor, the copy still to
+-- consume (the lowest overall, 1, is consumed: acking it would be a no-op
+-- for ever); with none above, a no-op
 SELECT pg_temp.push('t67r', 'Default', 1, 'r');
 SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
                                                 'items', '[{"transactionId":"r1"}]'::jsonb)) -> 0 ->> 'noop',
-          'true', 'a transactionId stored twice resolves to its lowest offset (1, below the cursor: a no-op)');
+          'false', 'a transactionId stored twice (offsets 1 and 4) resolves to its copy above the cursor (2) ...');
+SELECT is((pg_temp.cur('t67r', 'Default', 'g')).cursor, 4::bigint, '... which the ack completes');
+SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
+                                                'items', '[{"transactionId":"r1", "status":"failed"}]'::jsonb)) -> 0 ->> 'error',
+          'already completed', 'with no copy above the cursor, a nack of it is already completed');
+SELECT is(pgcursor.message(pg_temp.pid('t67r'), 'r1') -> 'offset', '4',
+          'message() names the newest copy, as the index did while it remembered');
+SELECT is(pgcursor.delete_message(pg_temp.pid('t67r'), 'r1') ->> 'success', 'true', 'delete_message deletes that copy ...');
+SELECT is((SELECT array_agg(m.msg_offset ORDER BY m.msg_offset) FROM pgcursor.messages m
+            WHERE m.partition_id = pg_temp.pid('t67r') AND m.transaction_id = 'r1'), '{1}',
+          '... and only that one');
 
 -- An ack on a partition the group has no row on yet writes the row where
 -- its subscription starts, not at 0: "late" subscribed in mode new after
