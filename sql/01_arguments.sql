@@ -33,6 +33,18 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT coalesce(nullif(pgcursor_internal.optional_text(req, key), ''), '__QUEUE_MODE__')
 $$;
 
+-- A retention span `keep` (the minute and snapshot recorders): above 0 and
+-- at most 100 years, else 22023 naming it. Null, zero or negative would
+-- write nothing and purge everything; a span past the calendar overflows.
+CREATE OR REPLACE FUNCTION pgcursor_internal.keep_arg(keep interval)
+RETURNS interval LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF keep IS NULL OR keep <= interval '0' OR keep > interval '100 years' THEN
+        RAISE EXCEPTION 'keep must be an interval above 0 and at most 100 years' USING ERRCODE = '22023';
+    END IF;
+    RETURN keep;
+END $$;
+
 -- An object field that may be absent or null (NULL then); otherwise it must
 -- be an object: 22023 "<label> must be an object".
 CREATE OR REPLACE FUNCTION pgcursor_internal.optional_object(req jsonb, key text, label text)
@@ -123,12 +135,19 @@ RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
                                          'a non-negative integer')::bigint
 $$;
 
--- The non-negative counts named `figure` of r, in that order (absent = 0),
--- such as a per-minute row's figures; a bad one raises 22023 naming
--- <at><name>.
+-- One count of a gateway's minute (a figure, ms waited): a non-negative
+-- integer of at most 10^12 (a minute of one process counts far less), so
+-- the sums it is added to never overflow a bigint; absent or null = NULL.
+CREATE OR REPLACE FUNCTION pgcursor_internal.figure_arg(r jsonb, key text, label text)
+RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+    SELECT pgcursor_internal.integer_arg(r, key, 0, 1000000000000, label, 'a non-negative integer')::bigint
+$$;
+
+-- The counts named `figure` of r, in that order (absent = 0), such as a
+-- per-minute row's figures; a bad one raises 22023 naming <at><name>.
 CREATE OR REPLACE FUNCTION pgcursor_internal.figure_args(r jsonb, at text, figure text[])
 RETURNS bigint[] LANGUAGE sql IMMUTABLE AS $$
-    SELECT ARRAY(SELECT coalesce(pgcursor_internal.non_negative_bigint_arg(r, f, at || f), 0)
+    SELECT ARRAY(SELECT coalesce(pgcursor_internal.figure_arg(r, f, at || f), 0)
                    FROM unnest(figure) WITH ORDINALITY u(f, k) ORDER BY k)
 $$;
 

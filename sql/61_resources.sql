@@ -428,6 +428,7 @@ DECLARE
     purged bigint;
     r record;
 BEGIN
+    keep := pgcursor_internal.keep_arg(keep);
     IF NOT EXISTS (SELECT 1 FROM pgcursor.stats_snapshots s WHERE s.minute = this_minute) THEN
         -- Read, then written row by row: Citus sends an INSERT ... SELECT
         -- into a reference table to a worker, where lifetime_totals' reads

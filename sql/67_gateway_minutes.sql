@@ -72,6 +72,7 @@ DECLARE
     purged  bigint;
     sums    pgcursor.gateway_totals;
 BEGIN
+    keep := pgcursor_internal.keep_arg(keep);
     IF jsonb_typeof(rows) IS DISTINCT FROM 'array' THEN
         RAISE EXCEPTION 'rows must be an array' USING ERRCODE = '22023';
     END IF;
@@ -212,7 +213,7 @@ BEGIN
     FOR q IN SELECT jsonb_object_keys(waits) ORDER BY 1 LOOP
         PERFORM pgcursor_internal.refuse_long_key(at || ' queue name', q);
         queue := q;
-        parked_ms := pgcursor_internal.non_negative_bigint_arg(waits, q, at || '.' || q);
+        parked_ms := pgcursor_internal.figure_arg(waits, q, at || '.' || q);
         IF parked_ms IS NULL THEN
             RAISE EXCEPTION '%.% must be a non-negative integer', at, q USING ERRCODE = '22023';
         END IF;
@@ -243,6 +244,7 @@ DECLARE
     sampled bigint;
     purged  bigint;
 BEGIN
+    keep := pgcursor_internal.keep_arg(keep);
     IF jsonb_typeof(gateway) IS DISTINCT FROM 'object' THEN
         RAISE EXCEPTION 'gateway must be an object' USING ERRCODE = '22023';
     END IF;

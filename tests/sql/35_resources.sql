@@ -5,7 +5,7 @@
 BEGIN;
 -- one snapshot for the whole file: concurrent sessions change nothing here
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(37);
+SELECT plan(38);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.life(q text) RETURNS jsonb LANGUAGE sql AS $$
@@ -144,6 +144,8 @@ INSERT INTO pgcursor.stats_snapshots VALUES (now() - interval '25 hours', 'old',
 SELECT is(pgcursor.record_stats_snapshot() - 'minute', '{"rows":3,"purged":1}',
           'a snapshot row per existing queue and one for the deleted ones; older than 24 h purged');
 SELECT is(pgcursor.record_stats_snapshot() - 'minute', '{"rows":0,"purged":0}', 'the same minute again: nothing');
+SELECT throws_ok($$SELECT pgcursor.record_stats_snapshot(interval '-1 day')$$, '22023',
+                 'keep must be an interval above 0 and at most 100 years', 'a negative keep purges nothing: 22023');
 SELECT is((SELECT jsonb_agg(jsonb_build_array(queue, pushed, completed) ORDER BY queue) FROM pgcursor.stats_snapshots),
           '[["t35x",1,1],["t35y",3,0],[null,7,4]]',
           'each queue''s lifetime totals at that minute; t35, deleted, in the null row');

@@ -2,7 +2,7 @@
 -- overwrites) per (minute, queue), resolves partitions to their queue,
 -- keeps 24 hours and refuses bad rows whole; status and analytics read them.
 BEGIN;
-SELECT plan(33);
+SELECT plan(36);
 
 DELETE FROM pgcursor.gateway_minutes;
 CREATE TEMP TABLE totals_before ON COMMIT DROP AS SELECT * FROM pgcursor.gateway_totals;
@@ -78,6 +78,13 @@ SELECT throws_ok($$SELECT pgcursor.record_gateway_minutes('[{"queue": "q67"}]')$
                  'rows[0].minute must be a time in unix seconds', 'no minute');
 SELECT throws_ok($$SELECT pgcursor.record_gateway_minutes('[{"minute": 60, "popMessages": -1}]')$$, '22023',
                  'rows[0].popMessages must be a non-negative integer', 'a negative figure');
+SELECT throws_ok($$SELECT pgcursor.record_gateway_minutes('[{"minute": 60, "popMessages": 9223372036854775807}]')$$,
+                 '22023', 'rows[0].popMessages must be at most 1000000000000',
+                 'a figure no minute can count (its lifetime sum would overflow every later call)');
+SELECT throws_ok($$SELECT pgcursor.record_gateway_minutes('[]', NULL)$$, '22023',
+                 'keep must be an interval above 0 and at most 100 years', 'a null keep (it would write nothing)');
+SELECT throws_ok($$SELECT pgcursor.record_gateway_minutes('[]', interval '-1 hour')$$, '22023',
+                 'keep must be an interval above 0 and at most 100 years', 'a negative keep (it would purge everything)');
 SELECT throws_ok($$SELECT pgcursor.record_gateway_minutes('[{"minute": 60, "partitionId": "x"}]')$$, '22023',
                  'rows[0].partitionId must be a UUID string', 'a bad partitionId');
 SELECT throws_ok(format($$SELECT pgcursor.record_gateway_minutes('[{"minute": %s, "queue": "q67", "popRequests": 5},

@@ -3,7 +3,7 @@
 -- process), keeps 24 hours and refuses bad input whole; system-metrics,
 -- worker-metrics and /status read them.
 BEGIN;
-SELECT plan(39);
+SELECT plan(41);
 
 DELETE FROM pgcursor.gateway_process_minutes;
 DELETE FROM pgcursor.gateway_process_samples;
@@ -73,6 +73,12 @@ SELECT throws_ok($$SELECT pgcursor.record_process_minutes('{"hostname": "h", "pi
                  'gateway.pid must be a positive integer', 'a pid of 0');
 SELECT throws_ok($$SELECT pgcursor.record_process_minutes('{"hostname": "h", "pid": 1, "port": 70000}', '[]')$$,
                  '22023', 'gateway.port must be at most 65535', 'a port past 65535');
+SELECT throws_ok($$SELECT pgcursor.record_process_minutes('{"hostname": "h", "pid": 1, "port": 1}',
+                       '[{"minute": 60, "parked": {"q": 9223372036854775807}}]')$$,
+                 '22023', 'rows[0].parked.q must be at most 1000000000000', 'a wait no minute holds');
+SELECT throws_ok($$SELECT pgcursor.record_process_minutes('{"hostname": "h", "pid": 1, "port": 1}', '[]',
+                                                          interval '1000000 years')$$,
+                 '22023', 'keep must be an interval above 0 and at most 100 years', 'a keep past the calendar');
 SELECT throws_ok($$SELECT pgcursor.record_process_minutes('{"hostname": "h", "pid": 1, "port": 1}', '{}')$$,
                  '22023', 'rows must be an array', 'rows not an array');
 SELECT throws_ok($$SELECT pgcursor.record_process_minutes('{"hostname": "h", "pid": 1, "port": 1}',
