@@ -79,8 +79,9 @@ BEGIN
 END $$;
 
 -- Raises 22023 naming the first bad item of push_items' arrays: item i is
--- element i of each (an array left null is all nulls); a queue and a
--- payload are required (JSON null is a payload, SQL NULL is none).
+-- element i of each (an array left null is all nulls, but queues and
+-- payloads are required); a queue and a payload are required (JSON null is
+-- a payload, SQL NULL is none).
 CREATE OR REPLACE FUNCTION pgcursor_internal.check_push_arrays(
     queues text[], payloads jsonb[], partitions text[], transaction_ids text[], trace_ids uuid[])
 RETURNS void LANGUAGE plpgsql AS $$
@@ -91,8 +92,19 @@ DECLARE
     err text;
     bad integer;  -- the first bad item's position, from 1
 BEGIN
-    IF queues IS NULL THEN
-        RAISE EXCEPTION 'queues is required' USING ERRCODE = '22023';
+    IF queues IS NULL OR payloads IS NULL THEN
+        RAISE EXCEPTION '% is required', CASE WHEN queues IS NULL THEN 'queues' ELSE 'payloads' END
+              USING ERRCODE = '22023';
+    END IF;
+    -- Item i is element i: an array of arrays has no such elements (and
+    -- array_position refuses it).
+    IF greatest(array_ndims(queues), array_ndims(payloads), array_ndims(partitions),
+                array_ndims(transaction_ids), array_ndims(trace_ids)) > 1 THEN
+        RAISE EXCEPTION '% must be a one-dimensional array',
+              CASE WHEN array_ndims(queues) > 1 THEN 'queues' WHEN array_ndims(payloads) > 1 THEN 'payloads'
+                   WHEN array_ndims(partitions) > 1 THEN 'partitions'
+                   WHEN array_ndims(transaction_ids) > 1 THEN 'transaction_ids' ELSE 'trace_ids' END
+              USING ERRCODE = '22023';
     END IF;
     -- Expressions, no query, unless transactionIds are given: the lengths
     -- compared in a VALUES query and a sub-select looking for long

@@ -1,6 +1,6 @@
 -- pgcursor.push_items: the push with its items as arrays and its answer as rows.
 BEGIN;
-SELECT plan(31);
+SELECT plan(33);
 
 CREATE TEMP TABLE r ON COMMIT DROP AS
 SELECT * FROM pgcursor.push_items(ARRAY['t11', 't11', 't11', 't11'],
@@ -75,7 +75,7 @@ SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRA
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRAY['1']::jsonb[])$$,
                  '22023', 'payloads has 1 elements; queues has 2', 'arrays of different lengths');
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], NULL)$$,
-                 '22023', 'payloads has  elements; queues has 2', 'no payloads');
+                 '22023', 'payloads is required', 'no payloads');
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRAY['1', '2']::jsonb[], ARRAY['a'])$$,
                  '22023', 'partitions has 1 elements; queues has 2', 'partitions of another length');
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b'], ARRAY['1']::jsonb[], transaction_ids => ARRAY['a', 'b'])$$,
@@ -84,6 +84,11 @@ SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b'], ARRAY['1']::
                  '22023', 'trace_ids has 0 elements; queues has 1', 'trace_ids of another length');
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(NULL, ARRAY['1']::jsonb[])$$,
                  '22023', 'queues is required', 'no queues');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY[['t11b', 't11b'], ['t11b', 't11b']], ARRAY['1', '2', '3', '4']::jsonb[])$$,
+                 '22023', 'queues must be a one-dimensional array', 'an array of arrays: item i is element i');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRAY['1', '2']::jsonb[],
+                                                      trace_ids => ARRAY[[gen_random_uuid()], [gen_random_uuid()]])$$,
+                 '22023', 'trace_ids must be a one-dimensional array', '... trace_ids too (they were stored as nulls)');
 SELECT is((SELECT count(*) FROM pgcursor.push_items('{}'::text[], '{}'::jsonb[])), 0::bigint,
           'no items: no rows, no error');
 SELECT is((SELECT count(*)::int FROM pgcursor.queues WHERE name = 't11b'), 0, 'refused calls created nothing');
