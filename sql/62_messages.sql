@@ -161,9 +161,13 @@ END $$;
 
 -- The end of a listing window: `to` is inclusive to the end of its minute
 -- (Queen truncates it to the minute and adds one, exclusive); default now.
+-- A `to` in the calendar's last year ends at infinity (its minute's end
+-- would be past the last time PostgreSQL holds).
 CREATE OR REPLACE FUNCTION pgcursor_internal.window_end(upto timestamptz)
 RETURNS timestamptz LANGUAGE sql STABLE AS $$
-    SELECT (date_trunc('minute', coalesce(upto, now()) AT TIME ZONE 'UTC') + interval '1 minute') AT TIME ZONE 'UTC'
+    SELECT CASE WHEN upto >= '294276-01-01T00:00:00Z' THEN 'infinity'
+                ELSE (date_trunc('minute', coalesce(upto, now()) AT TIME ZONE 'UTC') + interval '1 minute')
+                     AT TIME ZONE 'UTC' END
 $$;
 
 -- Does partition pid hold a message created in [since, upto)? A function
