@@ -234,16 +234,22 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
                     Ok(answer.map_into_left_body())
                 })
             })
-            // Every request is counted and timed, by route pattern.
+            // Every request is counted and timed, by route pattern; one
+            // actix drops unanswered (its client reset the connection) as
+            // a 499 when dropped.
             .wrap_fn(|req, srv| {
                 let started = std::time::Instant::now();
+                let mut unanswered =
+                    crate::metrics::Unanswered::new(req.match_pattern(), req.method(), started);
                 let call = srv.call(req);
                 async move {
-                    let answer = call.await?;
+                    let answer = call.await;
+                    let route = unanswered.answered();
+                    let answer = answer?;
                     let request = answer.request();
                     let routed = !request.extensions().contains::<crate::metrics::NoRoute>();
                     crate::metrics::record_request(
-                        routed.then(|| request.match_pattern()).flatten(),
+                        route.filter(|_| routed),
                         request.method(),
                         answer.status().as_u16(),
                         started.elapsed(),

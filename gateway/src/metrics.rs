@@ -216,6 +216,41 @@ pub fn record_request(route: Option<String>, method: &Method, status: u16, took:
     histogram!(REQUEST_DURATION, "route" => route, "method" => method).record(took.as_secs_f64());
 }
 
+/// A request on its way through the handlers: counted as a 499 (client
+/// closed) if dropped before `answered`, as actix drops the handler of a
+/// client that resets its connection.
+pub struct Unanswered {
+    route: Option<String>,
+    method: Method,
+    started: Instant,
+    answered: bool,
+}
+
+impl Unanswered {
+    pub fn new(route: Option<String>, method: &Method, started: Instant) -> Unanswered {
+        Unanswered {
+            route,
+            method: method.clone(),
+            started,
+            answered: false,
+        }
+    }
+
+    /// Answered after all: its route pattern, for its count.
+    pub fn answered(&mut self) -> Option<String> {
+        self.answered = true;
+        self.route.take()
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if !self.answered {
+            record_request(self.route.take(), &self.method, 499, self.started.elapsed());
+        }
+    }
+}
+
 /// Messages a push stored.
 pub fn count_stored(stored: u64) {
     MESSAGES_PUSHED.fetch_add(stored, Ordering::Relaxed);

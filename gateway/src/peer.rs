@@ -45,9 +45,12 @@ pub fn has_hung_up(req: &HttpRequest) -> bool {
     #[cfg(unix)]
     if let Some(&ClientSocket(fd)) = req.conn_data::<ClientSocket>() {
         let mut byte = 0u8;
-        // SAFETY: `fd` is the socket of the connection carrying `req`.
-        // actix's HTTP/1 dispatcher owns that socket and runs this request's
-        // handler, so the socket stays open while the handler runs.
+        // SAFETY: recv writes at most one byte into `byte`. `fd` is the
+        // socket of the connection carrying `req`, owned by actix's HTTP/1
+        // dispatcher, open while the handler runs. A pop's look runs on
+        // after a reset dropped its handler (routes/pop.rs): the descriptor
+        // may then be closed (an error: hung up, rightly) or reused by
+        // another connection, whose bytes MSG_PEEK leaves where they are.
         // MSG_PEEK leaves the byte for actix; MSG_DONTWAIT never blocks.
         let read = unsafe {
             libc::recv(

@@ -201,9 +201,21 @@ async fn a_long_poll_whose_client_hung_up_leases_nothing() {
 /// A pop whose client hangs up while its statement runs gives its lease
 /// back: the message goes to the next pop at once instead of waiting out a
 /// lease nobody holds. (Here the statement waits on a lock of the queues
-/// table, in a database of its own, while the client goes.)
+/// table, in a database of its own, while the client goes.) A client that
+/// closes its end (FIN) leaves the handler running; one that resets the
+/// connection (RST, a client or proxy with SO_LINGER 0) has it dropped,
+/// which left the lease taken and the request uncounted.
 #[tokio::test]
 async fn a_pop_whose_client_hung_up_while_it_ran_gives_its_lease_back() {
+    pop_given_up_while_it_ran(false).await;
+}
+
+#[tokio::test]
+async fn a_pop_whose_client_reset_its_connection_while_it_ran_gives_its_lease_back() {
+    pop_given_up_while_it_ran(true).await;
+}
+
+async fn pop_given_up_while_it_ran(reset: bool) {
     let (database, url) = scratch_database(&[]).await;
     let gw = GatewayConfig::new().database_url(&url).start().await;
     let queue = fresh_queue("hung-up-during");
@@ -215,11 +227,14 @@ async fn a_pop_whose_client_hung_up_while_it_ran_gives_its_lease_back() {
     let request = format!("GET /api/v1/pop/queue/{queue} HTTP/1.1\r\nHost: {address}\r\n\r\n");
     socket.write_all(request.as_bytes()).await.unwrap();
     until_waiting_for_a_lock("the pop waits for the lock", "%pop_messages%").await;
+    if reset {
+        linger_zero(&socket);
+    }
     drop(socket);
     locker.batch_execute("COMMIT").await.unwrap();
     let closed = [("route", "/api/v1/pop/queue/{queue}"), ("status", "499")];
     eventually(
-        "the abandoned pop is over",
+        "the abandoned pop is counted as a 499",
         Duration::from_secs(10),
         || async {
             scrape(&gw)
@@ -229,10 +244,58 @@ async fn a_pop_whose_client_hung_up_while_it_ran_gives_its_lease_back() {
         },
     )
     .await;
-    let (status, answer) = get(&gw, &format!("/api/v1/pop/queue/{queue}")).await;
-    assert_eq!((status, offsets(&answer)), (200, vec![1]), "{answer}");
+    // (After a reset the 499 is counted when actix drops the handler; the
+    // statement goes on, and gives its lease back after.)
+    eventually(
+        "the abandoned pop's statement is over",
+        Duration::from_secs(10),
+        || async {
+            let running: i64 = db()
+                .await
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                      WHERE datname = $1 AND query LIKE '%pop_messages%' AND state <> 'idle'",
+                    &[&database],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            running == 0
+        },
+    )
+    .await;
+    eventually(
+        "the message goes to the next pop, not to a lease nobody holds",
+        Duration::from_secs(10),
+        || async {
+            let (status, answer) = get(&gw, &format!("/api/v1/pop/queue/{queue}")).await;
+            assert_eq!(status, 200, "{answer}");
+            offsets(&answer) == vec![1]
+        },
+    )
+    .await;
     drop(gw);
     drop_database(&database).await;
+}
+
+/// SO_LINGER 0: closing the socket then resets the connection (RST).
+fn linger_zero(socket: &tokio::net::TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket, and a linger struct of the size given.
+    let set = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            std::ptr::addr_of!(linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(set, 0, "setsockopt SO_LINGER");
 }
 
 #[tokio::test]

@@ -132,7 +132,7 @@ pub struct PopLimits {
 }
 
 /// A validated pop: the `pgcursor.pop` argument and how long to wait.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PopRequest {
     pub arguments: Value,
     /// `None`: look once (`wait=false`).
@@ -238,6 +238,15 @@ struct Look {
     /// A waiting pop that claimed nothing: when time alone frees messages
     /// it could claim (a lease expiring, a delay passing), if it knows.
     due: Option<Instant>,
+    /// What it leased, to give back if nobody takes the answer.
+    leased: Option<Leased>,
+}
+
+/// The lease a look took: its id, group and partitions.
+struct Leased {
+    lease: uuid::Uuid,
+    group: String,
+    partitions: Vec<uuid::Uuid>,
 }
 
 /// Room for the answer of one look of `pop`, taken before its connection.
@@ -250,7 +259,32 @@ async fn room_for(state: &AppState, pop: &PopRequest) -> Result<AnswerRoom, ApiE
 /// long as its timeout allows (a 503 past it).
 async fn look_now(state: &AppState, req: &HttpRequest, pop: &PopRequest) -> Result<Look, ApiError> {
     let room = room_for(state, pop).await?;
-    look(&state.pool.get().await?, req, pop, room).await
+    look_to_the_end(state.pool.get().await?, req, pop, room).await
+}
+
+/// `look`, run to its end even when the request is dropped meanwhile:
+/// actix drops the handler of a client that resets its connection (RST) at
+/// once, and a pop cut off after its statement was sent still leases, in
+/// the database, messages nobody will receive (they waited out the lease).
+/// Run apart, the look finds its answer untaken and gives the lease back.
+/// (A client that closes its end (FIN) is found by `look` itself.)
+async fn look_to_the_end(
+    client: Client,
+    req: &HttpRequest,
+    pop: &PopRequest,
+    room: AnswerRoom,
+) -> Result<Look, ApiError> {
+    let (answer, taken) = tokio::sync::oneshot::channel();
+    let (req, pop) = (req.clone(), pop.clone());
+    actix_web::rt::spawn(async move {
+        let outcome = look(&client, &req, &pop, room).await;
+        if let Err(Ok(Look { leased: Some(leased), .. })) = answer.send(outcome) {
+            give_back(&client, &leased, "reset its connection").await;
+        }
+    });
+    taken
+        .await
+        .map_err(|_| ApiError::Internal("a pop's look ended without an answer".into()))?
 }
 
 async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest, mut room: AnswerRoom) -> Result<Look, ApiError> {
@@ -266,8 +300,16 @@ async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest, mut room: An
     crate::metrics::counters().pop_looks.increment(1);
     let rows = again_after_deadlock(POP_MESSAGES_SQL, || client.query(&statement, &params)).await?;
     let batch = PopBatch::from_rows(&rows)?;
-    if let Some((lease, group)) = batch.lease().filter(|_| crate::peer::has_hung_up(req)) {
-        give_back(client, lease, group, &PopBatch::claimed_partitions(&rows)?).await;
+    let leased = match batch.lease() {
+        Some((lease, group)) => Some(Leased {
+            lease,
+            group: group.to_string(),
+            partitions: PopBatch::claimed_partitions(&rows)?,
+        }),
+        None => None,
+    };
+    if let Some(leased) = leased.as_ref().filter(|_| crate::peer::has_hung_up(req)) {
+        give_back(client, leased, "hung up").await;
         return Err(ApiError::ClientClosed);
     }
     let settled = batch.paused || batch.partitions_claimed > 0;
@@ -284,6 +326,7 @@ async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest, mut room: An
         delivered: batch.delivered(now_us()),
         answer,
         due,
+        leased,
     })
 }
 
@@ -302,16 +345,17 @@ async fn due(client: &Client, params: &[&(dyn tokio_postgres::types::ToSql + Syn
     Some(Instant::now() + wait.min(MAX_WAIT))
 }
 
-/// The client hung up while its pop ran: the partitions it leased are
+/// The client went (`how`) while its pop ran: the partitions it leased are
 /// given back, as if never claimed, so the messages go to the next pop and
 /// do not wait out a lease nobody holds. Best effort: on an error they do
 /// wait it out, as before.
-async fn give_back(client: &Client, lease: uuid::Uuid, group: &str, partitions: &[uuid::Uuid]) {
+async fn give_back(client: &Client, leased: &Leased, how: &str) {
+    let Leased { lease, group, partitions } = leased;
     let sql = "SELECT pgcursor_internal.give_back_lease($1, $2, $3)";
-    match client.query_one(sql, &[&lease, &group, &partitions]).await {
-        Ok(_) => debug!("a pop's client hung up while it ran: its lease {lease} is given back"),
+    match client.query_one(sql, &[lease, group, partitions]).await {
+        Ok(_) => debug!("a pop's client {how} while it ran: its lease {lease} is given back"),
         Err(e) => warn!(
-            "a pop's client hung up while it ran, and its lease {lease} could not be given back: {}",
+            "a pop's client {how} while it ran, and its lease {lease} could not be given back: {}",
             crate::db::error_detail(&e)
         ),
     }
@@ -463,7 +507,7 @@ async fn look_again(
         }
         Err(_) => return Ok(None),
     };
-    match look(&client, req, pop, room).await {
+    match look_to_the_end(client, req, pop, room).await {
         Ok(answer) => Ok(Some(answer)),
         Err(ApiError::Unavailable(why)) => {
             debug!("long-poll re-check failed: {why}");
