@@ -156,7 +156,7 @@ pub async fn connect(pg: &tokio_postgres::Config) -> Result<Client, tokio_postgr
     let (client, connection) = pg.connect(NoTls).await?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
-            warn!("bootstrap connection ended: {}", error_detail(&e));
+            warn!("connection outside the pool ended: {}", error_detail(&e));
         }
     });
     Ok(client)

@@ -5,6 +5,11 @@ use std::time::{Duration, Instant};
 use pgcursor_tests::{client, database_url, gateway_bin, Gateway, GatewayConfig, PrivateCluster};
 use serde_json::{json, Value};
 
+use crate::broker::{
+    configure_queue, drop_database, fresh_queue, lock_table, scratch_database,
+    until_waiting_for_a_lock,
+};
+
 async fn health(gw: &Gateway) -> (u16, Value) {
     let response = client().get(gw.url("/health")).send().await.unwrap();
     let status = response.status().as_u16();
@@ -33,6 +38,44 @@ async fn healthy_with_a_database() {
     let (status, body) = health(&gw).await;
     assert_eq!(status, 200);
     assert_eq!(body, json!({"status": "healthy", "database": "connected"}));
+}
+
+/// A pool whose every connection waits on a lock is no outage: /health
+/// reaches the database on a connection of its own and says the pool is
+/// busy (a 503 would take every gateway out of a load balancer's rotation
+/// during one slow lock).
+#[tokio::test]
+async fn healthy_while_every_pooled_connection_waits_on_a_lock() {
+    let (database, url) = scratch_database(&[]).await;
+    let gw = GatewayConfig::new()
+        .database_url(&url)
+        .pool_size(1)
+        .start()
+        .await;
+    let queue = fresh_queue("health-busy");
+    configure_queue(&gw, &queue).await;
+    let locker = lock_table(&url, "pgcursor.queues").await;
+    let pop = {
+        let url = gw.url(&format!("/api/v1/pop/queue/{queue}"));
+        tokio::spawn(async move { client().get(url).send().await.map(|r| r.status().as_u16()) })
+    };
+    until_waiting_for_a_lock("the pop holds the one connection", "%pop_messages%").await;
+    let (status, body) = health(&gw).await;
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!({"status": "healthy", "database": "connected", "pool": "busy"})
+        )
+    );
+    locker.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(pop.await.unwrap().unwrap(), 200);
+    assert_eq!(
+        health(&gw).await.1,
+        json!({"status": "healthy", "database": "connected"})
+    );
+    drop(gw);
+    drop_database(&database).await;
 }
 
 /// The bench's way of starting a gateway (explicit binary, database and pool

@@ -318,7 +318,7 @@ async fn ack_group_once(
         .pool
         .get()
         .await
-        .map_err(|e| GroupFailure::NoConnection(e.to_string()))?;
+        .map_err(|e| GroupFailure::NoConnection(crate::db::pool_error_detail(&e)))?;
     if let Deployment::Delegating { lock_timeout } = &state.deployment {
         return ack_on_partition_worker(&client, request, lock_timeout.as_deref())
             .await
