@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use pgcursor_tests::fixtures::{bad_ack_items, AckIds};
 use pgcursor_tests::{client, db, Gateway};
+
+use crate::broker::get;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -582,14 +584,11 @@ async fn an_ack_that_changes_nothing_leaves_a_new_group_no_cursor() {
     assert_eq!(status, 200, "{pushed}");
     let partition_id = pushed[0]["partitionId"].clone();
     let first_tx = pushed[0]["transactionId"].clone();
-    let popped = client()
-        .get(gw.url(&format!("/api/v1/pop/queue/{queue}?batch=3&autoAck=true")))
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+    let (_, popped) = get(
+        &gw,
+        &format!("/api/v1/pop/queue/{queue}?batch=3&autoAck=true"),
+    )
+    .await;
     assert_eq!(
         popped["messages"].as_array().map(Vec::len),
         Some(3),
@@ -631,16 +630,11 @@ async fn an_ack_that_changes_nothing_leaves_a_new_group_no_cursor() {
         (200, &json!("queued")),
         "the queue holds nothing unconsumed: {pushed}"
     );
-    let late = client()
-        .get(gw.url(&format!(
-            "/api/v1/pop/queue/{queue}?batch=10&consumerGroup=late&subscriptionMode=new"
-        )))
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+    let (_, late) = get(
+        &gw,
+        &format!("/api/v1/pop/queue/{queue}?batch=10&consumerGroup=late&subscriptionMode=new"),
+    )
+    .await;
     assert_eq!(
         late["messages"],
         json!([]),
@@ -655,17 +649,11 @@ async fn an_ack_that_changes_nothing_leaves_a_new_group_no_cursor() {
 async fn an_empty_consumer_group_acks_in_queue_mode() {
     let gw = Gateway::start().await;
     let p = Partition::create(2).await;
-    let popped = client()
-        .get(gw.url(&format!(
-            "/api/v1/pop/queue/{}?batch=2&consumerGroup=",
-            p.queue
-        )))
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+    let (_, popped) = get(
+        &gw,
+        &format!("/api/v1/pop/queue/{}?batch=2&consumerGroup=", p.queue),
+    )
+    .await;
     assert_eq!(popped["consumerGroup"], "__QUEUE_MODE__", "{popped}");
     let body = json!({"transactionId": p.tx(2), "partitionId": p.id, "leaseId": popped["leaseId"],
                       "consumerGroup": ""});
