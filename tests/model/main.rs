@@ -329,7 +329,10 @@ fn env() -> &'static Env {
             let ack_steps = p(
                 "WITH i AS (SELECT pgcursor_internal.resolve_ack_items($1::uuid, pgcursor_internal.transaction_index_horizon( \
                                                                  q.transaction_index_from, q.transaction_index_retention_seconds), \
-                                                                 $2::jsonb -> 'items') AS items \
+                                                                 $2::jsonb -> 'items', \
+                                                                 coalesce((SELECT c.cursor FROM pgcursor.cursors c \
+                                                                            WHERE c.partition_id = p.id \
+                                                                              AND c.consumer_group = $3::text), 0)) AS items \
                               FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue WHERE p.id = $1::uuid) \
                  SELECT (SELECT array_agg(x.msg_offset ORDER BY x.ord) FROM unnest(i.items) x), \
                         d.nack_at, d.nack_status, d.prefix, d.new_cursor, d.new_retry_count::bigint, \
@@ -538,7 +541,7 @@ struct Case<'a> {
     model: Model,
     last_lease: Option<Uuid>,
     /// whether the group has a cursor row (made by a pop, or by an ack on the
-    /// partition): a seek moves existing rows only
+    /// partition that changed something): a seek moves existing rows only
     has_row: bool,
     log: String,
 }
@@ -695,7 +698,6 @@ impl Case<'_> {
 
     async fn ack(&mut self, lease: Option<LeaseSel>, items: &[It]) -> Result<(), String> {
         let partition_known = lease.is_some();
-        self.has_row |= partition_known;
         let partition = if partition_known {
             self.partition
         } else {
@@ -757,6 +759,9 @@ impl Case<'_> {
         }
         let before = show_model(&self.model);
         let want = self.model.ack(partition_known, lease_id, &model_items);
+        // An ack that changes nothing leaves a group without a row as it
+        // found it (docs/ack-contract.md, step 1).
+        self.has_row |= partition_known && show_model(&self.model) != before;
         let lease_desc = match (lease, lease_id) {
             (None, _) => "unknown partition".to_string(),
             (Some(sel), Some(id)) => format!("{sel:?} {}", short(id)),
