@@ -25,12 +25,12 @@ BEGIN
     RETURN req ->> key;
 END $$;
 
--- The consumer group a request names in `key`: absent, null or "" mean
--- queue mode, __QUEUE_MODE__, as an empty consumerGroup query parameter
--- does (a group named "" could never pop); otherwise a string.
-CREATE OR REPLACE FUNCTION pgcursor_internal.group_arg(req jsonb, key text DEFAULT 'consumerGroup')
+-- The consumer group a request names (consumerGroup): absent, null or ""
+-- mean queue mode, __QUEUE_MODE__, as an empty consumerGroup query
+-- parameter does (a group named "" could never pop); otherwise a string.
+CREATE OR REPLACE FUNCTION pgcursor_internal.group_arg(req jsonb)
 RETURNS text LANGUAGE sql IMMUTABLE AS $$
-    SELECT coalesce(nullif(pgcursor_internal.optional_text(req, key), ''), '__QUEUE_MODE__')
+    SELECT coalesce(nullif(pgcursor_internal.optional_text(req, 'consumerGroup'), ''), '__QUEUE_MODE__')
 $$;
 
 -- A retention span `keep` (the minute and snapshot recorders): above 0 and

@@ -328,6 +328,9 @@ async fn status_analytics_counts_messages_per_interval() {
     );
 }
 
+/// A window before any process of these tests ran: its analytics are empty.
+const QUIET_HOURS: &str = "from=2026-01-01T00:00:00Z&to=2026-01-01T02:00:00Z";
+
 #[tokio::test]
 async fn analytics_routes_answer_queens_shapes() {
     let gw = Gateway::start().await;
@@ -404,7 +407,7 @@ async fn analytics_routes_answer_queens_shapes() {
     assert_eq!(system["replicaCount"], replicas.len(), "{system}");
     let old = ok(
         &gw,
-        "/api/v1/analytics/system-metrics?from=2026-01-01T00:00:00Z&to=2026-01-01T02:00:00Z",
+        &format!("/api/v1/analytics/system-metrics?{QUIET_HOURS}"),
     )
     .await;
     assert_eq!(
@@ -414,7 +417,7 @@ async fn analytics_routes_answer_queens_shapes() {
     );
     let workers = ok(
         &gw,
-        "/api/v1/analytics/worker-metrics?from=2026-01-01T00:00:00Z&to=2026-01-01T02:00:00Z",
+        &format!("/api/v1/analytics/worker-metrics?{QUIET_HOURS}"),
     )
     .await;
     assert_eq!(workers["bucketMinutes"], 5);
@@ -427,7 +430,7 @@ async fn analytics_routes_answer_queens_shapes() {
     }
     let parked = ok(
         &gw,
-        "/api/v1/analytics/queue-parked-replicas?from=2026-01-01T00:00:00Z&to=2026-01-01T02:00:00Z",
+        &format!("/api/v1/analytics/queue-parked-replicas?{QUIET_HOURS}"),
     )
     .await;
     assert_eq!(

@@ -115,13 +115,15 @@ SELECT is(pgcursor.status('{}') #> '{messages,requests}', '{"push":2,"pop":5,"ac
 SELECT is(pgcursor.status('{"queue":"q67b"}') #> '{messages,batchEfficiency}', '{"push":0.5,"pop":1,"ack":3}',
           'batchEfficiency: messages per request (1 pushed in 2 requests)');
 SELECT is(pgcursor.status('{"queue":"q67"}') #> '{errors,ackFailed}', '2', 'errors.ackFailed of the window');
-SELECT is((SELECT jsonb_agg(jsonb_build_array(x -> 'queueName', x -> 'popMessages', x -> 'popEmpty', x -> 'avgLagMs',
-                                              x -> 'maxLagMs', x -> 'ackFailed', x -> 'pushRequests', x -> 'ackPerSecond',
-                                              x -> 'parkedCount')
-                            ORDER BY x ->> 'bucket', x ->> 'queueName')
-           FROM jsonb_array_elements(pgcursor.analytics('queue-ops') -> 'series') x
-           WHERE x ->> 'queueName' LIKE 'q67%'
-             AND x ->> 'bucket' <= pgcursor_internal.bucket_label(:'t5'::timestamptz + interval '1 minute')),
+-- queue-ops' q67 rows up to t5's next minute, oldest first: queueName and the keys given.
+CREATE FUNCTION pg_temp.queue_ops(upto timestamptz, VARIADIC keys text[]) RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_agg((SELECT jsonb_agg(x -> k ORDER BY n) FROM unnest('{queueName}' || keys) WITH ORDINALITY u(k, n))
+                     ORDER BY x ->> 'bucket', x ->> 'queueName')
+    FROM jsonb_array_elements(pgcursor.analytics('queue-ops') -> 'series') x
+    WHERE x ->> 'queueName' LIKE 'q67%' AND x ->> 'bucket' <= pgcursor_internal.bucket_label(upto + interval '1 minute')
+$$;
+SELECT is(pg_temp.queue_ops(:'t5', 'popMessages', 'popEmpty', 'avgLagMs', 'maxLagMs', 'ackFailed', 'pushRequests',
+                            'ackPerSecond', 'parkedCount'),
           '[["q67",4,0,88,900,2,0,0.03,0.6],["q67b",1,0,40,40,0,2,0,0],["q67",0,1,0,0,0,0,0,0]]',
           'queue-ops: the gateways'' figures per bucket and queue, a bucket with only an empty pop included; '
           'ackPerSecond counts failed acks too; parkedCount: long-polls waiting on average (36 s in a minute)');
@@ -129,12 +131,7 @@ SELECT is((SELECT jsonb_agg(jsonb_build_array(x -> 'queueName', x -> 'popMessage
 UPDATE pgcursor.partitions SET created_at = :'t5'::timestamptz - interval '1 hour' WHERE queue = 'q67';
 INSERT INTO pgcursor.partitions (id, queue, name, created_at)
 VALUES (gen_random_uuid(), 'q67', 'second', :'t5'::timestamptz + interval '30 seconds');
-SELECT is((SELECT jsonb_agg(jsonb_build_array(x -> 'queueName', x -> 'partitionsCreated', x -> 'partitionCount',
-                                              x -> 'partitionsDeleted')
-                            ORDER BY x ->> 'bucket', x ->> 'queueName')
-           FROM jsonb_array_elements(pgcursor.analytics('queue-ops') -> 'series') x
-           WHERE x ->> 'queueName' LIKE 'q67%'
-             AND x ->> 'bucket' <= pgcursor_internal.bucket_label(:'t5'::timestamptz + interval '1 minute')),
+SELECT is(pg_temp.queue_ops(:'t5', 'partitionsCreated', 'partitionCount', 'partitionsDeleted'),
           '[["q67",1,2,0],["q67b",0,0,0],["q67",0,2,0]]',
           'queue-ops partitions: created in the bucket and the count at its end (q67b''s is newer)');
 SELECT is(pgcursor.analytics('queue-ops', '{"queue":"q67b"}') -> 'queues', '["q67b"]', 'queue-ops: filtered');
