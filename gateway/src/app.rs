@@ -8,7 +8,8 @@ use actix_web::body::MessageBody;
 use actix_web::dev::Service;
 use actix_web::dev::ServiceResponse;
 use actix_web::error::JsonPayloadError;
-use actix_web::http::header::CONTENT_TYPE;
+use actix_web::http::header::{ALLOW, CONTENT_TYPE};
+use actix_web::http::StatusCode;
 use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
 use actix_web::{web, App, HttpMessage, HttpRequest, HttpResponse, HttpServer};
 use deadpool_postgres::Pool;
@@ -330,16 +331,26 @@ fn json_errors<B: MessageBody + 'static>(
         return Ok(ErrorHandlerResponse::Response(res.map_into_left_body()));
     }
     let status = res.status();
-    let message = if status == actix_web::http::StatusCode::PAYLOAD_TOO_LARGE {
-        format!("request body exceeds {body_limit} bytes")
-    } else {
-        match res.response().error() {
+    // A 405's Allow header names the methods the path has: keep it.
+    let allow = res.response().headers().get(ALLOW).cloned();
+    let message = match (status, &allow) {
+        (StatusCode::PAYLOAD_TOO_LARGE, _) => format!("request body exceeds {body_limit} bytes"),
+        (StatusCode::METHOD_NOT_ALLOWED, Some(allow)) => format!(
+            "method {} is not allowed here; allowed: {}",
+            res.request().method(),
+            allow.to_str().unwrap_or_default()
+        ),
+        _ => match res.response().error() {
             Some(e) => e.to_string(),
             None => status.canonical_reason().unwrap_or("error").to_lowercase(),
-        }
+        },
     };
     let (req, _) = res.into_parts();
-    let response = HttpResponse::build(status).json(json!({ "error": message }));
+    let mut response = HttpResponse::build(status);
+    if let Some(allow) = allow {
+        response.insert_header((ALLOW, allow));
+    }
+    let response = response.json(json!({ "error": message }));
     Ok(ErrorHandlerResponse::Response(
         ServiceResponse::new(req, response).map_into_right_body(),
     ))

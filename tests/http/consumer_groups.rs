@@ -495,7 +495,10 @@ async fn group_names_are_percent_decoded_and_stats_refresh_answers() {
     );
     assert_eq!(
         delete(&gw, "/api/v1/consumer-groups/lagging").await,
-        (404, json!({"error": "no such route"})),
+        (
+            405,
+            json!({"error": "method DELETE is not allowed here; allowed: GET"})
+        ),
         "lagging is a literal segment for every method"
     );
 }

@@ -27,8 +27,8 @@ use crate::minutes::{record, Target};
 use crate::routes::call::RawJson;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/ack", web::post().to(ack_single))
-        .route("/api/v1/ack/batch", web::post().to(ack_batch));
+    cfg.service(web::resource("/api/v1/ack").post(ack_single))
+        .service(web::resource("/api/v1/ack/batch").post(ack_batch));
 }
 
 /// One validated acknowledgement.

@@ -13,7 +13,7 @@ use crate::error::ApiError;
 use crate::routes::call::{call_json, object_body};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/configure", web::post().to(configure_queue));
+    cfg.service(web::resource("/api/v1/configure").post(configure_queue));
 }
 
 async fn configure_queue(

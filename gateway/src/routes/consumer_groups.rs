@@ -21,31 +21,27 @@ use crate::routes::call::{call_json, call_on_name, optional_object_body};
 pub fn configure(cfg: &mut web::ServiceConfig) {
     // `lagging` is a literal segment that wins over `{group}` (as in Queen),
     // for every method: a DELETE of it is no route, not a group's deletion.
-    cfg.route("/api/v1/consumer-groups", web::get().to(list))
+    cfg.service(web::resource("/api/v1/consumer-groups").get(list))
+        .service(web::resource("/api/v1/consumer-groups/lagging").get(lagging))
         .service(
-            web::resource("/api/v1/consumer-groups/lagging")
-                .route(web::get().to(lagging))
-                .default_service(web::to(crate::app::no_such_route)),
+            web::resource("/api/v1/consumer-groups/{group}")
+                .get(describe)
+                .delete(delete),
         )
-        .route("/api/v1/consumer-groups/{group}", web::get().to(describe))
-        .route("/api/v1/consumer-groups/{group}", web::delete().to(delete))
-        .route(
-            "/api/v1/consumer-groups/{group}/queues/{queue}",
-            web::delete().to(delete_on_queue),
+        .service(
+            web::resource("/api/v1/consumer-groups/{group}/queues/{queue}").delete(delete_on_queue),
         )
-        .route(
-            "/api/v1/consumer-groups/{group}/subscription",
-            web::post().to(update_subscription),
+        .service(
+            web::resource("/api/v1/consumer-groups/{group}/subscription").post(update_subscription),
         )
-        .route(
-            "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
-            web::post().to(seek),
+        .service(web::resource("/api/v1/consumer-groups/{group}/queues/{queue}/seek").post(seek))
+        .service(
+            web::resource(
+                "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek",
+            )
+            .post(seek_partition),
         )
-        .route(
-            "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek",
-            web::post().to(seek_partition),
-        )
-        .route("/api/v1/stats/refresh", web::post().to(refresh_stats));
+        .service(web::resource("/api/v1/stats/refresh").post(refresh_stats));
 }
 
 type Query = web::Query<BTreeMap<String, String>>;

@@ -9,9 +9,9 @@ const SCRIPT: &str = include_str!("../../dashboard/app.js");
 const STYLE: &str = include_str!("../../dashboard/app.css");
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/", web::get().to(index))
-        .route("/dashboard/app.js", web::get().to(script))
-        .route("/dashboard/app.css", web::get().to(style));
+    cfg.service(web::resource("/").get(index))
+        .service(web::resource("/dashboard/app.js").get(script))
+        .service(web::resource("/dashboard/app.css").get(style));
 }
 
 async fn index() -> HttpResponse {

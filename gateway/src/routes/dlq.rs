@@ -26,8 +26,8 @@ const PARAMETERS: [&str; 8] = [
 ];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/dlq", web::get().to(list))
-        .route("/api/v1/dlq/{id}/requeue", web::post().to(requeue));
+    cfg.service(web::resource("/api/v1/dlq").get(list))
+        .service(web::resource("/api/v1/dlq/{id}/requeue").post(requeue));
 }
 
 async fn list(

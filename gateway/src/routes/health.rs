@@ -8,7 +8,7 @@ use crate::app::AppState;
 use crate::db;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/health", web::get().to(health));
+    cfg.service(web::resource("/health").get(health));
 }
 
 /// Open to everyone (load balancers probe it); answers within the DB timeout.

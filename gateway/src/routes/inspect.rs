@@ -3,7 +3,9 @@
 //! (unknown partition: P0002, a 404) and
 //! GET /api/v1/messages/{partitionId}/{transactionId} through
 //! `pgcursor.message` (unknown message: P0002, a 404), its payload
-//! decrypted when it is an envelope (gateway/src/encryption.rs).
+//! decrypted when it is an envelope (gateway/src/encryption.rs). The
+//! message's path is mounted by messages.rs, with its DELETE: one resource
+//! a path, so another method there is a 405 naming both.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
@@ -14,14 +16,7 @@ use crate::routes::call::{call_json, call_on_message};
 use crate::routes::messages::partition_id_of;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route(
-        "/api/v1/partitions/{partitionId}/cursors",
-        web::get().to(cursors),
-    )
-    .route(
-        "/api/v1/messages/{partitionId}/{transactionId}",
-        web::get().to(message),
-    );
+    cfg.service(web::resource("/api/v1/partitions/{partitionId}/cursors").get(cursors));
 }
 
 async fn cursors(
@@ -35,7 +30,7 @@ async fn cursors(
     Ok(answer.respond())
 }
 
-async fn message(
+pub(crate) async fn message(
     req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,

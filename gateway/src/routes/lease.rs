@@ -16,8 +16,8 @@ use crate::error::ApiError;
 use crate::routes::call::{call_json, optional_object_body, read_only_listing};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/lease/{leaseId}/extend", web::post().to(extend))
-        .route("/api/v1/leases", web::get().to(list));
+    cfg.service(web::resource("/api/v1/lease/{leaseId}/extend").post(extend))
+        .service(web::resource("/api/v1/leases").get(list));
 }
 
 /// The live leases, longest held first.

@@ -12,10 +12,16 @@ use crate::error::ApiError;
 use crate::routes::call::{call_json, optional_object_body};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/system/maintenance", web::get().to(get_push))
-        .route("/api/v1/system/maintenance", web::post().to(set_push))
-        .route("/api/v1/system/maintenance/pop", web::get().to(get_pop))
-        .route("/api/v1/system/maintenance/pop", web::post().to(set_pop));
+    cfg.service(
+        web::resource("/api/v1/system/maintenance")
+            .get(get_push)
+            .post(set_push),
+    )
+    .service(
+        web::resource("/api/v1/system/maintenance/pop")
+            .get(get_pop)
+            .post(set_pop),
+    );
 }
 
 async fn get_push(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {

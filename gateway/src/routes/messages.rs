@@ -35,15 +35,13 @@ const PARAMETERS: [&str; 11] = [
 ];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/messages", web::get().to(list))
-        .route(
-            "/api/v1/messages/{partitionId}/{transactionId}",
-            web::delete().to(delete),
+    cfg.service(web::resource("/api/v1/messages").get(list))
+        .service(
+            web::resource("/api/v1/messages/{partitionId}/{transactionId}")
+                .get(crate::routes::inspect::message)
+                .delete(delete),
         )
-        .route(
-            "/api/v1/messages/{partitionId}/{transactionId}/retry",
-            web::post().to(retry),
-        );
+        .service(web::resource("/api/v1/messages/{partitionId}/{transactionId}/retry").post(retry));
 }
 
 async fn list(

@@ -33,8 +33,8 @@ const SNAPSHOT_SQL: &str =
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/metrics", web::get().to(json_metrics))
-        .route("/metrics/prometheus", web::get().to(prometheus));
+    cfg.service(web::resource("/metrics").get(json_metrics))
+        .service(web::resource("/metrics/prometheus").get(prometheus));
 }
 
 /// `pgcursor.metrics_snapshot()`, as read here.

@@ -13,7 +13,7 @@ use actix_web::{web, HttpResponse};
 pub const DOCUMENT: &str = include_str!("../../openapi.json");
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/openapi.json", web::get().to(openapi));
+    cfg.service(web::resource("/openapi.json").get(openapi));
 }
 
 async fn openapi() -> HttpResponse {
@@ -132,8 +132,10 @@ mod tests {
         );
     }
 
-    /// Without `AppState` a routed handler fails in its extractors; only an
-    /// unrouted request reaches the default service's "no such route".
+    /// Without `AppState` a routed handler fails in its extractors; an
+    /// unrouted path reaches the default service's "no such route", and a
+    /// routed path asked with another method is a 405 whose Allow header
+    /// names the path's documented methods.
     #[actix_web::test]
     async fn each_documented_path_routes_exactly_its_documented_methods() {
         let app = init_service(App::new().configure(crate::app::configure)).await;
@@ -147,11 +149,27 @@ mod tests {
                     .to_request();
                 let response = call_service(&app, req).await;
                 let status = response.status().as_u16();
+                let response_allow = response
+                    .headers()
+                    .get("allow")
+                    .map(|v| v.to_str().unwrap().to_string());
                 let body: Value = serde_json::from_slice(&read_body(response).await)
                     .unwrap_or(Value::Null);
-                let routed = !(status == 404 && body == json!({"error": "no such route"}));
+                let allow = response_allow.unwrap_or_default();
+                let routed = !(status == 404 && body == json!({"error": "no such route"}))
+                    && status != 405;
                 let expected = documented.contains(&(method.to_string(), path.clone()));
                 assert_eq!(routed, expected, "{method} {path}: routed by the app vs documented");
+                if !expected {
+                    assert_eq!(status, 405, "{method} {path}: a path's other methods");
+                    let path_methods: BTreeSet<&str> = documented
+                        .iter()
+                        .filter(|(_, p)| p == path)
+                        .map(|(m, _)| m.as_str())
+                        .collect();
+                    let allowed: BTreeSet<&str> = allow.split(", ").collect();
+                    assert_eq!(allowed, path_methods, "{method} {path}: the 405's Allow");
+                }
             }
         }
     }

@@ -56,12 +56,9 @@ const SQL_PARAMETERS: [&str; 9] = [
 ];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/pop/queue/{queue}", web::get().to(pop_queue))
-        .route(
-            "/api/v1/pop/queue/{queue}/partition/{partition}",
-            web::get().to(pop_partition),
-        )
-        .route("/api/v1/pop", web::get().to(pop_selected));
+    cfg.service(web::resource("/api/v1/pop/queue/{queue}").get(pop_queue))
+        .service(web::resource("/api/v1/pop/queue/{queue}/partition/{partition}").get(pop_partition))
+        .service(web::resource("/api/v1/pop").get(pop_selected));
 }
 
 async fn pop_queue(

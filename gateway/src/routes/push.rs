@@ -31,7 +31,7 @@ use crate::db::Deployment;
 use crate::routes::call::{again_after_deadlock, body_text, call_sealing, object_body, RawJson};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/push", web::post().to(push));
+    cfg.service(web::resource("/api/v1/push").post(push));
 }
 
 async fn push(

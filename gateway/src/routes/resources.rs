@@ -15,18 +15,15 @@ use crate::error::ApiError;
 use crate::routes::call::{call_json, call_on_name, read_only_listing};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/resources/queues", web::get().to(list_queues))
-        .route(
-            "/api/v1/resources/queues/{queue}",
-            web::get().to(queue_detail),
+    cfg.service(web::resource("/api/v1/resources/queues").get(list_queues))
+        .service(
+            web::resource("/api/v1/resources/queues/{queue}")
+                .get(queue_detail)
+                .delete(delete_queue),
         )
-        .route(
-            "/api/v1/resources/queues/{queue}",
-            web::delete().to(delete_queue),
-        )
-        .route("/api/v1/resources/overview", web::get().to(overview))
-        .route("/api/v1/resources/namespaces", web::get().to(namespaces))
-        .route("/api/v1/resources/tasks", web::get().to(tasks));
+        .service(web::resource("/api/v1/resources/overview").get(overview))
+        .service(web::resource("/api/v1/resources/namespaces").get(namespaces))
+        .service(web::resource("/api/v1/resources/tasks").get(tasks));
 }
 
 /// Query parameters of the queue list handed to `pgcursor.queues_overview`.

@@ -33,23 +33,17 @@ const ANALYTICS: [&str; 7] = [
 ];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/status", web::get().to(status))
-        .route("/api/v1/status/queues", web::get().to(queues))
-        .route("/api/v1/status/analytics", web::get().to(analytics_overview))
-        .route("/api/v1/status/queues/{queue}", web::get().to(queue))
-        .route(
-            "/api/v1/status/queues/{queue}/messages",
-            web::get().to(queue_messages),
-        );
+    cfg.service(web::resource("/api/v1/status").get(status))
+        .service(web::resource("/api/v1/status/queues").get(queues))
+        .service(web::resource("/api/v1/status/analytics").get(analytics_overview))
+        .service(web::resource("/api/v1/status/queues/{queue}").get(queue))
+        .service(web::resource("/api/v1/status/queues/{queue}/messages").get(queue_messages));
     for kind in ANALYTICS {
-        cfg.route(
-            &format!("/api/v1/analytics/{kind}"),
-            web::get().to(
-                move |req: HttpRequest, state: web::Data<AppState>, query: Query| {
-                    analytics(req, state, query, kind)
-                },
-            ),
-        );
+        cfg.service(web::resource(format!("/api/v1/analytics/{kind}")).get(
+            move |req: HttpRequest, state: web::Data<AppState>, query: Query| {
+                analytics(req, state, query, kind)
+            },
+        ));
     }
 }
 

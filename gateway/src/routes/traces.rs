@@ -23,16 +23,10 @@ use crate::routes::call::{call_json, object_body};
 use crate::routes::messages::message_address;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/traces", web::post().to(record))
-        .route("/api/v1/traces/names", web::get().to(names))
-        .route(
-            "/api/v1/traces/by-name/{traceName}",
-            web::get().to(by_name),
-        )
-        .route(
-            "/api/v1/traces/{partitionId}/{transactionId}",
-            web::get().to(of_message),
-        );
+    cfg.service(web::resource("/api/v1/traces").post(record))
+        .service(web::resource("/api/v1/traces/names").get(names))
+        .service(web::resource("/api/v1/traces/by-name/{traceName}").get(by_name))
+        .service(web::resource("/api/v1/traces/{partitionId}/{transactionId}").get(of_message));
 }
 
 /// Who records a trace: this gateway, `<hostname>:<pid>`.

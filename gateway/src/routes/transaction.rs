@@ -17,7 +17,7 @@ use crate::minutes::{item_queues, record_each, Target};
 use crate::routes::call::{body_text, call_sealing, object_body};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/transaction", web::post().to(transaction));
+    cfg.service(web::resource("/api/v1/transaction").post(transaction));
 }
 
 async fn transaction(
