@@ -673,8 +673,9 @@ BEGIN
     c := pgcursor_internal.claim_for_pop(req);
     claimed := coalesce(cardinality(c.claims), 0);
     -- What a row without a message says (RETURN NEXT: these, and nulls).
+    -- No lease id when nothing was claimed: there is no lease to ack under.
     paused := c.paused;
-    lease_id := c.lease;
+    lease_id := CASE WHEN claimed > 0 THEN c.lease END;
     consumer_group := c.grp;
     partitions_claimed := claimed;
     window_buffer_active := c.window_active;

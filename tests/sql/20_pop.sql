@@ -211,13 +211,15 @@ SELECT is((SELECT array_agg(pgcursor_internal.rfc3339_utc(created_at) ORDER BY o
 SELECT is((SELECT array_agg(DISTINCT lease_id) FROM b),
           (SELECT array_agg(DISTINCT lease_id) FROM pgcursor.cursors c JOIN pgcursor.partitions p ON p.id = c.partition_id
             WHERE p.queue = 't20b' AND c.consumer_group = 'rows'), '... and the one lease it took');
-SELECT is((SELECT array_agg(ARRAY[partitions_claimed::text, paused::text, coalesce(msg_offset::text, 'none')])
+SELECT is((SELECT array_agg(ARRAY[partitions_claimed::text, paused::text, coalesce(msg_offset::text, 'none'),
+                                   coalesce(lease_id::text, 'none')])
              FROM pgcursor.pop_messages('{"queue":"t20b","consumerGroup":"rows"}')),
-          '{{0,false,none}}', 'pop_messages with nothing available: one row, 0 claimed, no message');
+          '{{0,false,none,none}}', 'pop_messages with nothing available: one row, 0 claimed, no message, no lease');
 SELECT pgcursor.set_maintenance('pop', true);
-SELECT is((SELECT array_agg(ARRAY[partitions_claimed::text, paused::text, coalesce(msg_offset::text, 'none')])
+SELECT is((SELECT array_agg(ARRAY[partitions_claimed::text, paused::text, coalesce(msg_offset::text, 'none'),
+                                   coalesce(lease_id::text, 'none')])
              FROM pgcursor.pop_messages('{"queue":"t20b","consumerGroup":"late"}')),
-          '{{0,true,none}}', 'pop_messages while pops are paused: one row, paused');
+          '{{0,true,none,none}}', 'pop_messages while pops are paused: one row, paused, no lease');
 SELECT pgcursor.set_maintenance('pop', false);
 SELECT throws_ok($$SELECT pgcursor.pop_messages('{"queue":"t20b","batch":0}')$$, '22023', 'batch must be a positive integer',
                  'pop_messages checks its request as pop does');
