@@ -96,15 +96,28 @@ BEGIN
         RAISE EXCEPTION '% is required', CASE WHEN queues IS NULL THEN 'queues' ELSE 'payloads' END
               USING ERRCODE = '22023';
     END IF;
-    -- Item i is element i: an array of arrays has no such elements (and
-    -- array_position refuses it).
+    -- Item i is element i, counted from 1: an array of arrays has no such
+    -- elements (and array_position refuses it), and one indexed from
+    -- elsewhere ('[0:1]={...}', or filled from arr[0]) would pair its
+    -- elements with other items' (least/greatest skip an empty array's NULL).
     IF greatest(array_ndims(queues), array_ndims(payloads), array_ndims(partitions),
-                array_ndims(transaction_ids), array_ndims(trace_ids)) > 1 THEN
-        RAISE EXCEPTION '% must be a one-dimensional array',
-              CASE WHEN array_ndims(queues) > 1 THEN 'queues' WHEN array_ndims(payloads) > 1 THEN 'payloads'
-                   WHEN array_ndims(partitions) > 1 THEN 'partitions'
-                   WHEN array_ndims(transaction_ids) > 1 THEN 'transaction_ids' ELSE 'trace_ids' END
-              USING ERRCODE = '22023';
+                array_ndims(transaction_ids), array_ndims(trace_ids)) > 1
+       OR least(array_lower(queues, 1), array_lower(payloads, 1), array_lower(partitions, 1),
+                array_lower(transaction_ids, 1), array_lower(trace_ids, 1)) <> 1
+       OR greatest(array_lower(queues, 1), array_lower(payloads, 1), array_lower(partitions, 1),
+                   array_lower(transaction_ids, 1), array_lower(trace_ids, 1)) <> 1 THEN
+        SELECT CASE WHEN a.dims > 1 THEN format('%s must be a one-dimensional array', a.name)
+                    ELSE format('%s must be indexed from 1 (it starts at %s)', a.name, a.low) END
+          INTO err
+          FROM (VALUES (1, 'queues', array_ndims(queues), array_lower(queues, 1)),
+                       (2, 'payloads', array_ndims(payloads), array_lower(payloads, 1)),
+                       (3, 'partitions', array_ndims(partitions), array_lower(partitions, 1)),
+                       (4, 'transaction_ids', array_ndims(transaction_ids), array_lower(transaction_ids, 1)),
+                       (5, 'trace_ids', array_ndims(trace_ids), array_lower(trace_ids, 1))) a(n, name, dims, low)
+         WHERE a.dims > 1 OR a.low <> 1
+         ORDER BY a.dims > 1 DESC, a.n
+         LIMIT 1;
+        RAISE EXCEPTION '%', err USING ERRCODE = '22023';
     END IF;
     -- Expressions, no query, unless transactionIds are given: the lengths
     -- compared in a VALUES query and a sub-select looking for long

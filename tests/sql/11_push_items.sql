@@ -1,6 +1,6 @@
 -- pgcursor.push_items: the push with its items as arrays and its answer as rows.
 BEGIN;
-SELECT plan(33);
+SELECT plan(36);
 
 CREATE TEMP TABLE r ON COMMIT DROP AS
 SELECT * FROM pgcursor.push_items(ARRAY['t11', 't11', 't11', 't11'],
@@ -89,6 +89,15 @@ SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY[['t11b', 't11b'], ['t
 SELECT throws_ok($$SELECT * FROM pgcursor.push_items(ARRAY['t11b', 't11b'], ARRAY['1', '2']::jsonb[],
                                                       trace_ids => ARRAY[[gen_random_uuid()], [gen_random_uuid()]])$$,
                  '22023', 'trace_ids must be a one-dimensional array', '... trace_ids too (they were stored as nulls)');
+-- Item i is element i counted from 1: payloads '[0:1]' stored "one" for
+-- item 0 and NULL for item 1, both answered queued.
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items('{t11b,t11b}'::text[], '[0:1]={"\"zero\"","\"one\""}'::jsonb[])$$,
+                 '22023', 'payloads must be indexed from 1 (it starts at 0)', 'payloads indexed from 0');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items('[3:4]={t11b,t11b}'::text[], '[3:4]={1,2}'::jsonb[])$$,
+                 '22023', 'queues must be indexed from 1 (it starts at 3)', '... every array, however alike');
+SELECT throws_ok($$SELECT * FROM pgcursor.push_items('{t11b,t11b}'::text[], '{1,2}'::jsonb[],
+                                                      trace_ids => '[0:1]={00000000-0000-0000-0000-000000000001,00000000-0000-0000-0000-000000000002}'::uuid[])$$,
+                 '22023', 'trace_ids must be indexed from 1 (it starts at 0)', '... trace_ids too (shifted to the next item)');
 SELECT is((SELECT count(*) FROM pgcursor.push_items('{}'::text[], '{}'::jsonb[])), 0::bigint,
           'no items: no rows, no error');
 SELECT is((SELECT count(*)::int FROM pgcursor.queues WHERE name = 't11b'), 0, 'refused calls created nothing');
