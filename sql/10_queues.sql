@@ -71,6 +71,15 @@ BEGIN
                               'task', q.task, 'options', pgcursor_internal.queue_options(q));
 END $$;
 
+-- Which of `names` are queues with encryptionEnabled. The gateway asks only
+-- before a push holding a payload shaped like an envelope, which the push's
+-- guard (refuse_plaintext_payloads) would take for one.
+CREATE OR REPLACE FUNCTION pgcursor_internal.encrypted_among(names text[])
+RETURNS text[] LANGUAGE sql STABLE AS $$
+    SELECT coalesce(array_agg(q.name ORDER BY q.name), '{}') FROM pgcursor.queues q
+     WHERE q.name = ANY (names) AND q.encryption_enabled
+$$;
+
 -- delete_queue: removes the queue, its partitions, messages and transaction
 -- index, and by cascade its cursors and dead letters. (messages and
 -- transaction_index carry no foreign key: it would cost every push a lookup

@@ -32,7 +32,7 @@ use crate::error::ApiError;
 /// payloads without that limit (as raw text); `may_be_unstorable` sends a
 /// deeper push the parsed way, so every route has the same limit (and
 /// PostgreSQL's parser, which runs out of stack near 10,000, is never asked).
-pub const MAX_DEPTH: usize = 128;
+pub const MAX_DEPTH: usize = 127;
 
 /// Digits PostgreSQL's numeric holds after the decimal point.
 const MAX_SCALE: i64 = 16383;
@@ -673,6 +673,15 @@ mod tests {
     fn deep_nesting_is_a_bad_request() {
         let deep = "[".repeat(200) + &"]".repeat(200);
         assert!(message(parse_json(deep.as_bytes())).contains("recursion limit"));
+    }
+
+    /// The parsed routes and push's raw scan (`may_be_unstorable`) agree on
+    /// the deepest body: MAX_DEPTH levels parse, one more does not.
+    #[test]
+    fn max_depth_is_the_parsers_limit() {
+        let deep = |n| "[".repeat(n) + &"]".repeat(n);
+        assert!(parse_json(deep(MAX_DEPTH).as_bytes()).is_ok());
+        assert!(message(parse_json(deep(MAX_DEPTH + 1).as_bytes())).contains("recursion limit"));
     }
 
     #[test]

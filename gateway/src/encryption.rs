@@ -18,9 +18,12 @@
 //! pushes to them are sealed up front. A push to unencrypted queues thus
 //! costs nothing more than the guard's index probe inside the push; a
 //! remembered queue that is no longer encrypted gets envelopes for at most
-//! `KNOWN_FOR`, which HTTP readers open all the same.
+//! `KNOWN_FOR`, which HTTP readers open all the same. A payload shaped like
+//! an envelope passes the guard as one, so a push holding the text
+//! `"authTag"` asks first which of its queues are encrypted
+//! (`learn_before_envelope_shapes`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -30,10 +33,12 @@ use aes_gcm::aead::{Aead, KeyInit, OsRng};
 use aes_gcm::{Aes256Gcm, Nonce};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 use crate::routes::call::RawJson;
+use deadpool_postgres::Pool;
 
 /// The environment variable holding the key, and the alias Queen reads.
 pub const KEY_VAR: &str = "PGCURSOR_ENCRYPTION_KEY";
@@ -229,6 +234,44 @@ impl Encryption {
             .collect()
     }
 
+    /// Asks the database which queues of `request` are encrypted, and
+    /// remembers them, when `body` may hold a payload shaped like an
+    /// envelope (the text `"authTag"`). The push's guard takes such a payload
+    /// for an envelope, so a gateway that had not yet learned its queue is
+    /// encrypted stored it as sent, plaintext and all, and its readers got it
+    /// opened. Other pushes ask nothing; without a key there is nothing to do.
+    pub async fn learn_before_envelope_shapes(
+        &self,
+        pool: &Pool,
+        body: &[u8],
+        request: &Value,
+        items: Items,
+    ) -> Result<(), ApiError> {
+        let queues: Vec<&str> = items.each(request).filter_map(queue_of).collect();
+        self.learn_before_envelope_shapes_of(pool, body, queues)
+            .await
+    }
+
+    /// `learn_before_envelope_shapes` for the queues a push names.
+    pub async fn learn_before_envelope_shapes_of(
+        &self,
+        pool: &Pool,
+        body: &[u8],
+        mut queues: Vec<&str>,
+    ) -> Result<(), ApiError> {
+        if self.key.is_none() || memchr::memmem::find(body, b"\"authTag\"").is_none() {
+            return Ok(());
+        }
+        queues.sort_unstable();
+        queues.dedup();
+        let client = pool.get().await?;
+        let row = client
+            .query_one("SELECT pgcursor_internal.encrypted_among($1)", &[&queues])
+            .await?;
+        self.learn(&row.try_get::<_, Vec<String>>(0)?);
+        Ok(())
+    }
+
     /// Remembers queues the database said are encrypted.
     pub fn learn(&self, queues: &[String]) {
         let now = Instant::now();
@@ -265,8 +308,10 @@ impl Encryption {
         if !answer.0.contains("\"authTag\"") {
             return Ok(answer);
         }
-        crate::body::parse_off_the_loop_if_long(answer.0.len(), move || open_messages(&key, answer))
-            .await
+        crate::body::parse_off_the_loop_if_long(answer.0.len(), move || {
+            open_envelopes(&key, answer, PAYLOAD_FIELDS, "messages", PAYLOAD_FIELDS)
+        })
+        .await
     }
 
     /// Opens the envelope in `field` of each element of `list` (traces by
@@ -277,53 +322,66 @@ impl Encryption {
         if !answer.0.contains("\"authTag\"") {
             return answer;
         }
-        let Ok(mut value) = serde_json::from_str::<Value>(&answer.0) else {
-            return answer;
-        };
-        let mut opened = false;
-        if let Some(items) = value.get_mut(list).and_then(Value::as_array_mut) {
-            for item in items {
-                if let Some(sealed) = item.get_mut(field) {
-                    if let Some(plain) = key.open(sealed) {
-                        *sealed = plain;
-                        opened = true;
-                    }
-                }
-            }
-        }
-        if !opened {
-            return answer;
-        }
-        RawJson(value.to_string())
+        open_envelopes(key, answer, &[], list, &[field])
     }
 }
 
-/// `answer` with the envelopes of its messages opened (`open_answer`).
-fn open_messages(key: &Key, answer: RawJson) -> RawJson {
-    let Ok(mut value) = serde_json::from_str::<Value>(&answer.0) else {
+/// Where an answer's message carries its payload.
+const PAYLOAD_FIELDS: &[&str] = &["data", "payload"];
+
+/// A JSON object read one level deep: each field's value kept as its text.
+/// A value nested past serde_json's limit (a payload stored through psql
+/// may nest thousands deep) thus keeps no other field from being opened.
+type Fields = BTreeMap<String, Box<RawValue>>;
+
+/// `answer` with the envelopes opened in its `top` fields and in the
+/// `fields` of each object of its array `list`; as it was when none opened.
+fn open_envelopes(
+    key: &Key,
+    answer: RawJson,
+    top: &[&str],
+    list: &str,
+    fields: &[&str],
+) -> RawJson {
+    let Ok(mut object) = serde_json::from_str::<Fields>(&answer.0) else {
         return answer;
     };
-    let mut opened = open_fields(key, &mut value);
-    if let Some(messages) = value.get_mut("messages").and_then(Value::as_array_mut) {
-        for message in messages {
-            opened |= open_fields(key, message);
+    let mut opened = open_fields(key, &mut object, top);
+    if let Some(items) = object.get_mut(list) {
+        if let Ok(mut each) = serde_json::from_str::<Vec<Fields>>(items.get()) {
+            let mut any = false;
+            for item in &mut each {
+                any |= open_fields(key, item, fields);
+            }
+            if any {
+                *items = serde_json::value::to_raw_value(&each).expect("raw values serialise");
+                opened = true;
+            }
         }
     }
     if !opened {
         return answer;
     }
-    RawJson(value.to_string())
+    RawJson(serde_json::to_string(&object).expect("raw values serialise"))
 }
 
-/// Opens `data` and `payload` of one object; whether any was opened.
-fn open_fields(key: &Key, object: &mut Value) -> bool {
+/// Opens the envelopes among `names` of one object; whether any opened.
+fn open_fields(key: &Key, object: &mut Fields, names: &[&str]) -> bool {
     let mut opened = false;
-    for field in ["data", "payload"] {
-        if let Some(value) = object.get_mut(field) {
-            if let Some(plain) = key.open(value) {
-                *value = plain;
-                opened = true;
-            }
+    for name in names {
+        let Some(raw) = object.get_mut(*name) else {
+            continue;
+        };
+        // An envelope is a small object; anything else is left unparsed.
+        if !(raw.get().starts_with('{') && raw.get().contains("\"authTag\"")) {
+            continue;
+        }
+        let Ok(value) = serde_json::from_str::<Value>(raw.get()) else {
+            continue;
+        };
+        if let Some(plain) = key.open(&value) {
+            *raw = serde_json::value::to_raw_value(&plain).expect("a JSON value serialises");
+            opened = true;
         }
     }
     opened
@@ -466,6 +524,31 @@ mod tests {
         // No key: nothing is read.
         let text = detail.to_string();
         assert_eq!(opened(&Encryption::default(), text.clone()).await, text);
+    }
+
+    /// A payload nested past serde_json's limit (psql stores 5,000 levels)
+    /// beside an envelope: the envelope opens all the same, and the deep
+    /// payload comes back as it was (it kept every envelope sealed).
+    #[actix_web::test]
+    async fn a_payload_too_deep_to_parse_keeps_no_envelope_sealed() {
+        let key = key();
+        let encryption = Encryption::new(Some(key.clone()));
+        let sealed = key.seal(&json!({"secret": "s3cr3t"}));
+        let deep = "[".repeat(5000) + &"]".repeat(5000);
+        let pop = format!(
+            r#"{{"messages":[{{"data":{deep},"offset":1}},{{"data":{sealed},"offset":2}}],"success":true}}"#
+        );
+        let expected = format!(
+            r#"{{"messages":[{{"data":{deep},"offset":1}},{{"data":{{"secret":"s3cr3t"}},"offset":2}}],"success":true}}"#
+        );
+        assert_eq!(opened(&encryption, pop).await, expected);
+        let traces = format!(r#"{{"traces":[{{"data":{deep},"message_payload":{sealed}}}]}}"#);
+        assert_eq!(
+            encryption
+                .open_in_list(RawJson(traces), "traces", "message_payload")
+                .0,
+            format!(r#"{{"traces":[{{"data":{deep},"message_payload":{{"secret":"s3cr3t"}}}}]}}"#)
+        );
     }
 
     #[test]

@@ -176,6 +176,36 @@ async fn transaction_pushes_are_stored_encrypted() {
     );
 }
 
+/// A plaintext payload shaped like an envelope (exactly the string fields
+/// encrypted, iv and authTag) passes the database's guard as one: a gateway
+/// that had not yet learned its queue is encrypted stored it in the clear,
+/// and readers got it "opened" or as sent depending on that gateway's
+/// memory. It is sealed like any other payload, pushed alone or in a
+/// transaction, and comes back as sent.
+#[tokio::test]
+async fn a_payload_shaped_like_an_envelope_is_sealed_too() {
+    let gw = keyed_gateway().await;
+    let shaped =
+        json!({"encrypted": "card 4111-1111-1111-1111", "iv": "cvv 123", "authTag": "pin 9999"});
+    let (alone, bundled) = (fresh_queue("enc-shape"), fresh_queue("enc-shape-tx"));
+    for queue in [&alone, &bundled] {
+        configure_encrypted(&gw, queue).await;
+    }
+    let item = |queue: &str| json!({"queue": queue, "payload": shaped});
+    let (status, answer) = post(&gw, "/api/v1/push", &json!({"items": [item(&alone)]})).await;
+    assert_eq!(status, 200, "{answer}");
+    let bundle = json!({"operations": [{"type": "push", "items": [item(&bundled)]}]});
+    let (status, answer) = post(&gw, "/api/v1/transaction", &bundle).await;
+    assert_eq!(status, 200, "{answer}");
+    for queue in [&alone, &bundled] {
+        let stored = stored_payloads(queue).await;
+        assert_eq!(stored.len(), 1, "{queue}");
+        assert_envelope(&stored[0], "4111");
+        let popped = pop(&gw, queue, "batch=1").await;
+        assert_eq!(popped["messages"][0]["payload"], shaped, "{queue}");
+    }
+}
+
 /// Numbers are data: a 30-digit integer, a 22-digit fraction and 1e400 come
 /// back as sent, from a plain queue and an encrypted one, pushed alone or
 /// in a transaction. (The gateway once read payloads it seals as f64s, and

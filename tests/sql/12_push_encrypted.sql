@@ -2,7 +2,7 @@
 -- (docs/http-api.md "Encrypted queues"; the gateway seals,
 -- gateway/src/encryption.rs).
 BEGIN;
-SELECT plan(10);
+SELECT plan(11);
 
 SELECT pgcursor.configure('{"queue":"t12-enc","options":{"encryptionEnabled":true}}');
 SELECT pgcursor.configure('{"queue":"t12-open"}');
@@ -40,6 +40,10 @@ SELECT throws_ok($$SELECT pgcursor.transaction('{"operations":[{"type":"push","i
 
 SELECT is(pgcursor.push('{"items":[{"queue":"t12-new","payload":3}]}') -> 0 ->> 'status', 'queued',
           'an auto-created queue is not encrypted');
+
+-- What the gateway asks before a push holding a payload shaped like an envelope.
+SELECT is(pgcursor_internal.encrypted_among('{t12-open,t12-enc,t12-none,t12-enc}'), '{t12-enc}',
+          'encrypted_among: the encrypted queues among those named, once each');
 
 SELECT pgcursor.configure('{"queue":"t12-enc","options":{"encryptionEnabled":false}}');
 SELECT is(pgcursor.push('{"items":[{"queue":"t12-enc","payload":4}]}') -> 0 ->> 'status', 'queued',

@@ -290,6 +290,9 @@ pub async fn call_sealing(
         drop(request);
         return call_json(&state.pool, sql, &[&text]).await;
     }
+    encryption
+        .learn_before_envelope_shapes(&state.pool, text.as_bytes(), &request, items)
+        .await?;
     let mut sealed = encryption.known_among(&request, items);
     encryption.seal_items(&mut request, items, &sealed);
     let mut retries = 0;
