@@ -125,15 +125,20 @@ $$;
 --   total       messages ever pushed (its head)
 --   depth       unconsumed by the slowest group (head - lowest cursor; as partition_depth)
 --   pending     the slowest group's unconsumed offsets outside its live
---               lease; with no cursor row, every offset (as partition_depth)
+--               lease; with no cursor row, every offset still stored (as
+--               partition_depth: retention and eviction move cursors past
+--               what they delete, and a partition without one past it too)
 --   processing  offsets under a live lease, summed over the groups
 --   completed, dead_lettered, discarded: lifetime, over its groups, retired included
 CREATE OR REPLACE FUNCTION pgcursor_internal.partition_stats(qname text)
 RETURNS TABLE (partition_id uuid, queue text, total bigint, depth bigint, pending bigint, processing bigint,
                completed bigint, dead_lettered bigint, discarded bigint)
 LANGUAGE sql STABLE AS $$
-    SELECT p.id, p.queue, p.head, p.head - coalesce(min(c.cursor), 0),
-           greatest(coalesce(max(p.head - c.cursor - pgcursor_internal.leased_offsets(c)), p.head), 0),
+    -- (coalesce looks for the first retained message only without a cursor row)
+    SELECT p.id, p.queue, p.head,
+           p.head - coalesce(min(c.cursor), pgcursor_internal.retained_cursor(p.id, 0)),
+           greatest(coalesce(max(p.head - c.cursor - pgcursor_internal.leased_offsets(c)),
+                             p.head - pgcursor_internal.retained_cursor(p.id, 0)), 0),
            coalesce(sum(pgcursor_internal.leased_offsets(c)), 0)::bigint,
            coalesce(sum(c.completed_total), 0)::bigint + coalesce(max(r.completed), 0),
            coalesce(sum(c.dead_lettered_total), 0)::bigint + coalesce(max(r.dead_lettered), 0),

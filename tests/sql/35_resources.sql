@@ -5,7 +5,7 @@
 BEGIN;
 -- one snapshot for the whole file: concurrent sessions change nothing here
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(38);
+SELECT plan(40);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.life(q text) RETURNS jsonb LANGUAGE sql AS $$
@@ -177,6 +177,16 @@ SELECT is(pgcursor.namespaces(),
 SELECT is(pgcursor.tasks(),
           '{"tasks":[{"task":"bill","queues":1,"partitions":1,"messages":{"total":3,"pending":3}}]}',
           'tasks');
+
+-- Retention empties a partition no group reads: what it deleted is no
+-- longer pending (as maxSize's partition_depth counts), so a depth alert on
+-- a buffer queue clears. (It stayed at the head: 3 for ever.)
+SELECT pgcursor.configure('{"queue":"t35r","options":{"retentionSeconds":60}}');
+SELECT pg_temp.push('t35r', 'a', 3);
+SELECT is(pgcursor.purge_messages(now() + interval '1 second'), 3::bigint, 'retention deletes the 3 messages');
+SELECT is(pg_temp.stats('t35r', 'a') - 'completed' - 'dead_lettered' - 'discarded',
+          '{"total":3,"depth":0,"pending":0,"processing":0}',
+          'a partition without groups that retention emptied: nothing pending, total kept');
 
 SELECT * FROM finish();
 ROLLBACK;
