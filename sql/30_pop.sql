@@ -225,13 +225,16 @@ BEGIN
 END $$;
 
 -- windowBuffer: a partition is served only once quiet that long, its newest
--- message (at head) created at least `seconds` ago.
+-- stored message created at least `seconds` ago. Usually the one at head;
+-- below it when that one was deleted by hand (createdAt never decreases
+-- with the offset, so the highest offset stored is the newest).
 CREATE OR REPLACE FUNCTION pgcursor_internal.quiet_for(pid uuid, head bigint, seconds integer)
 RETURNS boolean LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    RETURN NOT EXISTS (SELECT 1 FROM pgcursor.messages m
-                        WHERE m.partition_id = pid AND m.msg_offset = head
-                          AND m.created_at > now() - seconds * interval '1 second');
+    RETURN NOT EXISTS (SELECT 1 FROM (SELECT m.created_at FROM pgcursor.messages m
+                                       WHERE m.partition_id = pid AND m.msg_offset <= head
+                                       ORDER BY m.msg_offset DESC LIMIT 1) newest
+                        WHERE newest.created_at > now() - seconds * interval '1 second');
 END $$;
 
 -- One claim of claim_batches: a partition's batch batch_start..batch_end,

@@ -3,7 +3,7 @@
 -- lease extension default and maintenance mode. Ages are made by moving
 -- created_at back: now() does not move inside this one transaction.
 BEGIN;
-SELECT plan(50);
+SELECT plan(51);
 
 CREATE FUNCTION pg_temp.push(q text, n int, part text DEFAULT 'Default') RETURNS jsonb LANGUAGE sql AS $$
     SELECT pgcursor.push(jsonb_build_object('items', (
@@ -60,6 +60,13 @@ SELECT is(pgcursor.pop('{"queue": "t25w"}'), '{"success": true, "messages": []}'
           'window: a pop of the queue does not (it may have other partitions)');
 SELECT pg_temp.age('t25w', '{2}', 31);
 SELECT is(pg_temp.offs(pg_temp.pop('t25w')), '{1,2}', 'quiet for 30 s: every pending message');
+-- The newest message deleted by hand: the partition is still as young as
+-- the newest one stored (the deleted one made it look quiet at once).
+SELECT FROM pgcursor.configure('{"queue": "t25u", "options": {"windowBuffer": 30}}');
+SELECT FROM pg_temp.push('t25u', 2);
+SELECT pg_temp.age('t25u', '{2}', 100);
+SELECT FROM pgcursor.delete_message((SELECT id FROM pgcursor.partitions WHERE queue = 't25u'), 'Default-2');
+SELECT is(pg_temp.offs(pg_temp.pop('t25u')), '{}', 'window: the newest stored message counts, not a deleted one');
 
 -- pop_due_in: when a pop that claimed nothing could claim without a push.
 -- t25v (delayedProcessing 60): partition a's first pending message is 20 s
