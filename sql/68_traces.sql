@@ -61,6 +61,8 @@ BEGIN
     txid := req ->> 'transactionId';
     pid := (req ->> 'partitionId')::uuid;
     names := pgcursor_internal.trace_names_arg(req);
+    -- A group's name, as where pops and acks create it (docs/http-api.md).
+    PERFORM pgcursor_internal.refuse_long_key('consumerGroup', pgcursor_internal.group_arg(req));
     IF NOT EXISTS (SELECT 1 FROM pgcursor.messages m  -- the stored message (index messages_transaction_id)
                     WHERE m.partition_id = pid AND m.transaction_id = txid) THEN
         RAISE EXCEPTION 'Message not found' USING ERRCODE = 'P0002';

@@ -3,7 +3,7 @@
 -- payload), trace_names, and traces going with their message (delete_message,
 -- purge_messages, purge_completed_messages, evict_expired_messages).
 BEGIN;
-SELECT plan(45);
+SELECT plan(46);
 
 CREATE FUNCTION pg_temp.fill(q text, n int, opts jsonb DEFAULT '{}') RETURNS uuid LANGUAGE plpgsql AS $$
 BEGIN
@@ -52,6 +52,9 @@ SELECT throws_ok(format('SELECT pgcursor.record_trace(%L)', jsonb_build_object('
 SELECT throws_ok(format('SELECT pgcursor.record_trace(%L)', jsonb_build_object('transactionId', 't68q-1', 'partitionId', :'p',
                                                                                'data', 1, 'traceNames', '[1]'::jsonb)),
                  '22023', 'traceNames must be an array of strings, a string or null', 'traceNames of numbers');
+SELECT throws_ok(format('SELECT pgcursor.record_trace(%L)', jsonb_build_object('transactionId', 't68q-1', 'partitionId', :'p',
+                                                                               'data', 1, 'consumerGroup', repeat('g', 1025))),
+                 '22023', 'consumerGroup must be at most 1024 bytes', 'a consumerGroup too long for a group''s name');
 SELECT throws_ok(format('SELECT pgcursor.record_trace(%L)', jsonb_build_object('transactionId', 't68q-9', 'partitionId', :'p',
                                                                                'data', 1)),
                  'P0002', 'Message not found', 'an unknown message');
