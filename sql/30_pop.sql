@@ -554,6 +554,13 @@ BEGIN
     END IF;
     queues := pgcursor_internal.pop_queues(req);
     lease := CASE WHEN auto THEN NULL ELSE pgcursor_internal.uuidv7() END;
+    -- Queue mode has no subscription (as in Queen): a worker's first pop
+    -- starts at the beginning, whatever subscriptionMode/From it sends;
+    -- skipping the backlog would leave it consumed by nobody.
+    IF grp = '__QUEUE_MODE__' THEN
+        mode := 'all';
+        since := NULL;
+    END IF;
     pending := pgcursor_internal.subscribe(queues, grp, mode, since);
     -- New rows may all be held back (delayedProcessing, windowBuffer): then
     -- look further, twice as far each time, until a claim or no more rows.

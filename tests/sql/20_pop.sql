@@ -1,7 +1,7 @@
 -- pgcursor.pop: leasing, capping, live-lease skip, re-lease after expiry,
 -- multi-partition pops, groups, subscription modes, autoAck, concurrency.
 BEGIN;
-SELECT plan(90);
+SELECT plan(91);
 
 \ir lib/queue_helpers.sql
 
@@ -161,6 +161,12 @@ SELECT is((SELECT string_agg(m ->> 'payload', ' ' ORDER BY m ->> 'payload')
              FROM jsonb_array_elements(pgcursor.pop('{"queue": "t20f", "consumerGroup": "future", "partitions": 2,
                                                      "batch": 10}') -> 'messages') m),
           'a2 b1', '... then what is pushed after, on the old partition and on a new one alike');
+-- Queue mode has no subscription (as in Queen): its first pop starts at the
+-- beginning whatever it sends; the backlog would be consumed by nobody.
+SELECT is(jsonb_array_length(pgcursor.pop(jsonb_build_object('queue', 't20f', 'subscriptionMode', 'new',
+                                                             'subscriptionFrom', now() + interval '1 day',
+                                                             'partitions', 2, 'batch', 10)) -> 'messages'),
+          3, 'queue mode ignores subscriptionMode and subscriptionFrom: every message');
 
 -- autoAck completes on delivery
 CREATE TEMP TABLE aa ON COMMIT DROP AS
