@@ -174,25 +174,29 @@ BEGIN
                    LATERAL (SELECT pgcursor_internal.ack_item_index(e.item, e.ord) AS index) x
             OFFSET 0) i  -- OFFSET 0: each item's checks are computed once
       -- LATERAL keeps these index probes per item even in a cached generic
-      -- plan (a join may pick the created_at index instead). A message
-      -- replayed after the horizon passed it (a seek back, an old
-      -- subscriptionFrom) resolves through the messages table all the same,
-      -- probed only when the index has no entry. A transactionId stored
-      -- twice (pushed again once the index forgot it) then resolves to its
-      -- lowest offset above the cursor, the one delivered next, which
-      -- completes the least; with none above, to its newest (a no-op). The
-      -- lowest overall would be the copy already consumed: the ack of the
-      -- one delivered would answer a no-op for ever.
+      -- plan (a join may pick another index instead). The stored messages
+      -- first, whatever their age: a message replayed after the horizon
+      -- passed it (a seek back, an old subscriptionFrom) resolves all the
+      -- same. A transactionId stored twice (pushed again once the index
+      -- forgot it) resolves to its lowest copy above the cursor, the one
+      -- delivered next, which completes the least; with none above, to its
+      -- newest (a no-op). Not to the lowest overall (the copy already
+      -- consumed: the ack of the one delivered would be a no-op for ever),
+      -- nor to the newest while the index remembers it (an ack of the first
+      -- copy would complete every offset up to the second). Then the index's
+      -- entries for messages retention deleted since the horizon.
       LEFT JOIN LATERAL (
           SELECT coalesce(
-                     (SELECT x.msg_offset FROM pgcursor_internal.indexed_message(
-                                 resolve_ack_items.partition_id, i.item ->> 'transactionId', horizon) x),
                      (SELECT m.msg_offset FROM pgcursor.messages m
                        WHERE m.partition_id = resolve_ack_items.partition_id
                          AND m.transaction_id = i.item ->> 'transactionId'
                        ORDER BY m.msg_offset <= cursor_at,
                                 CASE WHEN m.msg_offset > cursor_at THEN m.msg_offset ELSE -m.msg_offset END
-                       LIMIT 1)) AS msg_offset
+                       LIMIT 1),
+                     (SELECT x.msg_offset FROM pgcursor.transaction_index x
+                       WHERE x.partition_id = resolve_ack_items.partition_id
+                         AND x.transaction_id = i.item ->> 'transactionId'
+                         AND (x.created_at >= horizon) IS TRUE)) AS msg_offset
            WHERE NOT i.bad) t ON true;
     IF any_bad THEN
         PERFORM pgcursor_internal.refuse_bad_ack_item(items);

@@ -5,7 +5,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(57);
+SELECT plan(60);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.sub(q text, grp text) RETURNS text LANGUAGE sql AS $$
@@ -158,6 +158,21 @@ SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r
 -- consume (the lowest overall, 1, is consumed: acking it would be a no-op
 -- for ever); with none above, a no-op
 SELECT pg_temp.push('t67r', 'Default', 1, 'r');
+-- A group still below the first copy resolves it to that one, not to the
+-- copy the index remembers: its ack completes offset 1, not 1..4 (which
+-- took 2 and 3 as completed, delivered and never acked). Here the index
+-- remembers the second copy: it is younger than the horizon, the first older.
+UPDATE pgcursor.queues SET transaction_index_from = now() - interval '1 minute' WHERE name = 't67r';
+UPDATE pgcursor.messages SET created_at = now() - interval '1 hour'
+ WHERE partition_id = pg_temp.pid('t67r') AND msg_offset <= 3;
+CREATE TEMP TABLE h ON COMMIT DROP AS
+SELECT pgcursor.pop('{"queue":"t67r","consumerGroup":"h","batch":10}') AS a;
+SELECT is(pg_temp.offsets(a), '{1,2,3,4}', 'a new group is delivered both copies') FROM h;
+SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'h',
+                                                'leaseId', a ->> 'leaseId',
+                                                'items', '[{"transactionId":"r1"}]'::jsonb)) -> 0 ->> 'leaseReleased',
+          'false', 'the ack of the first copy keeps the lease ...') FROM h;
+SELECT is((pg_temp.cur('t67r', 'Default', 'h')).cursor, 1::bigint, '... and completes that copy alone');
 SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
                                                 'items', '[{"transactionId":"r1"}]'::jsonb)) -> 0 ->> 'noop',
           'false', 'a transactionId stored twice (offsets 1 and 4) resolves to its copy above the cursor (2) ...');
