@@ -95,6 +95,15 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
           GROUP BY r.queue) q
 $$;
 
+-- Whether a cursor row has consumed nothing and may be moved by a
+-- subscription update: nothing completed, dead-lettered or discarded, and no
+-- live lease. A nack that charged the counter, or a seek, consumed nothing.
+CREATE OR REPLACE FUNCTION pgcursor_internal.movable_by_subscription(c pgcursor.cursors)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT c.completed_total = 0 AND c.dead_lettered_total = 0 AND c.discarded_total = 0
+       AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
+$$;
+
 -- update_subscription: the group's subscriptions on every queue start at
 -- since (mode timestamp; docs/http-api.md "Consumer groups"): rows made later
 -- start before the first message created at or after it, and rows that never
@@ -123,14 +132,12 @@ BEGIN
     -- looked at again, in partition order: Citus locks rows only in a
     -- statement routed to one shard, and a group's rows lie on every shard.
     FOR pid IN SELECT c.partition_id FROM pgcursor.cursors c
-                WHERE c.consumer_group = grp AND c.completed_total = 0 AND c.last_ack_at IS NULL
-                  AND NOT pgcursor_internal.lease_is_live(c.lease_expires_at)
+                WHERE c.consumer_group = grp AND pgcursor_internal.movable_by_subscription(c)
                 ORDER BY c.partition_id
     LOOP
         SELECT * INTO cur FROM pgcursor.cursors c WHERE c.partition_id = pid AND c.consumer_group = grp FOR UPDATE;
         CONTINUE WHEN NOT FOUND  -- deleted meanwhile (the group or its queue): not made again
-                   OR cur.completed_total <> 0 OR cur.last_ack_at IS NOT NULL
-                   OR pgcursor_internal.lease_is_live(cur.lease_expires_at);
+                   OR NOT pgcursor_internal.movable_by_subscription(cur);
         SELECT * INTO p FROM pgcursor.partitions x WHERE x.id = pid;
         PERFORM pgcursor_internal.move_cursor(p, grp, pgcursor_internal.cursor_before(p, since), NULL);
     END LOOP;

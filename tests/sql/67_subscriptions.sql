@@ -5,7 +5,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(60);
+SELECT plan(64);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.sub(q text, grp text) RETURNS text LANGUAGE sql AS $$
@@ -117,6 +117,23 @@ SELECT is(pgcursor.update_subscription('up', now() + interval '1 day') ->> 'newT
           pgcursor_internal.rfc3339_utc(now()), 'a time still to come counts as now, as a pop''s subscriptionFrom does');
 SELECT is(pg_temp.sub('t67', 'up'), 'timestamp ' || pgcursor_internal.rfc3339_utc(now()), '... and is stored so');
 SELECT is(pgcursor.update_subscription('up', pg_temp.ago(1000)) -> 'rowsUpdated', '1', '(back again)');
+-- A nack consumed nothing: a row whose only ack failed (its counter
+-- charged, its cursor where it was) still moves; a seek stamps lastAckAt
+-- and consumes nothing either. A dead letter consumed its message: stays.
+SELECT is(pgcursor.ack_group(jsonb_build_object(
+              'partitionId', pg_temp.pid('t67', 'c'), 'consumerGroup', 'up',
+              'leaseId', pgcursor.pop('{"queue":"t67","partition":"c","consumerGroup":"up"}') ->> 'leaseId',
+              'items', '[{"transactionId":"c1","status":"failed"}]'::jsonb)) -> 0 ->> 'success',
+          'true', '(c''s message popped and nacked)');
+SELECT FROM pgcursor.update_subscription('up', pg_temp.ago(120));
+SELECT is((pg_temp.cur('t67', 'c', 'up')).cursor, 1::bigint, 'a row that was only nacked moves');
+SELECT FROM pgcursor.update_subscription('up', pg_temp.ago(1000));
+SELECT is(pgcursor.ack_group(jsonb_build_object(
+              'partitionId', pg_temp.pid('t67', 'c'), 'consumerGroup', 'up',
+              'items', '[{"transactionId":"c1","status":"dlq"}]'::jsonb)) -> 0 ->> 'dlq',
+          'true', '(c''s message dead-lettered)');
+SELECT FROM pgcursor.update_subscription('up', pg_temp.ago(1000));
+SELECT is((pg_temp.cur('t67', 'c', 'up')).cursor, 1::bigint, '... a row that dead-lettered stays where that left it');
 SELECT throws_ok($$SELECT pgcursor.update_subscription('up', NULL)$$, '22023',
                  'Missing subscriptionTimestamp in request body', 'no timestamp: 22023');
 
