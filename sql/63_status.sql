@@ -120,18 +120,26 @@ BEGIN
                     AND (tk IS NULL OR q.task = tk));
 END $$;
 
--- Per (snapshot minute, queue) in [since, upto], over the selected queues
--- (names NULL: every existing queue), what the queue did until its next
--- snapshot (or its live totals, for the newest). A queue created in reach,
--- with no earlier life under its name, starts from zeros at the minute of
--- its creation, so what it did before its first snapshot counts there;
--- otherwise its first snapshot in reach is only a base.
+-- Per (snapshot minute, queue) in the minutes that overlap [since, upto]
+-- (as gateway_figures: the minute of `since` is the first), over the
+-- selected queues (names NULL: every existing queue), what the queue did
+-- until its next snapshot (or its live totals, for the newest). A queue
+-- created in reach, with no earlier life under its name (no snapshot before
+-- its creation, no totals a deleted queue of that name left: a deleted
+-- group's totals, retired on partitions that still exist, are not one),
+-- starts from zeros at the minute of its creation, so what it did before
+-- its first snapshot counts there; otherwise its first snapshot in reach is
+-- only a base.
 CREATE OR REPLACE FUNCTION pgcursor_internal.queue_minute_figures(since timestamptz, upto timestamptz, names text[])
 RETURNS TABLE (minute timestamptz, queue text, pushed bigint, completed bigint, dead_lettered bigint,
                discarded bigint)
 LANGUAGE sql STABLE AS $$
-    WITH reach AS (
-        SELECT coalesce((SELECT max(x.minute) FROM pgcursor.stats_snapshots x WHERE x.minute < since), since) AS low
+    WITH first AS (
+        SELECT pgcursor_internal.bucket_start(since, 1) AS minute
+    ), reach AS (
+        SELECT coalesce((SELECT max(x.minute) FROM pgcursor.stats_snapshots x WHERE x.minute < first.minute),
+                        first.minute) AS low
+        FROM first
     ), points AS (
         SELECT s.minute, 1 AS kind, s.queue, s.pushed, s.completed, s.dead_lettered, s.discarded
         FROM pgcursor.stats_snapshots s, reach
@@ -141,7 +149,9 @@ LANGUAGE sql STABLE AS $$
         FROM pgcursor.queues q, reach
         WHERE q.created_at >= reach.low AND (names IS NULL OR q.name = ANY (names))
           AND NOT EXISTS (SELECT 1 FROM pgcursor.stats_snapshots s WHERE s.queue = q.name AND s.taken_at < q.created_at)
-          AND NOT EXISTS (SELECT 1 FROM pgcursor.retired_totals r WHERE r.queue = q.name)
+          AND NOT EXISTS (SELECT 1 FROM pgcursor.retired_totals r
+                           WHERE r.queue = q.name
+                             AND NOT EXISTS (SELECT 1 FROM pgcursor.partitions p WHERE p.id = r.partition_id))
         UNION ALL
         SELECT 'infinity', 2, t.queue, t.pushed, t.completed, t.dead_lettered, t.discarded
         FROM pgcursor_internal.lifetime_totals() t
@@ -155,30 +165,41 @@ LANGUAGE sql STABLE AS $$
     )
     SELECT s.minute, s.queue, greatest(s.pushed, 0)::bigint, greatest(s.completed, 0)::bigint,
            greatest(s.dead_lettered, 0)::bigint, greatest(s.discarded, 0)::bigint
-    FROM steps s
-    WHERE s.minute >= since AND s.minute <= upto AND s.pushed IS NOT NULL
+    FROM steps s, first
+    WHERE s.minute >= first.minute AND s.minute <= upto AND s.pushed IS NOT NULL
 $$;
 
--- Per snapshot minute in [since, upto], what happened from that snapshot
--- to the next one (or to the live totals, for the newest): pushed,
--- completed, dead-lettered, discarded. Over every queue (names NULL), a
--- snapshot's rows add up to the grand totals, so they are summed before
--- differencing: a deleted queue's move into the null-queue row counts
--- nothing. Over selected queues, each queue's own differences are summed
--- (queue_minute_figures). A figure that went down counts 0.
+-- Per snapshot minute in the minutes that overlap [since, upto], what
+-- happened from that snapshot to the next one (or to the live totals, for
+-- the newest): pushed, completed, dead-lettered, discarded. Over every
+-- queue (names NULL), a snapshot's rows add up to the grand totals, so they
+-- are summed before differencing: a deleted queue's move into the
+-- null-queue row counts nothing; and the broker starts from zeros at the
+-- minute of its first snapshot or oldest queue, whichever is earlier, so
+-- what happened before the first snapshot counts there (as a queue's does
+-- from its creation). Over selected queues, each queue's own differences
+-- are summed (queue_minute_figures). A figure that went down counts 0.
 CREATE OR REPLACE FUNCTION pgcursor_internal.minute_figures(since timestamptz, upto timestamptz, names text[])
 RETURNS TABLE (minute timestamptz, pushed bigint, completed bigint, dead_lettered bigint, discarded bigint)
 LANGUAGE sql STABLE AS $$
-    WITH points AS (
-        SELECT s.minute, sum(s.pushed) AS pushed, sum(s.completed) AS completed,
+    WITH first AS (
+        SELECT pgcursor_internal.bucket_start(since, 1) AS minute
+    ), points AS (
+        SELECT s.minute, 1 AS kind, sum(s.pushed) AS pushed, sum(s.completed) AS completed,
                sum(s.dead_lettered) AS dead_lettered, sum(s.discarded) AS discarded
-        FROM pgcursor.stats_snapshots s
+        FROM pgcursor.stats_snapshots s, first
         WHERE names IS NULL
-          AND s.minute >= coalesce((SELECT max(x.minute) FROM pgcursor.stats_snapshots x WHERE x.minute < since),
-                                   since)
+          AND s.minute >= coalesce((SELECT max(x.minute) FROM pgcursor.stats_snapshots x WHERE x.minute < first.minute),
+                                   first.minute)
         GROUP BY s.minute
         UNION ALL
-        SELECT 'infinity', coalesce(sum(t.pushed), 0), coalesce(sum(t.completed), 0),
+        SELECT z.minute, 0, 0, 0, 0, 0
+        FROM (SELECT least((SELECT min(x.minute) FROM pgcursor.stats_snapshots x),
+                           (SELECT pgcursor_internal.bucket_start(min(q.created_at), 1) FROM pgcursor.queues q))
+                     AS minute) z
+        WHERE names IS NULL AND z.minute IS NOT NULL
+        UNION ALL
+        SELECT 'infinity', 2, coalesce(sum(t.pushed), 0), coalesce(sum(t.completed), 0),
                coalesce(sum(t.dead_lettered), 0), coalesce(sum(t.discarded), 0)
         FROM pgcursor_internal.lifetime_totals() t
         WHERE names IS NULL
@@ -186,12 +207,13 @@ LANGUAGE sql STABLE AS $$
         SELECT p.minute, lead(p.pushed) OVER w - p.pushed AS pushed, lead(p.completed) OVER w - p.completed AS completed,
                lead(p.dead_lettered) OVER w - p.dead_lettered AS dead_lettered,
                lead(p.discarded) OVER w - p.discarded AS discarded
-        FROM points p WINDOW w AS (ORDER BY p.minute)
+        FROM points p WINDOW w AS (ORDER BY p.minute, p.kind)
     )
-    SELECT s.minute, greatest(s.pushed, 0)::bigint, greatest(s.completed, 0)::bigint,
-           greatest(s.dead_lettered, 0)::bigint, greatest(s.discarded, 0)::bigint
-    FROM steps s
-    WHERE s.minute >= since AND s.minute <= upto AND s.pushed IS NOT NULL
+    SELECT s.minute, sum(greatest(s.pushed, 0))::bigint, sum(greatest(s.completed, 0))::bigint,
+           sum(greatest(s.dead_lettered, 0))::bigint, sum(greatest(s.discarded, 0))::bigint
+    FROM steps s, first
+    WHERE s.minute >= first.minute AND s.minute <= upto AND s.pushed IS NOT NULL
+    GROUP BY s.minute  -- (the zero point and a snapshot may share a minute)
     UNION ALL
     SELECT f.minute, sum(f.pushed)::bigint, sum(f.completed)::bigint, sum(f.dead_lettered)::bigint,
            sum(f.discarded)::bigint
@@ -435,12 +457,13 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
     FROM pgcursor_internal.gateway_figures(since, upto, 1, names) g
 $$;
 
--- /status `leases`: live leases, the partitions they are on, the sizes of
--- their batches and how much of those is already acked.
+-- /status `leases`: live leases (one pop's lease over several partitions
+-- is one), the partitions they are on, the sizes of their batches and how
+-- much of those is already acked.
 CREATE OR REPLACE FUNCTION pgcursor_internal.status_leases(names text[])
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
-        'active', count(*), 'partitionsWithLeases', count(DISTINCT c.partition_id),
+        'active', count(DISTINCT c.lease_id), 'partitionsWithLeases', count(DISTINCT c.partition_id),
         'totalBatchSize', coalesce(sum(b.size), 0),
         'totalAcked', coalesce(sum(b.size - pgcursor_internal.leased_offsets(c)), 0))
     FROM pgcursor_internal.cursor_rows() c

@@ -4,7 +4,7 @@
 -- answers.
 BEGIN;
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(50);
+SELECT plan(56);
 
 -- A clean slate inside this transaction (rolled back at the end).
 DELETE FROM pgcursor.queues;
@@ -193,6 +193,39 @@ UPDATE pgcursor.queues SET created_at = '2026-01-01 09:00Z' WHERE name = 'q63c';
 SELECT is(pg_temp.field(pgcursor.status('{"from":"2026-01-01T10:00:00Z","to":"2026-01-01T10:30:00Z","queue":"q63c"}')
                         -> 'throughput', 'ingested'), '[]',
           'created before the window and never snapshotted: nothing to measure against');
+
+-- Before the first snapshot, on a clean slate: the broker counts from zeros
+-- too (its unfiltered series said nothing where a queue filter said 3), a
+-- consumer group deleted since takes nothing back from a queue's early
+-- buckets (its retired totals are not a deleted queue's), and a window
+-- starting mid-minute has that minute (as the gateways' figures do).
+DELETE FROM pgcursor.queues;
+DELETE FROM pgcursor.retired_totals;
+DELETE FROM pgcursor.stats_snapshots;
+SELECT pgcursor.configure('{"queue":"q63z"}');
+SELECT FROM pgcursor.push('{"items":[{"queue":"q63z","payload":1},{"queue":"q63z","payload":2},{"queue":"q63z","payload":3}]}');
+SELECT FROM pgcursor.pop('{"queue":"q63z","consumerGroup":"g63","batch":3,"autoAck":true}');
+CREATE FUNCTION pg_temp.figures(since timestamptz, names text[]) RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_agg(jsonb_build_array(m.minute = pgcursor_internal.bucket_start(now(), 1), m.pushed, m.completed))
+      FROM pgcursor_internal.minute_figures(since, now() + interval '5 minutes', names) m
+$$;
+SELECT is(pg_temp.figures(now() - interval '10 minutes', NULL), '[[true,3,3]]',
+          'no snapshot yet: the broker counts from zeros, as the queue does');
+INSERT INTO pgcursor.stats_snapshots (minute, queue, taken_at, pushed, completed, dead_lettered, discarded)
+VALUES (pgcursor_internal.bucket_start(now(), 1), 'q63z', now(), 3, 3, 0, 0);
+SELECT is(pg_temp.figures(now() - interval '10 minutes', NULL), '[[true,3,3]]',
+          '... and once snapshotted, what came before the first snapshot still counts');
+SELECT is(pg_temp.figures(now() - interval '10 minutes', ARRAY['q63z']), '[[true,3,3]]', '... as under a queue filter');
+SELECT FROM pgcursor.delete_consumer_group('g63');
+SELECT is(pg_temp.figures(now() - interval '10 minutes', ARRAY['q63z']), '[[true,3,3]]',
+          'a deleted consumer group takes nothing back from the queue''s early buckets');
+SELECT is(pg_temp.figures(pgcursor_internal.bucket_start(now(), 1) + interval '30 seconds', NULL), '[[true,3,3]]',
+          'a window starting mid-minute has that minute');
+-- One pop's lease over two partitions is one live lease.
+SELECT FROM pgcursor.push('{"items":[{"queue":"q63z","partition":"x","payload":1},{"queue":"q63z","partition":"y","payload":2}]}');
+SELECT FROM pgcursor.pop('{"queue":"q63z","consumerGroup":"h63","partitions":2,"batch":2}');
+SELECT is(pgcursor.status('{"queue":"q63z"}') -> 'leases', '{"active":1,"partitionsWithLeases":2,"totalBatchSize":2,"totalAcked":0}',
+          'leases: a lease over two partitions counts once, its partitions twice');
 
 SELECT * FROM finish();
 ROLLBACK;
