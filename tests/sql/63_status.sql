@@ -222,9 +222,9 @@ SELECT is(pg_temp.figures(now() - interval '10 minutes', ARRAY['q63z']), '[[true
 SELECT is(pg_temp.figures(pgcursor_internal.bucket_start(now(), 1) + interval '30 seconds', NULL), '[[true,3,3]]',
           'a window starting mid-minute has that minute');
 -- One pop's lease over two partitions is one live lease.
-SELECT FROM pgcursor.push('{"items":[{"queue":"q63z","partition":"x","payload":1},{"queue":"q63z","partition":"y","payload":2}]}');
-SELECT FROM pgcursor.pop('{"queue":"q63z","consumerGroup":"h63","partitions":2,"batch":2}');
-SELECT is(pgcursor.status('{"queue":"q63z"}') -> 'leases', '{"active":1,"partitionsWithLeases":2,"totalBatchSize":2,"totalAcked":0}',
+SELECT FROM pgcursor.push('{"items":[{"queue":"q63w","partition":"x","payload":1},{"queue":"q63w","partition":"y","payload":2}]}');
+SELECT FROM pgcursor.pop('{"queue":"q63w","consumerGroup":"h63","partitions":2,"batch":2}');
+SELECT is(pgcursor.status('{"queue":"q63w"}') -> 'leases', '{"active":1,"partitionsWithLeases":2,"totalBatchSize":2,"totalAcked":0}',
           'leases: a lease over two partitions counts once, its partitions twice');
 
 SELECT * FROM finish();
