@@ -335,6 +335,35 @@ BEGIN
                               'mode', pgcursor_internal.listing_mode(qname, since, upto));
 END $$;
 
+-- After a delete of offset `off`: a live leased batch that held it ends at
+-- its last message still stored, and one with none left above its cursor is
+-- released (retry counter reset, as an ack reaching the end releases it).
+-- Else its holder could never ack to the end (the deleted message answers
+-- transaction not found), and the partition would wait out the lease.
+CREATE OR REPLACE FUNCTION pgcursor_internal.trim_leases_after_delete(pid uuid, off bigint)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    r    record;
+    last bigint;
+BEGIN
+    FOR r IN SELECT c.consumer_group, c.cursor, c.batch_start, c.batch_end FROM pgcursor.cursors c
+              WHERE c.partition_id = pid AND pgcursor_internal.lease_is_live(c.lease_expires_at)
+                AND off BETWEEN c.batch_start AND c.batch_end
+              ORDER BY c.consumer_group
+    LOOP
+        SELECT max(m.msg_offset) INTO last FROM pgcursor.messages m
+         WHERE m.partition_id = pid AND m.msg_offset BETWEEN r.batch_start AND r.batch_end;
+        IF last IS NULL OR last <= r.cursor THEN
+            UPDATE pgcursor.cursors c
+               SET lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL, retry_count = 0
+             WHERE c.partition_id = pid AND c.consumer_group = r.consumer_group;
+        ELSIF last < r.batch_end THEN
+            UPDATE pgcursor.cursors c SET batch_end = last
+             WHERE c.partition_id = pid AND c.consumer_group = r.consumer_group;
+        END IF;
+    END LOOP;
+END $$;
+
 -- delete_message: deletes, in a partition, the message a transactionId
 -- names (named_offset: the one message() shows; a transactionId pushed
 -- again once the index forgot it keeps its other copy), its transaction index entry (so the transactionId may be pushed
@@ -342,7 +371,8 @@ END $$;
 -- transactionId, also when retention already removed the message) and its
 -- traces. Cursors stay where they are: a cursor standing just before the
 -- deleted offset steps over the gap as after retention, never past a
--- stored message (sql/80_retention.sql). Answer: {"success": <anything
+-- stored message (sql/80_retention.sql); a leased batch holding it is
+-- trimmed (trim_leases_after_delete). Answer: {"success": <anything
 -- deleted>, "partitionId", "transactionId", "message"}.
 CREATE OR REPLACE FUNCTION pgcursor.delete_message(pid uuid, txid text)
 RETURNS jsonb LANGUAGE plpgsql AS $$
@@ -370,6 +400,9 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     deleted := deleted + n;
     PERFORM pgcursor_internal.move_cursors_past_deleted(ARRAY[pid]);
+    IF off IS NOT NULL THEN
+        PERFORM pgcursor_internal.trim_leases_after_delete(pid, off);
+    END IF;
     RETURN jsonb_build_object('success', deleted > 0, 'partitionId', pid, 'transactionId', txid,
                               'message', CASE WHEN deleted > 0 THEN 'Message deleted successfully'
                                               ELSE 'Message not found' END);

@@ -2,7 +2,7 @@
 -- (fields, status rules, busStatus, mode, window, filters, paging), the
 -- detail's Queen fields in message(), delete_message and retry_message.
 BEGIN;
-SELECT plan(87);
+SELECT plan(92);
 
 -- Pushes n messages <q>-<part>-1..n to (q, part); returns the partition id.
 CREATE FUNCTION pg_temp.fill(q text, part text, n int) RETURNS uuid LANGUAGE sql AS $$
@@ -214,6 +214,27 @@ SELECT is(pgcursor.delete_message(:'del', 't62del-Default-4') -> 'success', 'tru
 SELECT is(jsonb_path_query_array(pgcursor.pop('{"queue": "t62del", "consumerGroup": "fresh", "batch": 10}'),
                                  '$.messages[*].transactionId'),
           '["t62del-Default-1", "t62del-Default-2"]'::jsonb, 'a new group gets what is left (the re-pushed one too)');
+
+-- A delete inside a live leased batch: the batch ends at its last message
+-- still stored, so its holder's ack of that one releases the lease; with
+-- nothing left above the cursor the lease goes at once. (The holder could
+-- never ack the deleted one, and m4 waited out the lease.)
+SELECT pg_temp.fill('t62lease', 'Default', 4) AS ls \gset
+SELECT pgcursor.pop('{"queue": "t62lease", "consumerGroup": "a", "batch": 3}') ->> 'leaseId' AS la \gset
+SELECT pgcursor.pop('{"queue": "t62lease", "consumerGroup": "b", "batch": 3}') ->> 'leaseId' AS lb \gset
+SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', :'ls', 'consumerGroup', 'b', 'leaseId', :'lb',
+                                                'items', '[{"transactionId": "t62lease-Default-2"}]'::jsonb))
+          #>> '{0,leaseReleased}', 'false', '(b acks up to 2 before the delete)');
+SELECT FROM pgcursor.delete_message(:'ls', 't62lease-Default-3');
+SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', :'ls', 'consumerGroup', 'a', 'leaseId', :'la',
+                                                'items', '[{"transactionId": "t62lease-Default-2"}]'::jsonb))
+          #>> '{0,leaseReleased}', 'true', 'the last stored message of a trimmed batch releases the lease');
+SELECT is(jsonb_path_query_array(pgcursor.pop('{"queue": "t62lease", "consumerGroup": "a", "batch": 3}'),
+                                 '$.messages[*].transactionId'), '["t62lease-Default-4"]'::jsonb, '... and m4 comes next');
+SELECT is((SELECT lease_id FROM pgcursor.cursors WHERE partition_id = :'ls' AND consumer_group = 'b'), NULL,
+          'a batch with nothing left above its cursor is released by the delete');
+SELECT is(jsonb_path_query_array(pgcursor.pop('{"queue": "t62lease", "consumerGroup": "b", "batch": 3}'),
+                                 '$.messages[*].transactionId'), '["t62lease-Default-4"]'::jsonb, '... and m4 comes next there too');
 
 -- retry_message.
 SELECT pg_temp.fill('t62retry', 'Default', 2) AS rt \gset
