@@ -9,10 +9,13 @@
 //! it replaces the functions Citus cannot run (docs/operations.md).
 
 use std::error::Error as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::{
-    Connect, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime,
+    Connect, Hook, HookError, Manager, ManagerConfig, Metrics, Pool, PoolError, RecyclingMethod,
+    Runtime,
 };
 use futures::future::BoxFuture;
 use tokio::task::JoinHandle;
@@ -84,8 +87,57 @@ pub fn pool(config: &Config, size: usize) -> Pool {
         .wait_timeout(timeout)
         .create_timeout(timeout)
         .recycle_timeout(timeout)
+        .pre_recycle(Hook::sync_fn(|_, metrics| match is_stale(metrics) {
+            true => Err(HookError::Message("a stale session: replaced".into())),
+            false => Ok(()),
+        }))
         .build()
         .expect("a pool with a runtime always builds")
+}
+
+/// A session keeps the settings it started with: one opened while the
+/// database was read-only (`ALTER DATABASE ... SET
+/// default_transaction_read_only`, or a standby) or had a statement_timeout
+/// stays so after the setting is reset, and a pooled one lives for ever. So a
+/// pooled connection is replaced at its checkout once it is older than
+/// `MAX_SESSION_AGE`, or than the last error such a setting caused
+/// (`note_session_setting_error`): those errors then end with the setting.
+pub const MAX_SESSION_AGE: Duration = Duration::from_secs(30 * 60);
+
+/// When a session setting last refused a statement, in milliseconds after
+/// `process_start()` (0: never).
+static SETTING_ERROR_AT_MS: AtomicU64 = AtomicU64::new(0);
+
+fn process_start() -> Instant {
+    static START: OnceLock<Instant> = OnceLock::new();
+    *START.get_or_init(Instant::now)
+}
+
+/// Whether PostgreSQL refused a statement for what a session setting says:
+/// SQLSTATE 25006 (a read-only transaction) or 57014 (a statement timeout,
+/// or a cancel).
+pub fn is_session_setting_error(e: &tokio_postgres::Error) -> bool {
+    matches!(e.code().map(|c| c.code()), Some("25006" | "57014"))
+}
+
+/// After such an error (is_session_setting_error), the pooled sessions are
+/// replaced (mark_sessions_stale).
+pub fn note_if_session_setting_error(e: &tokio_postgres::Error) {
+    if is_session_setting_error(e) {
+        mark_sessions_stale();
+    }
+}
+
+/// Every pooled session opened before now is replaced at its next checkout.
+pub fn mark_sessions_stale() {
+    let at = process_start().elapsed().as_millis() as u64;
+    SETTING_ERROR_AT_MS.fetch_max(at.max(1), Ordering::Relaxed);
+}
+
+fn is_stale(metrics: &Metrics) -> bool {
+    let at = SETTING_ERROR_AT_MS.load(Ordering::Relaxed);
+    let refused = at > 0 && metrics.created <= process_start() + Duration::from_millis(at);
+    refused || metrics.created.elapsed() > MAX_SESSION_AGE
 }
 
 /// Opens a pool's connections on the runtime that built it, and drives

@@ -113,11 +113,16 @@ impl From<deadpool_postgres::PoolError> for ApiError {
 /// well-formed request (a queue too full to take a dead letter back). Class 53 (insufficient
 /// resources: out of memory or shared memory, disk full, too many
 /// connections) is the server's state, not a bug or the input: a 503 to
-/// retry later, as for a lost connection. Those, a lost connection and any
+/// retry later, as for a lost connection. So are a read-only database
+/// (25006: a standby, or default_transaction_read_only, as during a
+/// failover) and a canceled statement (57014: a statement_timeout or an
+/// administrator's cancel); both may come from a session's settings, so the
+/// pool then replaces its sessions (db::note_if_session_setting_error). Those, a lost connection and any
 /// other unexpected error count as database errors (minutes::record_db_error);
 /// the refusals of the input or the state do not.
 impl From<tokio_postgres::Error> for ApiError {
     fn from(e: tokio_postgres::Error) -> Self {
+        crate::db::note_if_session_setting_error(&e);
         let detail = crate::db::error_detail(&e);
         let error = match e.code().map(|c| c.code()) {
             Some("22023") => ApiError::BadRequest(detail),
@@ -133,6 +138,10 @@ impl From<tokio_postgres::Error> for ApiError {
             )),
             Some(code) if code.starts_with("53") => {
                 ApiError::Unavailable(format!("database out of resources: {detail}"))
+            }
+            Some("25006") => ApiError::Unavailable(format!("database is read-only: {detail}")),
+            Some("57014") => {
+                ApiError::Unavailable(format!("database canceled the statement: {detail}"))
             }
             _ if crate::db::is_connection_error(&e) => {
                 ApiError::Unavailable(format!("database unavailable: {detail}"))
@@ -168,7 +177,7 @@ mod tests {
 
     /// SQLSTATEs raised by a real server, as the routes see them.
     #[tokio::test]
-    async fn insufficient_resources_are_503_and_other_errors_500() {
+    async fn resources_read_only_and_cancels_are_503_and_other_errors_500() {
         let db = pgcursor_tests::db().await;
         let raised = |code: &'static str| {
             let db = &db;
@@ -189,6 +198,18 @@ mod tests {
                 error.to_string().starts_with("database out of resources: "),
                 "{error}"
             );
+        }
+        for (code, said) in [
+            ("25006", "database is read-only: "),
+            ("57014", "database canceled the statement: "),
+        ] {
+            let error = raised(code).await;
+            assert_eq!(
+                error.status_code(),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "{code}: {error}"
+            );
+            assert!(error.to_string().starts_with(said), "{error}");
         }
         assert_eq!(
             raised("XX000").await.status_code(),

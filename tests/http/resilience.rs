@@ -796,3 +796,67 @@ async fn request_bodies_wait_for_room_in_the_gateways_budget() {
     drop(gw);
     drop_database(&database).await;
 }
+
+/// A database set read-only (as during a failover, or by hand) refuses
+/// writes with a 503 saying so, and /health says so too; once the setting is
+/// reset, the gateway takes writes again by itself. Its pooled sessions
+/// kept the read-only setting they started with: they answered 500 for ever
+/// after the reset, until a restart.
+#[tokio::test]
+async fn a_read_only_database_is_a_503_and_the_gateway_takes_writes_again_after_it() {
+    let (database, url) = scratch_database(&[]).await;
+    let gw = pgcursor_tests::GatewayConfig::new()
+        .database_url(&url)
+        .pool_size(2)
+        .env("PGCURSOR_HTTP_WORKERS", "1")
+        .start()
+        .await;
+    let queue = fresh_queue("read-only");
+    push_until_ok(&gw, &queue, "before", Duration::from_secs(10)).await;
+    let admin = db().await;
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE {database} SET default_transaction_read_only = on"
+        ))
+        .await
+        .unwrap();
+    // The gateway's sessions go; the new ones start read-only.
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&database],
+        )
+        .await
+        .unwrap();
+    eventually(
+        "a push is refused as read-only",
+        Duration::from_secs(10),
+        || async {
+            let (status, body) = post(&gw, "/api/v1/push", &push_body(&queue, "during")).await;
+            assert_ne!(status, 500, "{body}");
+            status == 503
+                && body["error"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("database is read-only")
+        },
+    )
+    .await;
+    let (status, health) = get(&gw, "/health").await;
+    assert_eq!(
+        (status, &health["database"]),
+        (503, &json!("read-only")),
+        "{health}"
+    );
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE {database} RESET default_transaction_read_only"
+        ))
+        .await
+        .unwrap();
+    push_until_ok(&gw, &queue, "after", Duration::from_secs(10)).await;
+    let (status, health) = get(&gw, "/health").await;
+    assert_eq!(status, 200, "{health}");
+    drop(gw);
+    drop_database(&database).await;
+}

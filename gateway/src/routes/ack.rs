@@ -313,7 +313,10 @@ async fn ack_group_once(
     state: &AppState,
     request: GroupRequest<'_>,
 ) -> Result<RawJson, GroupFailure> {
-    let failed = |e: tokio_postgres::Error| GroupFailure::Database(crate::db::error_detail(&e));
+    let failed = |e: tokio_postgres::Error| {
+        crate::db::note_if_session_setting_error(&e);
+        GroupFailure::Database(crate::db::error_detail(&e))
+    };
     let client = state
         .pool
         .get()
