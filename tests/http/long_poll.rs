@@ -215,6 +215,45 @@ async fn a_pop_whose_client_reset_its_connection_while_it_ran_gives_its_lease_ba
     pop_given_up_while_it_ran(true).await;
 }
 
+/// A waiting pop answers when its `timeout` passes even while its look
+/// waits on a lock: it answered only when the lock went (14.5 s for a
+/// 2 s timeout). The look goes on apart, and gives back what it leases
+/// when it ends: the message goes to the next pop, not to a lease nobody
+/// holds.
+#[tokio::test]
+async fn a_waiting_pop_answers_at_its_timeout_while_its_look_waits_on_a_lock() {
+    let (database, url) = scratch_database(&[]).await;
+    let gw = GatewayConfig::new().database_url(&url).start().await;
+    let queue = fresh_queue("locked-look");
+    configure_queue(&gw, &queue).await;
+    push_one(&gw, &queue).await;
+    let locker = lock_table(&url, "pgcursor.queues").await;
+    let (status, answer, took) = start_pop(
+        &gw,
+        format!("/api/v1/pop/queue/{queue}?wait=true&timeout=1000"),
+    )
+    .await
+    .unwrap();
+    assert_eq!((status, messages(&answer).len()), (200, 0), "{answer}");
+    assert!(
+        took < Duration::from_millis(3000),
+        "answered after {took:?}"
+    );
+    locker.batch_execute("COMMIT").await.unwrap();
+    eventually(
+        "the message goes to the next pop, not to a lease nobody holds",
+        Duration::from_secs(10),
+        || async {
+            let (status, answer) = get(&gw, &format!("/api/v1/pop/queue/{queue}")).await;
+            assert_eq!(status, 200, "{answer}");
+            offsets(&answer) == vec![1]
+        },
+    )
+    .await;
+    drop(gw);
+    drop_database(&database).await;
+}
+
 async fn pop_given_up_while_it_ran(reset: bool) {
     let (database, url) = scratch_database(&[]).await;
     let gw = GatewayConfig::new().database_url(&url).start().await;

@@ -239,6 +239,21 @@ struct Look {
     leased: Option<Leased>,
 }
 
+impl Look {
+    /// The answer of a waiting pop whose look did not end in time.
+    fn nothing(room: AnswerRoom) -> Look {
+        Look {
+            answer: RawJson(crate::routes::pop_answer::NOTHING.into()),
+            room,
+            settled: false,
+            messages: 0,
+            delivered: Vec::new(),
+            due: None,
+            leased: None,
+        }
+    }
+}
+
 /// The lease a look took: its id, group and partitions.
 struct Leased {
     lease: uuid::Uuid,
@@ -253,10 +268,22 @@ async fn room_for(state: &AppState, pop: &PopRequest) -> Result<AnswerRoom, ApiE
 }
 
 /// A look with room for its answer, then a connection, each waited for as
-/// long as its timeout allows (a 503 past it).
-async fn look_now(state: &AppState, req: &HttpRequest, pop: &PopRequest) -> Result<Look, ApiError> {
+/// long as its timeout allows (a 503 past it). A waiting pop's look is
+/// waited for until its `deadline` at most: then it answers nothing, as a
+/// long-poll that found nothing (its statement may wait on a lock, or on a
+/// stalled server, for longer than the client's `timeout`).
+async fn look_now(
+    state: &AppState,
+    req: &HttpRequest,
+    pop: &PopRequest,
+    deadline: Option<Instant>,
+) -> Result<Look, ApiError> {
     let room = room_for(state, pop).await?;
-    look_to_the_end(state.pool.get().await?, req, pop, room).await
+    let client = state.pool.get().await?;
+    match look_to_the_end(client, req, pop, room, deadline).await? {
+        Some(look) => Ok(look),
+        None => Ok(Look::nothing(state.answers.take(0, state.config.db_timeout()).await?)),
+    }
 }
 
 /// `look`, run to its end even when the request is dropped meanwhile:
@@ -264,24 +291,35 @@ async fn look_now(state: &AppState, req: &HttpRequest, pop: &PopRequest) -> Resu
 /// once, and a pop cut off after its statement was sent still leases, in
 /// the database, messages nobody will receive (they waited out the lease).
 /// Run apart, the look finds its answer untaken and gives the lease back.
-/// (A client that closes its end (FIN) is found by `look` itself.)
+/// (A client that closes its end (FIN) is found by `look` itself.) So does
+/// a look still running at `deadline`, when the pop answers without it
+/// (`None`).
 async fn look_to_the_end(
     client: Client,
     req: &HttpRequest,
     pop: &PopRequest,
     room: AnswerRoom,
-) -> Result<Look, ApiError> {
+    deadline: Option<Instant>,
+) -> Result<Option<Look>, ApiError> {
     let (answer, taken) = tokio::sync::oneshot::channel();
     let (req, pop) = (req.clone(), pop.clone());
     actix_web::rt::spawn(async move {
         let outcome = look(&client, &req, &pop, room).await;
         if let Err(Ok(Look { leased: Some(leased), .. })) = answer.send(outcome) {
-            give_back(&client, &leased, "reset its connection").await;
+            give_back(&client, &leased, "was answered or gone before its look ended").await;
         }
     });
-    taken
-        .await
-        .map_err(|_| ApiError::Internal("a pop's look ended without an answer".into()))?
+    let ended = |_| ApiError::Internal("a pop's look ended without an answer".into());
+    match deadline {
+        None => taken.await.map_err(ended)?.map(Some),
+        Some(deadline) => match tokio::time::timeout_at(deadline.into(), taken).await {
+            Ok(outcome) => outcome.map_err(ended)?.map(Some),
+            Err(_) => {
+                debug!("a waiting pop's look outlived its timeout: answered without it");
+                Ok(None)
+            }
+        },
+    }
 }
 
 async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest, mut room: AnswerRoom) -> Result<Look, ApiError> {
@@ -397,13 +435,13 @@ async fn pop_or_wait(
     pop: &PopRequest,
 ) -> Result<Look, ApiError> {
     let Some(wait) = pop.wait else {
-        return look_now(state, req, pop).await;
+        return look_now(state, req, pop, None).await;
     };
     let deadline = Instant::now() + wait; // from arrival
     let mut waiter = state.wakeups.subscribe(pop.queue()); // before the look: no lost wake-up
     let kind = state.turns.kind_of(&pop.arguments);
     let began = Instant::now();
-    let mut answer = look_now(state, req, pop).await?;
+    let mut answer = look_now(state, req, pop, Some(deadline)).await?;
     let mut next = note(&kind, &answer, began);
     let _parked = (!answer.settled).then(|| Parked::since_now(pop.queue()));
     while !answer.settled && Instant::now() < deadline && !waiter.is_stopping() {
@@ -477,8 +515,9 @@ fn note(kind: &Kind, look: &Look, began: Instant) -> Instant {
 }
 
 /// One more look, unless no connection can be had before the deadline.
-/// The wait for a connection may be cut short; the pop itself never is
-/// (a pop cancelled mid-flight could lease messages nobody receives).
+/// The waits for a connection and for the look's answer may be cut short;
+/// the look itself never is (a pop cancelled mid-flight could lease
+/// messages nobody receives): run apart, it gives back what it leased.
 async fn look_again(
     state: &AppState,
     req: &HttpRequest,
@@ -504,8 +543,8 @@ async fn look_again(
         }
         Err(_) => return Ok(None),
     };
-    match look_to_the_end(client, req, pop, room).await {
-        Ok(answer) => Ok(Some(answer)),
+    match look_to_the_end(client, req, pop, room, Some(deadline)).await {
+        Ok(answer) => Ok(answer),
         Err(ApiError::Unavailable(why)) => {
             debug!("long-poll re-check failed: {why}");
             Ok(None)

@@ -13,6 +13,9 @@ use crate::error::ApiError;
 use crate::routes::call::{RawJson, RawJsonRef};
 
 /// The statement the gateway pops with.
+/// A pop's answer when nothing was available.
+pub const NOTHING: &str = r#"{"success":true,"messages":[]}"#;
+
 pub const POP_MESSAGES_SQL: &str = "SELECT paused, lease_id, consumer_group, partitions_claimed, \
      queue, partition, partition_id, retry_count, message_id, transaction_id, msg_offset, payload, \
      created_at, trace_id, window_buffer_active FROM pgcursor.pop_messages($1::jsonb)";
@@ -168,7 +171,7 @@ impl<'a> PopBatch<'a> {
             );
         }
         if self.partitions_claimed == 0 {
-            return RawJson(r#"{"success":true,"messages":[]}"#.into());
+            return RawJson(NOTHING.into());
         }
         let lease = JsonUuid(self.lease_id.as_ref());
         let group = JsonText(self.consumer_group);
