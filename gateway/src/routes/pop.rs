@@ -312,7 +312,7 @@ async fn look_to_the_end(
     let ended = |_| ApiError::Internal("a pop's look ended without an answer".into());
     match deadline {
         None => taken.await.map_err(ended)?.map(Some),
-        Some(deadline) => match tokio::time::timeout_at(deadline.into(), taken).await {
+        Some(deadline) => match tokio::time::timeout_at(deadline, taken).await {
             Ok(outcome) => outcome.map_err(ended)?.map(Some),
             Err(_) => {
                 debug!("a waiting pop's look outlived its timeout: answered without it");
