@@ -91,14 +91,23 @@ fn encrypted_queues(queues: &[String]) -> String {
 }
 
 /// No pooled connection (PostgreSQL down, pool exhausted past the timeout):
-/// a database error (minutes::record_db_error).
+/// a database error (minutes::record_db_error). A server that refused the
+/// connection for want of resources (class 53: too many clients) says so,
+/// as when it refuses a statement.
 impl From<deadpool_postgres::PoolError> for ApiError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         crate::minutes::record_db_error();
-        ApiError::Unavailable(format!(
-            "database unavailable: {}",
-            crate::db::pool_error_detail(&e)
-        ))
+        let detail = crate::db::pool_error_detail(&e);
+        let out_of_resources = match &e {
+            deadpool_postgres::PoolError::Backend(e) => {
+                e.code().is_some_and(|c| c.code().starts_with("53"))
+            }
+            _ => false,
+        };
+        match out_of_resources {
+            true => ApiError::Unavailable(format!("database out of resources: {detail}")),
+            false => ApiError::Unavailable(format!("database unavailable: {detail}")),
+        }
     }
 }
 
@@ -217,6 +226,35 @@ mod tests {
         );
         assert_eq!(raised("22023").await.status_code(), StatusCode::BAD_REQUEST);
         assert_eq!(raised("PC409").await.status_code(), StatusCode::CONFLICT);
+    }
+
+    /// A connection refused for want of resources (a role at its
+    /// connection limit: SQLSTATE 53300, as for max_connections).
+    #[tokio::test]
+    async fn a_connection_refused_for_want_of_resources_says_so() {
+        let db = pgcursor_tests::db().await;
+        let role = format!("pgcursor_limit0_{}", std::process::id());
+        db.batch_execute(&format!(
+            "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN CONNECTION LIMIT 0"
+        ))
+        .await
+        .unwrap();
+        let mut config: tokio_postgres::Config = pgcursor_tests::database_url().parse().unwrap();
+        config.user(&role);
+        let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
+        let pool = deadpool_postgres::Pool::builder(manager)
+            .max_size(1)
+            .build()
+            .unwrap();
+        let error = ApiError::from(pool.get().await.err().expect("refused"));
+        db.batch_execute(&format!("DROP ROLE {role}"))
+            .await
+            .unwrap();
+        assert_eq!(error.status_code(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            error.to_string().starts_with("database out of resources: "),
+            "{error}"
+        );
     }
 
     #[test]
