@@ -246,7 +246,10 @@ mod tests {
             .max_size(1)
             .build()
             .unwrap();
-        let error = ApiError::from(pool.get().await.err().expect("refused"));
+        let Err(refused) = pool.get().await else {
+            panic!("a role with CONNECTION LIMIT 0 connected");
+        };
+        let error = ApiError::from(refused);
         db.batch_execute(&format!("DROP ROLE {role}"))
             .await
             .unwrap();
