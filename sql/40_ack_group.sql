@@ -144,6 +144,14 @@ BEGIN
 END
 $$;
 
+-- The highest offset a cursor row's group has been delivered and not yet
+-- given back: its live leased batch's end, else its cursor (0 for none).
+CREATE OR REPLACE FUNCTION pgcursor_internal.delivered_to(c pgcursor.cursors)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT greatest(coalesce(c.cursor, 0),
+                    CASE WHEN pgcursor_internal.lease_is_live(c.lease_expires_at) THEN c.batch_end END)
+$$;
+
 -- The group's items in request order, each checked (§13: a bad one is a
 -- 22023 naming it), normalised (§2) and resolved through the transaction
 -- index (§3). The checks here are plain expressions, cheap per item; only a
@@ -153,7 +161,7 @@ $$;
 SELECT pgcursor_internal.drop_version_without(
     'pgcursor_internal.resolve_ack_items(uuid, timestamptz, jsonb)', 'cursor_at');
 CREATE OR REPLACE FUNCTION pgcursor_internal.resolve_ack_items(
-    partition_id uuid, horizon timestamptz, items jsonb, cursor_at bigint)
+    partition_id uuid, horizon timestamptz, items jsonb, cursor_at bigint, delivered_to bigint)
 RETURNS pgcursor_internal.ack_item[] LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 DECLARE
     resolved pgcursor_internal.ack_item[];
@@ -178,20 +186,24 @@ BEGIN
       -- first, whatever their age: a message replayed after the horizon
       -- passed it (a seek back, an old subscriptionFrom) resolves all the
       -- same. A transactionId stored twice (pushed again once the index
-      -- forgot it) resolves to its lowest copy above the cursor, the one
-      -- delivered next, which completes the least; with none above, to its
-      -- newest (a no-op). Not to the lowest overall (the copy already
-      -- consumed: the ack of the one delivered would be a no-op for ever),
-      -- nor to the newest while the index remembers it (an ack of the first
-      -- copy would complete every offset up to the second). Then the index's
-      -- entries for messages retention deleted since the horizon.
+      -- forgot it) names the copy the group was delivered, as far as the
+      -- row tells (delivered_to: its live leased batch's end, else its
+      -- cursor): the lowest delivered one above the cursor, which completes
+      -- the least; else the newest at or below it (a no-op: a retried or
+      -- stale ack of the consumed copy); else the lowest never delivered.
+      -- Not the lowest overall (the ack of a delivered second copy would
+      -- be a no-op for ever), nor the newest (a retried ack of the first
+      -- copy would complete every offset up to the second, undelivered).
+      -- Then the index's entries for messages retention deleted since the
+      -- horizon.
       LEFT JOIN LATERAL (
           SELECT coalesce(
                      (SELECT m.msg_offset FROM pgcursor.messages m
                        WHERE m.partition_id = resolve_ack_items.partition_id
                          AND m.transaction_id = i.item ->> 'transactionId'
-                       ORDER BY m.msg_offset <= cursor_at,
-                                CASE WHEN m.msg_offset > cursor_at THEN m.msg_offset ELSE -m.msg_offset END
+                       ORDER BY CASE WHEN m.msg_offset <= cursor_at THEN 1
+                                     WHEN m.msg_offset <= delivered_to THEN 0 ELSE 2 END,
+                                CASE WHEN m.msg_offset <= cursor_at THEN -m.msg_offset ELSE m.msg_offset END
                        LIMIT 1),
                      (SELECT x.msg_offset FROM pgcursor.transaction_index x
                        WHERE x.partition_id = resolve_ack_items.partition_id
@@ -458,11 +470,11 @@ BEGIN
         cur := locked.cursor_row;
     END IF;
     -- Resolved once the cursor is locked: a transactionId stored twice
-    -- resolves by where the cursor stands.
+    -- resolves by where the cursor stands and what it has leased.
     items := pgcursor_internal.resolve_ack_items(
         partition_id, pgcursor_internal.transaction_index_horizon(
             queue.transaction_index_from, queue.transaction_index_retention_seconds),
-        request -> 'items', coalesce(cur.cursor, 0));
+        request -> 'items', coalesce(cur.cursor, 0), pgcursor_internal.delivered_to(cur));
     IF cur.partition_id IS NULL THEN  -- unknown, or deleted with its queue since it was looked up
         RETURN pgcursor_internal.refuse_all(items, 'partition not found', false);
     END IF;

@@ -332,6 +332,9 @@ fn env() -> &'static Env {
                                                                  $2::jsonb -> 'items', \
                                                                  coalesce((SELECT c.cursor FROM pgcursor.cursors c \
                                                                             WHERE c.partition_id = p.id \
+                                                                              AND c.consumer_group = $3::text), 0), \
+                                                                 coalesce((SELECT pgcursor_internal.delivered_to(c) FROM pgcursor.cursors c \
+                                                                            WHERE c.partition_id = p.id \
                                                                               AND c.consumer_group = $3::text), 0)) AS items \
                               FROM pgcursor.partitions p JOIN pgcursor.queues q ON q.name = p.queue WHERE p.id = $1::uuid) \
                  SELECT (SELECT array_agg(x.msg_offset ORDER BY x.ord) FROM unnest(i.items) x), \

@@ -5,7 +5,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(64);
+SELECT plan(67);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.sub(q text, grp text) RETURNS text LANGUAGE sql AS $$
@@ -171,9 +171,11 @@ SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r
                                                 'items', '[{"transactionId":"nope"}]'::jsonb)) -> 0 ->> 'error',
           'transaction not found', 'in neither: transaction not found');
 -- pushed twice (the first forgotten by the index, so the second is no
--- duplicate): the lowest offset above the cursor, the copy still to
--- consume (the lowest overall, 1, is consumed: acking it would be a no-op
--- for ever); with none above, a no-op
+-- duplicate): the copy the group was delivered. Above its cursor and up to
+-- its leased batch's end, the lowest (not the lowest overall, the consumed
+-- one: the ack of the second copy would be a no-op for ever); else the
+-- newest at or below the cursor, a no-op (a retried ack of the first copy
+-- must not complete the second, never delivered).
 SELECT pg_temp.push('t67r', 'Default', 1, 'r');
 -- A group still below the first copy resolves it to that one, not to the
 -- copy the index remembers: its ack completes offset 1, not 1..4 (which
@@ -192,8 +194,19 @@ SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r
 SELECT is((pg_temp.cur('t67r', 'Default', 'h')).cursor, 1::bigint, '... and completes that copy alone');
 SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
                                                 'items', '[{"transactionId":"r1"}]'::jsonb)) -> 0 ->> 'noop',
-          'false', 'a transactionId stored twice (offsets 1 and 4) resolves to its copy above the cursor (2) ...');
-SELECT is((pg_temp.cur('t67r', 'Default', 'g')).cursor, 4::bigint, '... which the ack completes');
+          'true', 'g (cursor 2, leased 1..3) acks r1 (offsets 1 and 4) again: the consumed copy, a no-op ...');
+SELECT is((pg_temp.cur('t67r', 'Default', 'g')).cursor, 2::bigint, '... which leaves 3 and the undelivered 4 alone');
+SELECT FROM r, LATERAL pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
+                                                              'leaseId', r.a ->> 'leaseId',
+                                                              'items', '[{"transactionId":"r3"}]'::jsonb)) done;
+CREATE TEMP TABLE r4 ON COMMIT DROP AS
+SELECT pgcursor.pop('{"queue":"t67r","consumerGroup":"g","batch":3}') AS a;
+SELECT is(pg_temp.offsets(a), '{4}', '(the second copy delivered to g)') FROM r4;
+SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
+                                                'leaseId', a ->> 'leaseId',
+                                                'items', '[{"transactionId":"r1"}]'::jsonb)) -> 0 ->> 'leaseReleased',
+          'true', 'the ack of the delivered second copy resolves to it ...') FROM r4;
+SELECT is((pg_temp.cur('t67r', 'Default', 'g')).cursor, 4::bigint, '... and completes it');
 SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
                                                 'items', '[{"transactionId":"r1", "status":"failed"}]'::jsonb)) -> 0 ->> 'error',
           'already completed', 'with no copy above the cursor, a nack of it is already completed');
