@@ -70,8 +70,18 @@ pub async fn parse_off_the_loop_if_long<T: Send + 'static>(
 
 /// `parse_json`, off the event loop for a long body.
 pub async fn read_json(body: &web::Bytes) -> Result<Value, ApiError> {
+    read_json_except(body, None).await
+}
+
+/// `read_json`, for a route that never stores the values of the key
+/// `unread` (the ack routes' `status`, which only picks one of four
+/// spellings): what PostgreSQL could not hold is no reason to refuse them.
+pub async fn read_json_except(
+    body: &web::Bytes,
+    unread: Option<&'static str>,
+) -> Result<Value, ApiError> {
     let body = body.clone();
-    parse_off_the_loop_if_long(body.len(), move || parse_json(&body)).await?
+    parse_off_the_loop_if_long(body.len(), move || parse_json_except(&body, unread)).await?
 }
 
 /// Middleware (`middleware::from_fn`): what is refused before a request is
@@ -354,6 +364,11 @@ fn repeated_parameter(query: &str) -> Option<String> {
 /// Parses a request body as JSON: a 400 for invalid JSON, nesting deeper
 /// than `MAX_DEPTH`, or a value PostgreSQL cannot store (named by its path).
 pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
+    parse_json_except(bytes, None)
+}
+
+/// `parse_json`, the values of the key `unread` (at any depth) left unchecked.
+fn parse_json_except(bytes: &[u8], unread: Option<&str>) -> Result<Value, ApiError> {
     let value: Value = serde_json::from_slice(bytes).map_err(|e| {
         ApiError::BadRequest(match e.to_string() {
             m if m.starts_with("recursion limit") => {
@@ -363,7 +378,7 @@ pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
         })
     })?;
     if may_be_unstorable(bytes) {
-        if let Some(problem) = unstorable(&value) {
+        if let Some(problem) = unstorable_except(&value, unread) {
             return Err(ApiError::BadRequest(problem.describe("body")));
         }
     }
@@ -591,6 +606,11 @@ fn shortened(number: &str) -> String {
 
 /// The first thing in `value` PostgreSQL cannot store, if any.
 pub fn unstorable(value: &Value) -> Option<Unstorable> {
+    unstorable_except(value, None)
+}
+
+/// `unstorable`, not looking into the values of the key `unread`.
+fn unstorable_except(value: &Value, unread: Option<&str>) -> Option<Unstorable> {
     let flaw = |what| {
         Some(Unstorable {
             steps: Vec::new(),
@@ -601,14 +621,15 @@ pub fn unstorable(value: &Value) -> Option<Unstorable> {
         Value::String(s) if s.contains('\0') => flaw(Flaw::NulInString),
         Value::Number(n) if !numeric_fits(n.as_str()) => flaw(Flaw::Number(n.as_str().into())),
         Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| {
-            let mut found = unstorable(v)?;
+            let mut found = unstorable_except(v, unread)?;
             found.steps.push(format!("[{i}]"));
             Some(found)
         }),
         Value::Object(map) => map.iter().find_map(|(k, v)| match k.contains('\0') {
             true => flaw(Flaw::NulInKey),
+            false if Some(k.as_str()) == unread => None,
             false => {
-                let mut found = unstorable(v)?;
+                let mut found = unstorable_except(v, unread)?;
                 found.steps.push(format!(".{k}"));
                 Some(found)
             }

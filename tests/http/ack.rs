@@ -675,27 +675,59 @@ async fn an_empty_consumer_group_acks_in_queue_mode() {
     );
 }
 
-/// A consumer group too long for a cursor row's key fails that group's
-/// call (the ack contract answers a failed call per item), naming the
-/// field, and writes nothing.
+/// A consumer group too long for a cursor row's key is a bad request (as
+/// on pop and transaction): a 400 naming the field, on both routes, before
+/// any group runs, and nothing written. (It was each item's `database
+/// error`, which tells a client the outcome is unknown.)
 #[tokio::test]
-async fn a_consumer_group_over_1024_bytes_fails_its_call_naming_it() {
+async fn a_consumer_group_over_1024_bytes_is_a_400_naming_it() {
     let gw = Gateway::start().await;
     let p = Partition::create(1).await;
     let before = p.everything().await;
-    let body =
-        json!({"transactionId": p.tx(1), "partitionId": p.id, "consumerGroup": "g".repeat(1025)});
-    let (status, answer) = post_json(&gw, "/api/v1/ack", &body).await;
-    assert_eq!(status, 200, "{answer}");
-    assert_eq!(
-        (&answer[0]["success"], &answer[0]["error"]),
-        (
-            &json!(false),
-            &json!("database error: consumerGroup must be at most 1024 bytes")
-        ),
-        "{answer}"
-    );
+    let long = "g".repeat(1025);
+    let single = json!({"transactionId": p.tx(1), "partitionId": p.id, "consumerGroup": long});
+    let batch = json!({"consumerGroup": long, "acknowledgments": [p.item(1, "completed", None)]});
+    for (route, body) in [("/api/v1/ack", single), ("/api/v1/ack/batch", batch)] {
+        let (status, answer) = post_json(&gw, route, &body).await;
+        assert_eq!(
+            (status, &answer),
+            (
+                400,
+                &json!({"error": "consumerGroup must be at most 1024 bytes"})
+            ),
+            "{route}"
+        );
+    }
     assert_eq!(p.everything().await, before, "nothing written");
+}
+
+/// No status is a validation error (§2), not even one PostgreSQL could
+/// not store: a number past `numeric` or a string holding NUL is a failure
+/// like any other unknown status (both were 400s). The status is never
+/// stored, so what PostgreSQL holds is no reason to refuse it.
+#[tokio::test]
+async fn a_status_postgres_could_not_store_is_a_failure_not_a_400() {
+    let gw = Gateway::start().await;
+    let p = Partition::create(3).await;
+    for (charged, raw_status) in [(1, "1e131072"), (2, r#""a\u0000b""#)] {
+        let lease = p.pop("g", 3).await;
+        let body = format!(
+            r#"{{"consumerGroup":"g","acknowledgments":[{{"transactionId":"{}","partitionId":"{}","leaseId":"{lease}","status":{raw_status}}}]}}"#,
+            p.tx(1),
+            p.id
+        );
+        let (status, answer) = post(&gw, "/api/v1/ack/batch", body).await;
+        assert_eq!(
+            (status, &answer[0]["success"]),
+            (200, &json!(true)),
+            "{raw_status}: {answer}"
+        );
+        assert_eq!(
+            p.state("g").await,
+            (0, None, charged),
+            "{raw_status}: a failure, charged once, the lease released"
+        );
+    }
 }
 
 #[tokio::test]

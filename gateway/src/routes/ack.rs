@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::Level;
-use crate::body::read_json;
+use crate::body::read_json_except;
 use crate::db::Deployment;
 use crate::error::ApiError;
 use crate::minutes::{record, Target};
@@ -72,7 +72,7 @@ async fn ack_single(
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
     crate::metrics::counters().ack_requests.increment(1);
-    let request = parse_single(&read_json(&body).await?)?;
+    let request = parse_single(&read_json_except(&body, Some("status")).await?)?;
     respond(&state, request).await
 }
 
@@ -83,7 +83,7 @@ async fn ack_batch(
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadWrite)?;
     crate::metrics::counters().ack_requests.increment(1);
-    let request = parse_batch(&read_json(&body).await?, state.config.max_ack_items)?;
+    let request = parse_batch(&read_json_except(&body, Some("status")).await?, state.config.max_ack_items)?;
     respond(&state, request).await
 }
 
@@ -152,8 +152,21 @@ pub fn parse_batch(body: &Value, max_items: usize) -> Result<AckRequest, ApiErro
     })
 }
 
+/// Longest name a cursor row's key takes, in bytes (as
+/// `pgcursor_internal.too_long_for_a_key`).
+const MAX_NAME_BYTES: usize = 1024;
+
+/// The request's consumerGroup: a string of at most MAX_NAME_BYTES, or
+/// none. Checked here so that a name too long is the request's 400, before
+/// any group runs, as on the other routes (ack_group refuses it too).
 fn consumer_group(object: &Map<String, Value>) -> Result<Option<String>, ApiError> {
-    optional_string(object, "consumerGroup", None)
+    let group = optional_string(object, "consumerGroup", None)?;
+    if group.as_ref().is_some_and(|g| g.len() > MAX_NAME_BYTES) {
+        return Err(ApiError::BadRequest(format!(
+            "consumerGroup must be at most {MAX_NAME_BYTES} bytes"
+        )));
+    }
+    Ok(group)
 }
 
 /// One item; `at` is its place in `acknowledgments` (None: the single
