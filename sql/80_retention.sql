@@ -303,7 +303,11 @@ END $$;
 -- transactionId can be pushed again, and an ack of it resolves only while
 -- its message is stored. Stored messages pass their queue's horizon by the
 -- clock alone (a cutoff moves every queue's horizon to it); what is deleted
--- here are the entries of deleted messages. Returns how many went.
+-- here are the entries of deleted messages. Returns how many went. A cutoff
+-- still to come counts as now (the clock's, so that ids pushed earlier in
+-- the same transaction go too): the horizon it leaves would otherwise
+-- forget, until then, the ids pushed after the call, and a push would store
+-- a duplicate.
 CREATE OR REPLACE FUNCTION pgcursor.purge_transaction_index(cutoff timestamptz DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
@@ -312,6 +316,7 @@ DECLARE
     purged bigint := 0;
 BEGIN
     IF cutoff IS NOT NULL THEN
+        cutoff := least(cutoff, clock_timestamp());
         UPDATE pgcursor.queues q SET transaction_index_from = cutoff
          WHERE q.transaction_index_from IS NULL OR q.transaction_index_from < cutoff;
         DELETE FROM pgcursor.transaction_index WHERE created_at < cutoff;

@@ -3,7 +3,7 @@
 -- one's id moves to transaction_index; pgcursor.purge_transaction_index
 -- forgets by per-queue retention or an explicit cutoff.
 BEGIN;
-SELECT plan(19);
+SELECT plan(20);
 
 -- Push n items tn..t1 into q, message ti created i hours ago (at offset
 -- n + 1 - i: createdAt never decreases with the offset, as pushes stamp it).
@@ -77,6 +77,11 @@ SELECT cmp_ok(pgcursor.purge_transaction_index(now() - interval '6 hours 30 minu
 SELECT is(pg_temp.remembered('t40forever'), 6, 'cutoff applies to a keep-forever queue too');
 SELECT is(pg_temp.remembered('t40default'), 6, 'and to every other queue');
 SELECT is(pgcursor.purge_transaction_index(now() - interval '6 hours 30 minutes'), 0::bigint, 'nothing left to purge');
+-- A cutoff still to come counts as now: a horizon tomorrow forgot, until
+-- tomorrow, every id pushed after the call (a push stored duplicates).
+SELECT FROM pgcursor.purge_transaction_index(now() + interval '1 day');
+SELECT ok((SELECT bool_and(q.transaction_index_from <= clock_timestamp()) FROM pgcursor.queues q),
+          'a cutoff tomorrow leaves every queue''s horizon at now, not tomorrow');
 
 SELECT * FROM finish();
 ROLLBACK;
