@@ -109,8 +109,9 @@ $$;
 -- start before the first message created at or after it, and rows that never
 -- completed anything and hold no live lease move there now, as a seek would.
 -- Rows that consumed something stay. rowsUpdated counts the subscriptions; a
--- group that never popped has none (0). A time still to come counts as now,
--- as a pop's subscriptionFrom does.
+-- group that never popped has none (0), and then no row moves. A time still
+-- to come counts as now, as a pop's subscriptionFrom does. Queue mode has
+-- none to update (22023).
 CREATE OR REPLACE FUNCTION pgcursor.update_subscription(consumer_group text, since timestamptz)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -123,6 +124,11 @@ BEGIN
     IF since IS NULL THEN
         RAISE EXCEPTION 'Missing subscriptionTimestamp in request body' USING ERRCODE = '22023';
     END IF;
+    -- Queue mode has no subscription (its pops start at the beginning):
+    -- moving its rows would leave a backlog nobody consumes.
+    IF grp = '__QUEUE_MODE__' THEN
+        RAISE EXCEPTION 'queue mode (__QUEUE_MODE__) has no subscription to update' USING ERRCODE = '22023';
+    END IF;
     since := least(since, now());
     PERFORM pgcursor_internal.lock_subscriptions(grp, NULL, false);
     UPDATE pgcursor.subscriptions s SET mode = 'timestamp', since = update_subscription.since
@@ -131,7 +137,11 @@ BEGIN
     -- Candidates first, then each row locked (a FOR UPDATE of its own) and
     -- looked at again, in partition order: Citus locks rows only in a
     -- statement routed to one shard, and a group's rows lie on every shard.
+    -- (only on the queues it has a subscription on: rows an ack made on
+    -- another queue stay, as its answer counts no subscription there)
     FOR pid IN SELECT c.partition_id FROM pgcursor.cursors c
+                 JOIN pgcursor.partitions part ON part.id = c.partition_id
+                 JOIN pgcursor.subscriptions sub ON sub.queue = part.queue AND sub.consumer_group = grp
                 WHERE c.consumer_group = grp AND pgcursor_internal.movable_by_subscription(c)
                 ORDER BY c.partition_id
     LOOP

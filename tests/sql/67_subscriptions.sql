@@ -5,7 +5,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(67);
+SELECT plan(71);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.sub(q text, grp text) RETURNS text LANGUAGE sql AS $$
@@ -134,6 +134,18 @@ SELECT is(pgcursor.ack_group(jsonb_build_object(
           'true', '(c''s message dead-lettered)');
 SELECT FROM pgcursor.update_subscription('up', pg_temp.ago(1000));
 SELECT is((pg_temp.cur('t67', 'c', 'up')).cursor, 1::bigint, '... a row that dead-lettered stays where that left it');
+-- Queue mode has no subscription to update (its pops start at the
+-- beginning); a group whose rows came from acks alone has none either: it
+-- answers 0 and moves none of them (it moved them and answered 0).
+SELECT throws_ok($$SELECT pgcursor.update_subscription('__QUEUE_MODE__', now())$$, '22023',
+                 'queue mode (__QUEUE_MODE__) has no subscription to update', 'queue mode: 22023');
+SELECT pg_temp.push('t67u', 'Default', 2, 'u');
+UPDATE pgcursor.messages SET created_at = pg_temp.ago(3600) WHERE partition_id = pg_temp.pid('t67u');
+SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67u'), 'consumerGroup', 'ackonly',
+                                                'items', '[{"transactionId":"u1","status":"failed"}]'::jsonb)) -> 0 ->> 'success',
+          'true', '(a lease-less nack writes ackonly''s row, at 0)');
+SELECT is(pgcursor.update_subscription('ackonly', now()) -> 'rowsUpdated', '0', 'a group with no subscription: 0 ...');
+SELECT is((pg_temp.cur('t67u', 'Default', 'ackonly')).cursor, 0::bigint, '... and its row stays');
 SELECT throws_ok($$SELECT pgcursor.update_subscription('up', NULL)$$, '22023',
                  'Missing subscriptionTimestamp in request body', 'no timestamp: 22023');
 
