@@ -267,7 +267,8 @@ END $$;
 -- seek_partition: one partition of the group to its head, as
 -- seek_consumer_group's to_end. updated is false when the group has no cursor
 -- there or the partition never had a message; cursorMovedTo is the createdAt
--- of the message at the head (null when not moved or not stored). Unknown
+-- of the newest message stored (wire-admin §1.8; null when not moved or
+-- none is stored). Unknown
 -- queue or partition -> P0002.
 CREATE OR REPLACE FUNCTION pgcursor.seek_partition(consumer_group text, queue text, partition text)
 RETURNS jsonb LANGUAGE plpgsql AS $$
@@ -295,5 +296,6 @@ BEGIN
         'success', true, 'consumerGroup', grp, 'queueName', p.queue, 'partitionName', p.name, 'updated', moved,
         'cursorMovedTo', CASE WHEN moved THEN
             (SELECT pgcursor_internal.rfc3339_utc(m.created_at) FROM pgcursor.messages m
-              WHERE m.partition_id = p.id AND m.msg_offset = head) END);
+              WHERE m.partition_id = p.id AND m.msg_offset <= head
+              ORDER BY m.msg_offset DESC LIMIT 1) END);
 END $$;

@@ -3,7 +3,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(57);
+SELECT plan(58);
 
 \ir lib/queue_helpers.sql
 -- A cursor row as "cursor lease? batch retry acked?" for compact comparisons.
@@ -231,6 +231,16 @@ SELECT is(pgcursor.seek_partition('s', 't65s', 'empty') - 'success' - 'consumerG
           '{"partitionName":"empty","updated":false,"cursorMovedTo":null}', 'an empty partition: not updated');
 SELECT is(pgcursor.seek_partition('nobody', 't65s', 'Default') -> 'updated', 'false', 'no cursor row: not updated');
 SELECT is((SELECT count(*)::int FROM pgcursor.cursors WHERE consumer_group = 'nobody'), 0, '... and none created');
+-- The message at the head deleted: cursorMovedTo is the newest one stored
+-- (it said null, though the cursor moved and messages are stored).
+DELETE FROM pgcursor.messages m USING pgcursor.partitions p
+ WHERE p.id = m.partition_id AND p.queue = 't65s' AND p.name = 'Default' AND m.msg_offset = 5;
+SELECT FROM pgcursor.seek_consumer_group('s', 't65s', now() - interval '1 day');
+SELECT is(pgcursor.seek_partition('s', 't65s', 'Default') -> 'cursorMovedTo',
+          (SELECT to_jsonb(pgcursor_internal.rfc3339_utc(m.created_at)) FROM pgcursor.messages m
+             JOIN pgcursor.partitions p ON p.id = m.partition_id
+            WHERE p.queue = 't65s' AND p.name = 'Default' AND m.msg_offset = 4),
+          'the head deleted: cursorMovedTo is the newest message stored');
 SELECT throws_ok($$SELECT pgcursor.seek_partition('s', 't65s', 'nope')$$, 'P0002',
                  'Partition not found', 'unknown partition');
 SELECT throws_ok($$SELECT pgcursor.seek_partition('s', 'no-such-queue', 'Default')$$, 'P0002',
