@@ -92,18 +92,22 @@ END $$;
 -- A partition's messages for a listing, newest first: created in [since,
 -- upto), offsets in [low, high] (null: unbounded), of status `want` (null:
 -- any; by message_status with done_to and the live lease's range; dead:
--- the message has a dead letter, of any group), at most n. The window is
+-- the message has a dead letter, of any group; queue_dead: of
+-- __QUEUE_MODE__, for queueStatus), at most n. The window is
 -- an offset range (created_offsets), read newest first along the primary
 -- key, and narrowed to where messages of status `want` can be
 -- (status_offsets). Its own function of the partition's id, so that on
 -- Citus the listing's statement over the partitions names no distributed
 -- table and this one goes to the partition's shard. (enable_seqscan = off:
 -- as first_offset_at.)
+SELECT pgcursor_internal.drop_version_without(
+    'pgcursor_internal.listed_messages(uuid, timestamptz, timestamptz, bigint, bigint, bigint, bigint, bigint, text, bigint)',
+    'queue_dead');
 CREATE OR REPLACE FUNCTION pgcursor_internal.listed_messages(
     pid uuid, since timestamptz, upto timestamptz, low bigint, high bigint, done_to bigint,
     lease_from bigint, lease_to bigint, want text, n bigint)
 RETURNS TABLE (msg_offset bigint, transaction_id text, trace_id uuid, message_id uuid, created_at timestamptz,
-               dead boolean, status text)
+               dead boolean, queue_dead boolean, status text)
 LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
@@ -116,14 +120,18 @@ BEGIN
     first := kept.first;
     past := kept.past;
     RETURN QUERY
-    SELECT m.msg_offset, m.transaction_id, m.trace_id, m.message_id, m.created_at, s.dead IS NOT NULL,
-           pgcursor_internal.message_status(m.msg_offset, s.dead IS NOT NULL, done_to, lease_from, lease_to)
+    SELECT m.msg_offset, m.transaction_id, m.trace_id, m.message_id, m.created_at, coalesce(s.dead, false),
+           coalesce(s.queue_dead, false),
+           pgcursor_internal.message_status(m.msg_offset, coalesce(s.dead, false), done_to, lease_from, lease_to)
       FROM pgcursor.messages m
       -- A join, not an EXISTS sub-select: Citus routes this form to the shard.
-      LEFT JOIN LATERAL (SELECT true AS dead FROM pgcursor.dead_letters d
-                          WHERE d.partition_id = m.partition_id AND d.msg_offset = m.msg_offset LIMIT 1) s ON true
+      -- (dead: some group dead-lettered it; queue_dead: __QUEUE_MODE__ did)
+      LEFT JOIN LATERAL (SELECT true AS dead, bool_or(d.consumer_group = '__QUEUE_MODE__') AS queue_dead
+                           FROM pgcursor.dead_letters d
+                          WHERE d.partition_id = m.partition_id AND d.msg_offset = m.msg_offset
+                         HAVING count(*) > 0) s ON true
      WHERE m.partition_id = pid AND m.msg_offset BETWEEN first AND past
-       AND (want IS NULL OR pgcursor_internal.message_status(m.msg_offset, s.dead IS NOT NULL, done_to,
+       AND (want IS NULL OR pgcursor_internal.message_status(m.msg_offset, coalesce(s.dead, false), done_to,
                                                              lease_from, lease_to) = want)
      ORDER BY m.msg_offset DESC
      LIMIT n;
@@ -317,7 +325,7 @@ BEGIN
                    'namespace', r.namespace, 'task', r.task, 'offset', r.msg_offset,
                    'status', r.status,
                    'queueStatus', pgcursor_internal.message_status(
-                                      r.msg_offset, r.dead, CASE WHEN r.has_queue_mode THEN r.queue_cursor END,
+                                      r.msg_offset, r.queue_dead, CASE WHEN r.has_queue_mode THEN r.queue_cursor END,
                                       r.lease_from, r.lease_to),
                    'busStatus', jsonb_build_object(
                        'consumedBy', (SELECT count(*) FROM pgcursor_internal.cursor_rows() c

@@ -2,7 +2,7 @@
 -- (fields, status rules, busStatus, mode, window, filters, paging), the
 -- detail's Queen fields in message(), delete_message and retry_message.
 BEGIN;
-SELECT plan(92);
+SELECT plan(94);
 
 -- Pushes n messages <q>-<part>-1..n to (q, part); returns the partition id.
 CREATE FUNCTION pg_temp.fill(q text, part text, n int) RETURNS uuid LANGUAGE sql AS $$
@@ -137,6 +137,16 @@ SELECT is(jsonb_path_query_array(pgcursor.list_messages('{"queue": "t62bus"}'), 
           '["pending", "pending", "pending"]'::jsonb, 'queueStatus ignores the named groups');
 SELECT is(pgcursor.list_messages('{"queue": "t62bus"}') -> 'mode',
           '{"type": "bus", "hasQueueMode": false, "busGroupsCount": 2}'::jsonb, 'mode bus');
+-- A named group's dead letter: status dead_letter (rule 1), but not the
+-- queueStatus, which is __QUEUE_MODE__'s alone (it said dead_letter).
+SELECT pg_temp.dlq(:'bus', 'g2', 't62bus-Default-3', 'named');
+SELECT is(jsonb_path_query_array(pgcursor.list_messages('{"queue": "t62bus"}'),
+                                 '$.messages[0] ? (@.offset == 3) .status') || jsonb_path_query_array(
+              pgcursor.list_messages('{"queue": "t62bus"}'), '$.messages[0] ? (@.offset == 3) .queueStatus'),
+          '["dead_letter", "pending"]'::jsonb, 'a named group''s dead letter is no queueStatus dead_letter');
+SELECT pg_temp.dlq(:'bus', '__QUEUE_MODE__', 't62bus-Default-3', 'queue mode');
+SELECT is(jsonb_path_query_array(pgcursor.list_messages('{"queue": "t62bus"}'), '$.messages[0].queueStatus'),
+          '["dead_letter"]'::jsonb, '... queue mode''s own is');
 SELECT pg_temp.fill('t62queue', 'Default', 1) AS qm \gset
 SELECT pgcursor.pop('{"queue": "t62queue", "autoAck": true}') IS NOT NULL AS p4 \gset
 SELECT is(pgcursor.list_messages('{"queue": "t62queue"}') -> 'mode',
