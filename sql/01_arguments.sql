@@ -102,7 +102,7 @@ BEGIN
     END IF;
     IF jsonb_typeof(v) = 'number' THEN
         n := v::numeric;
-    ELSIF jsonb_typeof(v) = 'string' AND (v #>> '{}') ~ '^\s*[0-9]{1,19}\s*$' THEN
+    ELSIF jsonb_typeof(v) = 'string' AND (v #>> '{}') ~ '^\s*[0-9]{1,255}\s*$' THEN
         n := (v #>> '{}')::numeric;
     END IF;
     IF n IS NULL OR n <> trunc(n) OR n < lowest THEN
@@ -197,6 +197,8 @@ BEGIN
         n := v::numeric;
         IF n = trunc(n) AND n >= coalesce(min_value, -2147483648) AND n <= 2147483647 THEN
             RETURN n::integer;
+        ELSIF n = trunc(n) AND n > 2147483647 THEN  -- what it must be, it is: say the bound
+            RAISE EXCEPTION 'options.% must be at most 2147483647', key USING ERRCODE = '22023';
         END IF;
     END IF;
     RAISE EXCEPTION 'options.% must be %', key, what USING ERRCODE = '22023';

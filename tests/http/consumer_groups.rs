@@ -152,6 +152,18 @@ async fn list_describe_and_lagging_show_the_group() {
         get(&gw, "/api/v1/consumer-groups/lagging?minLagSeconds=1h").await,
         (400, json!({"error": "minLagSeconds must be an integer"}))
     );
+    // An integer past int4 is one: the answer says the bound, as elsewhere.
+    assert_eq!(
+        get(
+            &gw,
+            "/api/v1/consumer-groups/lagging?minLagSeconds=2147483648"
+        )
+        .await,
+        (
+            400,
+            json!({"error": "minLagSeconds must be at most 2147483647"})
+        )
+    );
 }
 
 #[tokio::test]

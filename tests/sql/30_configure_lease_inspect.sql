@@ -2,7 +2,7 @@
 BEGIN;
 -- one snapshot for the whole file: overview() deltas ignore concurrent test files
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(69);
+SELECT plan(70);
 
 \ir lib/queue_helpers.sql
 
@@ -25,6 +25,8 @@ SELECT is(pgcursor.configure('{"queue":"t30","namespace":"shop","task":"ship","o
 SELECT throws_ok($$SELECT pgcursor.configure('{"queue":"t30","options":{"leaseTime":61,"somethingElse":1}}')$$,
                  '22023', 'options.somethingElse is not a queue option', 'an unknown option is refused, naming it');
 SELECT is((SELECT lease_time FROM pgcursor.queues WHERE name = 't30'), 60, '... and nothing of that request applied');
+SELECT throws_ok($$SELECT pgcursor.configure('{"queue":"t30","options":{"leaseTime":2147483648}}')$$,
+                 '22023', 'options.leaseTime must be at most 2147483647', 'an integer past int4 names the bound');
 SELECT is((SELECT ARRAY[lease_time, retry_limit, transaction_index_retention_seconds, priority]
            FROM pgcursor.queues WHERE name = 't30'), '{60,5,3600,-2}', 'options stored');
 SELECT is(pgcursor.configure('{"queue":"t30","options":{"retryLimit":0,"deadLetterQueue":null}}') -> 'options'

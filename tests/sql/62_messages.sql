@@ -119,7 +119,7 @@ SELECT throws_ok($$SELECT pgcursor.list_messages('{"fromOffset": "-1"}')$$, '220
 SELECT throws_ok($$SELECT pgcursor.list_messages('{"toOffset": 1.5}')$$, '22023',
                  'toOffset must be a non-negative integer', 'a fractional toOffset names it');
 SELECT throws_ok($$SELECT pgcursor.list_messages('{"toOffset": "99999999999999999999"}')$$, '22023',
-                 'toOffset must be a non-negative integer', 'an offset past bigint names it');
+                 'toOffset must be at most 9223372036854775807', 'an offset past bigint names it and the bound');
 SELECT throws_ok($$SELECT pgcursor.list_messages('{"fromOffset": 5, "toOffset": "4"}')$$, '22023',
                  'toOffset must not be below fromOffset', 'an empty range is refused, naming toOffset');
 

@@ -68,6 +68,29 @@ pub fn limit_bytes(arguments: &mut Fields, max: usize) {
         .or_insert_with(|| Value::String(max.to_string()));
 }
 
+/// An integer query parameter (`int4`, as the SQL takes it); absent or
+/// empty is `default`. One that is no integer, or one past `int4`, is a 400
+/// naming it, the latter with the bound (`limit must be at most
+/// 2147483647`), as the SQL functions word it.
+pub fn int_query(
+    query: &BTreeMap<String, String>,
+    name: &str,
+    default: i32,
+) -> Result<i32, ApiError> {
+    let Some(raw) = query.get(name).map(|v| v.trim()).filter(|v| !v.is_empty()) else {
+        return Ok(default);
+    };
+    raw.parse().map_err(|_| {
+        let digits = raw.strip_prefix('-').unwrap_or(raw);
+        let integer = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+        ApiError::BadRequest(match integer {
+            true if raw.starts_with('-') => format!("{name} must be at least {}", i32::MIN),
+            true => format!("{name} must be at most {}", i32::MAX),
+            false => format!("{name} must be an integer"),
+        })
+    })
+}
+
 /// A number as the SQL functions read a digit string: ASCII digits, maybe
 /// between ASCII spaces (no sign).
 pub fn digits_only(value: &str) -> Option<usize> {

@@ -193,13 +193,7 @@ async fn refresh_stats(
 
 /// `minLagSeconds`: an integer, default 3600; empty counts as absent.
 fn min_lag_seconds(query: &BTreeMap<String, String>) -> Result<i32, ApiError> {
-    match query.get("minLagSeconds").map(String::as_str) {
-        None | Some("") => Ok(3600),
-        Some(raw) => raw
-            .trim()
-            .parse()
-            .map_err(|_| ApiError::BadRequest("minLagSeconds must be an integer".into())),
-    }
+    crate::routes::call::int_query(query, "minLagSeconds", 3600)
 }
 
 /// `deleteMetadata`: `true` or `1` is true, any other given value false;

@@ -19,7 +19,7 @@ use crate::app::AppState;
 use crate::auth::Level;
 use crate::body::path_without_nul;
 use crate::error::ApiError;
-use crate::routes::call::{call_json, object_body};
+use crate::routes::call::{call_json, int_query, object_body};
 use crate::routes::messages::message_address;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -83,8 +83,8 @@ async fn by_name(
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
     path_without_nul(&req)?;
-    let limit = int_param(&query, "limit", 100)?;
-    let offset = int_param(&query, "offset", 0)?;
+    let limit = int_query(&query, "limit", 100)?;
+    let offset = int_query(&query, "offset", 0)?;
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.traces_by_name($1, $2, $3, $4)",
@@ -104,8 +104,8 @@ async fn names(
     query: web::Query<BTreeMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     state.auth.require(&req, Level::ReadOnly)?;
-    let limit = int_param(&query, "limit", 50)?;
-    let offset = int_param(&query, "offset", 0)?;
+    let limit = int_query(&query, "limit", 50)?;
+    let offset = int_query(&query, "offset", 0)?;
     let answer = call_json(
         &state.pool,
         "SELECT pgcursor.trace_names($1, $2)",
@@ -124,19 +124,6 @@ fn max_bytes(state: &AppState) -> i32 {
     i32::try_from(state.config.max_answer_bytes).unwrap_or(i32::MAX)
 }
 
-fn int_param(
-    query: &BTreeMap<String, String>,
-    name: &str,
-    default: i32,
-) -> Result<i32, ApiError> {
-    match query.get(name).map(|v| v.trim()) {
-        None | Some("") => Ok(default),
-        Some(v) => v
-            .parse()
-            .map_err(|_| ApiError::BadRequest(format!("{name} must be an integer"))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,16 +136,25 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()
         };
-        assert_eq!(int_param(&q(&[]), "limit", 100).unwrap(), 100);
-        assert_eq!(int_param(&q(&[("limit", "")]), "limit", 100).unwrap(), 100);
-        assert_eq!(int_param(&q(&[("limit", "7")]), "limit", 100).unwrap(), 7);
-        assert_eq!(int_param(&q(&[("offset", "-1")]), "offset", 0).unwrap(), -1);
-        for bad in ["x", "1.5", "99999999999"] {
-            assert!(matches!(
-                int_param(&q(&[("limit", bad)]), "limit", 100),
-                Err(ApiError::BadRequest(m)) if m == "limit must be an integer"
-            ));
+        assert_eq!(int_query(&q(&[]), "limit", 100).unwrap(), 100);
+        assert_eq!(int_query(&q(&[("limit", "")]), "limit", 100).unwrap(), 100);
+        assert_eq!(int_query(&q(&[("limit", "7")]), "limit", 100).unwrap(), 7);
+        assert_eq!(int_query(&q(&[("offset", "-1")]), "offset", 0).unwrap(), -1);
+        for bad in ["x", "1.5", "", "-"] {
+            let refused = int_query(&q(&[("limit", bad)]), "limit", 100);
+            assert!(
+                bad.is_empty() || matches!(&refused, Err(ApiError::BadRequest(m)) if m == "limit must be an integer"),
+                "{bad}: {refused:?}"
+            );
         }
+        assert!(matches!(
+            int_query(&q(&[("offset", "2147483648")]), "offset", 0),
+            Err(ApiError::BadRequest(m)) if m == "offset must be at most 2147483647"
+        ));
+        assert!(matches!(
+            int_query(&q(&[("offset", "-99999999999")]), "offset", 0),
+            Err(ApiError::BadRequest(m)) if m == "offset must be at least -2147483648"
+        ));
     }
 
     #[test]
