@@ -22,6 +22,11 @@ CREATE FUNCTION pg_temp.push(q text, part text, n integer, prefix text) RETURNS 
                                             'transactionId', prefix || i))
         FROM generate_series(1, n) i)))
 $$;
+-- group grp's ack of r1 on t67r (stored twice below), under lease (or none).
+CREATE FUNCTION pg_temp.ack_r1(grp text, lease text DEFAULT NULL) RETURNS jsonb LANGUAGE sql AS $$
+    SELECT pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', grp,
+                                                 'leaseId', lease, 'items', '[{"transactionId":"r1"}]'::jsonb)) -> 0
+$$;
 CREATE FUNCTION pg_temp.ago(secs integer) RETURNS timestamptz LANGUAGE sql AS $$
     SELECT now() - secs * interval '1 second'
 $$;
@@ -199,13 +204,10 @@ UPDATE pgcursor.messages SET created_at = now() - interval '1 hour'
 CREATE TEMP TABLE h ON COMMIT DROP AS
 SELECT pgcursor.pop('{"queue":"t67r","consumerGroup":"h","batch":10}') AS a;
 SELECT is(pg_temp.offsets(a), '{1,2,3,4}', 'a new group is delivered both copies') FROM h;
-SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'h',
-                                                'leaseId', a ->> 'leaseId',
-                                                'items', '[{"transactionId":"r1"}]'::jsonb)) -> 0 ->> 'leaseReleased',
+SELECT is(pg_temp.ack_r1('h', a ->> 'leaseId') ->> 'leaseReleased',
           'false', 'the ack of the first copy keeps the lease ...') FROM h;
 SELECT is((pg_temp.cur('t67r', 'Default', 'h')).cursor, 1::bigint, '... and completes that copy alone');
-SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
-                                                'items', '[{"transactionId":"r1"}]'::jsonb)) -> 0 ->> 'noop',
+SELECT is(pg_temp.ack_r1('g') ->> 'noop',
           'true', 'g (cursor 2, leased 1..3) acks r1 (offsets 1 and 4) again: the consumed copy, a no-op ...');
 SELECT is((pg_temp.cur('t67r', 'Default', 'g')).cursor, 2::bigint, '... which leaves 3 and the undelivered 4 alone');
 SELECT FROM r, LATERAL pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
@@ -214,9 +216,7 @@ SELECT FROM r, LATERAL pgcursor.ack_group(jsonb_build_object('partitionId', pg_t
 CREATE TEMP TABLE r4 ON COMMIT DROP AS
 SELECT pgcursor.pop('{"queue":"t67r","consumerGroup":"g","batch":3}') AS a;
 SELECT is(pg_temp.offsets(a), '{4}', '(the second copy delivered to g)') FROM r4;
-SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
-                                                'leaseId', a ->> 'leaseId',
-                                                'items', '[{"transactionId":"r1"}]'::jsonb)) -> 0 ->> 'leaseReleased',
+SELECT is(pg_temp.ack_r1('g', a ->> 'leaseId') ->> 'leaseReleased',
           'true', 'the ack of the delivered second copy resolves to it ...') FROM r4;
 SELECT is((pg_temp.cur('t67r', 'Default', 'g')).cursor, 4::bigint, '... and completes it');
 SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', pg_temp.pid('t67r'), 'consumerGroup', 'g',
