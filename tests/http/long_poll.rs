@@ -215,6 +215,22 @@ async fn a_pop_whose_client_reset_its_connection_while_it_ran_gives_its_lease_ba
     pop_given_up_while_it_ran(true).await;
 }
 
+/// A waiting pop whose timeout has passed when its look begins (`timeout=0`)
+/// still answers what that look found: only a look that outlives its
+/// deadline by a second (a lock, a stalled server) is answered without.
+#[tokio::test]
+async fn a_waiting_pop_with_timeout_0_answers_what_its_look_found() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("timeout-0");
+    push_n(&gw, &queue, "m", 3).await;
+    let (status, answer) = get(
+        &gw,
+        &format!("/api/v1/pop/queue/{queue}?wait=true&timeout=0&batch=3&consumerGroup=g"),
+    )
+    .await;
+    assert_eq!((status, offsets(&answer)), (200, vec![1, 2, 3]), "{answer}");
+}
+
 /// A waiting pop answers when its `timeout` passes even while its look
 /// waits on a lock: it answered only when the lock went (14.5 s for a
 /// 2 s timeout). The look goes on apart, and gives back what it leases

@@ -40,6 +40,13 @@ const DEFAULT_WAIT: Duration = Duration::from_millis(30_000);
 /// passes (POP_DUE_SQL says when, where it can), and when pops are let
 /// through again after maintenance.
 pub const RECHECK: Duration = Duration::from_secs(5);
+
+/// How long a waiting pop waits for a look past its deadline: a look
+/// takes milliseconds, so one begun at (or near) the deadline, as with
+/// `timeout=0`, still answers what it found; one that waits on a lock or a
+/// stalled server is answered without, this long after the deadline at
+/// most.
+const LOOK_GRACE: Duration = Duration::from_secs(1);
 /// When a waiting pop that claimed nothing could claim without a push.
 const POP_DUE_SQL: &str = "SELECT pgcursor_internal.pop_due_in($1::jsonb)";
 /// Query parameters handed to `pgcursor.pop` as they are (it checks them).
@@ -312,7 +319,7 @@ async fn look_to_the_end(
     let ended = |_| ApiError::Internal("a pop's look ended without an answer".into());
     match deadline {
         None => taken.await.map_err(ended)?.map(Some),
-        Some(deadline) => match tokio::time::timeout_at(deadline, taken).await {
+        Some(deadline) => match tokio::time::timeout_at(deadline.max(Instant::now() + LOOK_GRACE), taken).await {
             Ok(outcome) => outcome.map_err(ended)?.map(Some),
             Err(_) => {
                 debug!("a waiting pop's look outlived its timeout: answered without it");
