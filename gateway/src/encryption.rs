@@ -236,7 +236,7 @@ impl Encryption {
 
     /// Asks the database which queues of `request` are encrypted, and
     /// remembers them, when `body` may hold a payload shaped like an
-    /// envelope (the text `"authTag"`). The push's guard takes such a payload
+    /// envelope (the key `authTag`, maybe escaped: may_name_auth_tag). The push's guard takes such a payload
     /// for an envelope, so a gateway that had not yet learned its queue is
     /// encrypted stored it as sent, plaintext and all, and its readers got it
     /// opened. Other pushes ask nothing; without a key there is nothing to do.
@@ -259,7 +259,7 @@ impl Encryption {
         body: &[u8],
         mut queues: Vec<&str>,
     ) -> Result<(), ApiError> {
-        if self.key.is_none() || memchr::memmem::find(body, b"\"authTag\"").is_none() {
+        if self.key.is_none() || !may_name_auth_tag(body) {
             return Ok(());
         }
         queues.sort_unstable();
@@ -324,6 +324,13 @@ impl Encryption {
         }
         open_envelopes(key, answer, &[], list, &[field])
     }
+}
+
+/// Whether a JSON text may hold the key `authTag`: written out, or with an
+/// escape (`"auth\u0054ag"` is the same key once parsed). Only bodies
+/// without either go to the database unread.
+fn may_name_auth_tag(body: &[u8]) -> bool {
+    memchr::memmem::find(body, b"authTag").is_some() || memchr::memmem::find(body, b"\\u").is_some()
 }
 
 /// Where an answer's message carries its payload.

@@ -197,7 +197,21 @@ async fn a_payload_shaped_like_an_envelope_is_sealed_too() {
     let bundle = json!({"operations": [{"type": "push", "items": [item(&bundled)]}]});
     let (status, answer) = post(&gw, "/api/v1/transaction", &bundle).await;
     assert_eq!(status, 200, "{answer}");
-    for queue in [&alone, &bundled] {
+    // The key written with an escape is the same key once parsed.
+    let escaped = fresh_queue("enc-shape-escaped");
+    configure_encrypted(&gw, &escaped).await;
+    let body = format!(
+        r#"{{"items":[{{"queue":"{escaped}","payload":{{"encrypted":"card 4111-1111-1111-1111","iv":"cvv 123","auth\u0054ag":"pin 9999"}}}}]}}"#
+    );
+    let (status, answer) = send(
+        pgcursor_tests::client()
+            .post(gw.url("/api/v1/push"))
+            .header("content-type", "application/json")
+            .body(body),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    for queue in [&alone, &bundled, &escaped] {
         let stored = stored_payloads(queue).await;
         assert_eq!(stored.len(), 1, "{queue}");
         assert_envelope(&stored[0], "4111");
