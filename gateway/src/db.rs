@@ -101,7 +101,7 @@ pub fn pool(config: &Config, size: usize) -> Pool {
 /// stays so after the setting is reset, and a pooled one lives for ever. So a
 /// pooled connection is replaced at its checkout once it is older than
 /// `MAX_SESSION_AGE`, or than the last error such a setting caused
-/// (`note_session_setting_error`): those errors then end with the setting.
+/// (`note_if_session_setting_error`): those errors then end with the setting.
 pub const MAX_SESSION_AGE: Duration = Duration::from_secs(30 * 60);
 
 /// When a session setting last refused a statement, in milliseconds after
@@ -116,7 +116,7 @@ fn process_start() -> Instant {
 /// Whether PostgreSQL refused a statement for what a session setting says:
 /// SQLSTATE 25006 (a read-only transaction) or 57014 (a statement timeout,
 /// or a cancel).
-pub fn is_session_setting_error(e: &tokio_postgres::Error) -> bool {
+fn is_session_setting_error(e: &tokio_postgres::Error) -> bool {
     matches!(e.code().map(|c| c.code()), Some("25006" | "57014"))
 }
 

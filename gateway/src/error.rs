@@ -98,17 +98,19 @@ impl From<deadpool_postgres::PoolError> for ApiError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         crate::minutes::record_db_error();
         let detail = crate::db::pool_error_detail(&e);
-        let out_of_resources = match &e {
-            deadpool_postgres::PoolError::Backend(e) => {
-                e.code().is_some_and(|c| c.code().starts_with("53"))
+        match &e {
+            deadpool_postgres::PoolError::Backend(e) if out_of_resources(e) => {
+                ApiError::Unavailable(format!("database out of resources: {detail}"))
             }
-            _ => false,
-        };
-        match out_of_resources {
-            true => ApiError::Unavailable(format!("database out of resources: {detail}")),
-            false => ApiError::Unavailable(format!("database unavailable: {detail}")),
+            _ => ApiError::Unavailable(format!("database unavailable: {detail}")),
         }
     }
+}
+
+/// SQLSTATE class 53, insufficient resources (memory, disk, connections):
+/// whether PostgreSQL refused a statement or a connection for want of them.
+fn out_of_resources(e: &tokio_postgres::Error) -> bool {
+    e.code().is_some_and(|c| c.code().starts_with("53"))
 }
 
 /// SQL functions signal bad input with SQLSTATE 22023 (invalid_parameter_value)
@@ -145,7 +147,7 @@ impl From<tokio_postgres::Error> for ApiError {
             Some("PCENC") => ApiError::EncryptedQueues(crate::encryption::refused_queues(
                 e.as_db_error().and_then(|db| db.detail()),
             )),
-            Some(code) if code.starts_with("53") => {
+            _ if out_of_resources(&e) => {
                 ApiError::Unavailable(format!("database out of resources: {detail}"))
             }
             Some("25006") => ApiError::Unavailable(format!("database is read-only: {detail}")),

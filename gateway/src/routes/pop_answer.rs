@@ -12,10 +12,10 @@ use uuid::Uuid;
 use crate::error::ApiError;
 use crate::routes::call::{RawJson, RawJsonRef};
 
-/// The statement the gateway pops with.
 /// A pop's answer when nothing was available.
 pub const NOTHING: &str = r#"{"success":true,"messages":[]}"#;
 
+/// The statement the gateway pops with.
 pub const POP_MESSAGES_SQL: &str = "SELECT paused, lease_id, consumer_group, partitions_claimed, \
      queue, partition, partition_id, retry_count, message_id, transaction_id, msg_offset, payload, \
      created_at, trace_id, window_buffer_active FROM pgcursor.pop_messages($1::jsonb)";
