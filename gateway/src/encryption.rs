@@ -19,9 +19,9 @@
 //! costs nothing more than the guard's index probe inside the push; a
 //! remembered queue that is no longer encrypted gets envelopes for at most
 //! `KNOWN_FOR`, which HTTP readers open all the same. A payload shaped like
-//! an envelope passes the guard as one, so a push holding the text
-//! `"authTag"` asks first which of its queues are encrypted
-//! (`learn_before_envelope_shapes`).
+//! an envelope passes the guard as one, so a push that may hold one (the
+//! key `authTag`, maybe escaped) asks first which of its queues are
+//! encrypted (`asks_before_pushing`, `learn_before_envelope_shapes`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -234,12 +234,20 @@ impl Encryption {
             .collect()
     }
 
+    /// Whether a push of `body` must first ask which of its queues are
+    /// encrypted (learn_before_envelope_shapes): with a key, when the body
+    /// may hold a payload shaped like an envelope (the key `authTag`, maybe
+    /// escaped: may_name_auth_tag). The push's guard takes such a payload for
+    /// an envelope, so a gateway that had not yet learned its queue is
+    /// encrypted stored it as sent, plaintext and all, and its readers got
+    /// it opened.
+    pub fn asks_before_pushing(&self, body: &[u8]) -> bool {
+        self.key.is_some() && may_name_auth_tag(body)
+    }
+
     /// Asks the database which queues of `request` are encrypted, and
-    /// remembers them, when `body` may hold a payload shaped like an
-    /// envelope (the key `authTag`, maybe escaped: may_name_auth_tag). The push's guard takes such a payload
-    /// for an envelope, so a gateway that had not yet learned its queue is
-    /// encrypted stored it as sent, plaintext and all, and its readers got it
-    /// opened. Other pushes ask nothing; without a key there is nothing to do.
+    /// remembers them, when `asks_before_pushing(body)`; other pushes ask
+    /// nothing.
     pub async fn learn_before_envelope_shapes(
         &self,
         pool: &Pool,
@@ -247,21 +255,10 @@ impl Encryption {
         request: &Value,
         items: Items,
     ) -> Result<(), ApiError> {
-        let queues: Vec<&str> = items.each(request).filter_map(queue_of).collect();
-        self.learn_before_envelope_shapes_of(pool, body, queues)
-            .await
-    }
-
-    /// `learn_before_envelope_shapes` for the queues a push names.
-    pub async fn learn_before_envelope_shapes_of(
-        &self,
-        pool: &Pool,
-        body: &[u8],
-        mut queues: Vec<&str>,
-    ) -> Result<(), ApiError> {
-        if self.key.is_none() || !may_name_auth_tag(body) {
+        if !self.asks_before_pushing(body) {
             return Ok(());
         }
+        let mut queues: Vec<&str> = items.each(request).filter_map(queue_of).collect();
         queues.sort_unstable();
         queues.dedup();
         let client = pool.get().await?;

@@ -49,12 +49,11 @@ async fn push(
     if let Some(request) = arrays {
         check_item_count(request.items.len(), state.config.max_push_items)?;
         let queues: BTreeSet<&str> = request.items.iter().map(|i| i.queue.as_str()).collect();
-        let named = queues.iter().copied().collect();
-        state
-            .encryption
-            .learn_before_envelope_shapes_of(&state.pool, &body, named)
-            .await?;
-        if state.encryption.known_of(queues.iter().copied()).is_empty() {
+        // (a body that may hold an envelope-shaped payload goes the sealing
+        // way below, which first asks which of its queues are encrypted)
+        if !state.encryption.asks_before_pushing(&body)
+            && state.encryption.known_of(queues.iter().copied()).is_empty()
+        {
             match push_items(&state, &request.items, &body).await {
                 Err(ApiError::EncryptedQueues(refused)) if state.encryption.key().is_some() => {
                     // Sealed below, up front.
