@@ -347,8 +347,11 @@ END $$;
 -- its last message still stored, and one with none left above its cursor is
 -- released (retry counter reset, as an ack reaching the end releases it).
 -- Else its holder could never ack to the end (the deleted message answers
--- transaction not found), and the partition would wait out the lease.
-CREATE OR REPLACE FUNCTION pgcursor_internal.trim_leases_after_delete(pid uuid, off bigint)
+-- transaction not found), and the partition would wait out the lease. A
+-- release wakes long-polling pops, as a nack's does: what follows the
+-- batch is theirs now.
+DROP FUNCTION IF EXISTS pgcursor_internal.trim_leases_after_delete(uuid, bigint);
+CREATE OR REPLACE FUNCTION pgcursor_internal.trim_leases_after_delete(pid uuid, qname text, off bigint)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     r    record;
@@ -365,6 +368,7 @@ BEGIN
             UPDATE pgcursor.cursors c
                SET lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL, retry_count = 0
              WHERE c.partition_id = pid AND c.consumer_group = r.consumer_group;
+            PERFORM pgcursor_internal.wake_waiters(pid, qname, r.cursor);
         ELSIF last < r.batch_end THEN
             UPDATE pgcursor.cursors c SET batch_end = last
              WHERE c.partition_id = pid AND c.consumer_group = r.consumer_group;
@@ -409,7 +413,7 @@ BEGIN
     deleted := deleted + n;
     PERFORM pgcursor_internal.move_cursors_past_deleted(ARRAY[pid]);
     IF off IS NOT NULL THEN
-        PERFORM pgcursor_internal.trim_leases_after_delete(pid, off);
+        PERFORM pgcursor_internal.trim_leases_after_delete(pid, q.name, off);
     END IF;
     RETURN jsonb_build_object('success', deleted > 0, 'partitionId', pid, 'transactionId', txid,
                               'message', CASE WHEN deleted > 0 THEN 'Message deleted successfully'

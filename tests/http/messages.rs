@@ -2,10 +2,14 @@
 //! DELETE /api/v1/messages/{partitionId}/{transactionId} and
 //! POST /api/v1/messages/{partitionId}/{transactionId}/retry.
 
+use std::time::{Duration, Instant};
+
 use pgcursor_tests::{client, db, Gateway};
 use serde_json::{json, Value};
 
-use crate::broker::{drop_database, fresh_queue, get, pop, post, push_n, scratch_database, send};
+use crate::broker::{
+    drop_database, fresh_queue, get, offsets, pop, post, push_n, scratch_database, send,
+};
 
 /// "partition:offset:status" of a listing, in answer order.
 fn rows(answer: &Value) -> Vec<String> {
@@ -279,6 +283,38 @@ async fn delete_removes_the_message_its_dead_letters_and_traces() {
     assert_eq!(
         (status, &bad["error"]),
         (400, &json!("partitionId must be a UUID string"))
+    );
+}
+
+/// Deleting the one message of a live leased batch releases the lease, and
+/// a pop long-polling the queue wakes at once for the message after it (not
+/// at its periodic re-look, 5 s after its last empty look).
+#[tokio::test]
+async fn deleting_a_leased_batch_s_message_wakes_a_waiting_pop() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("delete-wake");
+    let p = pid(&push_n(&gw, &queue, "Default", 2).await);
+    assert_eq!(offsets(&pop(&gw, &queue, "batch=1").await), [1]);
+    let url = gw.url(&format!(
+        "/api/v1/pop/queue/{queue}?batch=1&wait=true&timeout=20000"
+    ));
+    let waiter = tokio::spawn(async move { send(client().get(url)).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "the pop did not wait");
+
+    let started = Instant::now();
+    let (status, answer) = delete(&gw, &format!("/api/v1/messages/{p}/Default-1")).await;
+    assert_eq!(
+        (status, &answer["success"]),
+        (200, &json!(true)),
+        "{answer}"
+    );
+    let (status, popped) = waiter.await.unwrap();
+    let woke_after = started.elapsed();
+    assert_eq!((status, offsets(&popped)), (200, vec![2]), "{popped}");
+    assert!(
+        woke_after < Duration::from_secs(2),
+        "woke after {woke_after:?}"
     );
 }
 
