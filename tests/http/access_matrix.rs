@@ -70,6 +70,79 @@ async fn every_route_answers_by_token_level() {
     }
 }
 
+/// The levels the specs fix (shared/seed/ack-api.txt, shared/spec/wire.md,
+/// wire-admin.md's tables and §11.3: configure is read-write), written out
+/// here so that the document and the router cannot drift together.
+const SPEC_LEVELS: [(&str, &str, Access); 28] = [
+    ("POST", "/api/v1/ack", Access::ReadWrite),
+    ("POST", "/api/v1/ack/batch", Access::ReadWrite),
+    ("POST", "/api/v1/configure", Access::ReadWrite),
+    ("POST", "/api/v1/push", Access::ReadWrite),
+    ("GET", "/api/v1/pop", Access::ReadWrite),
+    ("GET", "/api/v1/pop/queue/{}", Access::ReadWrite),
+    (
+        "GET",
+        "/api/v1/pop/queue/{}/partition/{}",
+        Access::ReadWrite,
+    ),
+    ("POST", "/api/v1/lease/{}/extend", Access::ReadWrite),
+    ("POST", "/api/v1/transaction", Access::ReadWrite),
+    ("GET", "/api/v1/partitions/{}/cursors", Access::ReadOnly),
+    ("GET", "/api/v1/consumer-groups", Access::ReadOnly),
+    ("GET", "/api/v1/consumer-groups/lagging", Access::ReadOnly),
+    ("GET", "/api/v1/consumer-groups/{}", Access::ReadOnly),
+    ("DELETE", "/api/v1/consumer-groups/{}", Access::Admin),
+    (
+        "DELETE",
+        "/api/v1/consumer-groups/{}/queues/{}",
+        Access::Admin,
+    ),
+    (
+        "POST",
+        "/api/v1/consumer-groups/{}/subscription",
+        Access::ReadWrite,
+    ),
+    (
+        "POST",
+        "/api/v1/consumer-groups/{}/queues/{}/seek",
+        Access::ReadWrite,
+    ),
+    (
+        "POST",
+        "/api/v1/consumer-groups/{}/queues/{}/partitions/{}/seek",
+        Access::ReadWrite,
+    ),
+    ("POST", "/api/v1/stats/refresh", Access::Admin),
+    ("GET", "/api/v1/messages", Access::ReadOnly),
+    ("GET", "/api/v1/messages/{}/{}", Access::ReadOnly),
+    ("DELETE", "/api/v1/messages/{}/{}", Access::ReadWrite),
+    ("POST", "/api/v1/traces", Access::ReadWrite),
+    ("GET", "/api/v1/traces/{}/{}", Access::ReadOnly),
+    ("GET", "/api/v1/traces/by-name/{}", Access::ReadOnly),
+    ("GET", "/api/v1/traces/names", Access::ReadOnly),
+    ("GET", "/api/v1/resources/namespaces", Access::ReadOnly),
+    ("GET", "/api/v1/resources/tasks", Access::ReadOnly),
+];
+
+#[tokio::test]
+async fn the_routes_have_the_levels_the_specs_fix() {
+    let gw = Gateway::start().await;
+    let operations = operations(&gw).await;
+    let shape = |path: &str| -> String {
+        path.split('/')
+            .map(|s| if s.starts_with('{') { "{}" } else { s })
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    for (method, path, level) in SPEC_LEVELS {
+        let op = operations
+            .iter()
+            .find(|op| op.method.as_str() == method && shape(&op.path) == path)
+            .unwrap_or_else(|| panic!("{method} {path} is not in /openapi.json"));
+        assert_eq!(op.access, level, "{method} {path}");
+    }
+}
+
 /// With tokens set, a body from a caller without a known token is refused
 /// before it is read: the 401 comes while most of an 8 MB upload is still
 /// to be sent (the gateway would otherwise hold each such body whole, for

@@ -7,7 +7,7 @@ use std::time::Duration;
 use pgcursor_tests::fixtures::{bad_ack_items, AckIds};
 use pgcursor_tests::{client, db, Gateway};
 
-use crate::broker::get;
+use crate::broker::{eventually, get};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -341,6 +341,29 @@ async fn malformed_bodies_are_400_and_change_nothing() {
     let (status, _) = post(&gw, "/api/v1/ack/batch", vec![0xffu8, 0xfe, b'{']).await;
     assert_eq!(status, 400);
     assert_eq!(p.state("g").await, (0, Some(lease), 0));
+
+    // The single route refuses a body that is no JSON object alike.
+    let single: [(Vec<u8>, &str); 4] = [
+        (b"{not json".to_vec(), "not valid JSON"),
+        (b"[]".to_vec(), "must be a JSON object"),
+        (b"\"text\"".to_vec(), "must be a JSON object"),
+        (vec![0xff, 0xfe, b'{'], ""),
+    ];
+    for (body, expected) in single {
+        let shown = String::from_utf8_lossy(&body).into_owned();
+        let (status, answer) = post(&gw, "/api/v1/ack", body).await;
+        assert_eq!(status, 400, "{shown}: {answer}");
+        let error = answer["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(expected),
+            "{error:?} should contain {expected:?}"
+        );
+        assert_eq!(
+            p.state("g").await,
+            (0, Some(lease), 0),
+            "a 400 moved something: {shown}"
+        );
+    }
 }
 
 /// docs/ack-contract.md §15: two groups of one partition (the live lease,
@@ -504,6 +527,82 @@ async fn a_database_error_in_one_group_leaves_the_others_standing() {
         ),
         (2, 0, 2)
     );
+}
+
+/// docs/ack-contract.md §15: groups on different partitions run
+/// concurrently. While B's cursor row is locked by another session, the
+/// request's group for A (after B's in the request) commits all the same.
+#[tokio::test]
+async fn groups_on_different_partitions_run_concurrently() {
+    let gw = Gateway::start().await;
+    // b first in the request and in id order (ids are UUIDv7): run one
+    // after another either way, a's group would wait behind b's.
+    let b = Partition::create(1).await;
+    let a = Partition::create(1).await;
+    assert!(b.id < a.id);
+    b.pop("g", 1).await; // b's cursor row, for the lock below
+    let mut holder = db().await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute(
+        "SELECT 1 FROM pgcursor.cursors WHERE partition_id = $1 FOR UPDATE",
+        &[&b.id],
+    )
+    .await
+    .unwrap();
+    let body = json!({"consumerGroup": "g", "acknowledgments": [
+        b.item(1, "completed", None), a.item(1, "completed", None)]});
+    let request = {
+        let url = format!("{}/api/v1/ack/batch", gw.base);
+        tokio::spawn(async move { client().post(url).json(&body).send().await.unwrap() })
+    };
+    eventually(
+        "a's group committed while b's waits",
+        Duration::from_secs(10),
+        || async { a.state("g").await.0 == 1 },
+    )
+    .await;
+    assert!(!request.is_finished(), "the request did not wait for b");
+    assert_eq!(b.state("g").await.0, 0);
+    tx.rollback().await.unwrap();
+    let answer: Value = request.await.unwrap().json().await.unwrap();
+    assert_eq!(
+        (answer[0]["success"].clone(), answer[1]["success"].clone()),
+        (json!(true), json!(true)),
+        "{answer}"
+    );
+    assert_eq!(b.state("g").await.0, 1);
+}
+
+/// The seed: consumerGroup is read at the top level only; one on an item is
+/// not read (and makes no cursor row for that group).
+#[tokio::test]
+async fn an_item_s_consumer_group_is_not_read() {
+    let gw = Gateway::start().await;
+    let p = Partition::create(2).await;
+    let mut item = p.item(2, "completed", None);
+    item["consumerGroup"] = json!("other");
+    let body = json!({"consumerGroup": "billing", "acknowledgments": [item]});
+    let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &body).await;
+    assert_eq!(
+        (status, &answer[0]["success"]),
+        (200, &json!(true)),
+        "{answer}"
+    );
+    assert_eq!(
+        p.state("billing").await.0,
+        2,
+        "the top-level group's cursor moved"
+    );
+    let rows: i64 = db()
+        .await
+        .query_one(
+            "SELECT count(*) FROM pgcursor.cursors WHERE partition_id = $1 AND consumer_group = 'other'",
+            &[&p.id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 0, "the item's group got a cursor row");
 }
 
 #[tokio::test]

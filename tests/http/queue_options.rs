@@ -275,26 +275,39 @@ async fn a_lease_extension_without_seconds_extends_by_60_seconds() {
     push_n(&gw, &queue, "Default", 1).await;
     let popped = pop(&gw, &queue, "batch=1").await;
     let lease = popped["leaseId"].as_str().unwrap();
-    let response = pgcursor_tests::client()
-        .post(gw.url(&format!("/api/v1/lease/{lease}/extend")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let left: f64 = db()
-        .await
-        .query_one(
-            "SELECT extract(epoch FROM max(lease_expires_at) - now())::float8 FROM pgcursor.cursors
-                     WHERE lease_id = $1::text::uuid",
-            &[&lease],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert!(
-        (55.0..=61.0).contains(&left),
-        "a 2-second lease renewed with no body lasts ~60 s, not 2: {left}"
-    );
+    // No body (Queen's client), then `{}` (wire-admin §11.2: both give 60 s).
+    for body in [None, Some("{}")] {
+        db().await
+            .execute(
+                "UPDATE pgcursor.cursors SET lease_expires_at = now() + interval '2 s'
+                  WHERE lease_id = $1::text::uuid",
+                &[&lease],
+            )
+            .await
+            .unwrap();
+        let mut request =
+            pgcursor_tests::client().post(gw.url(&format!("/api/v1/lease/{lease}/extend")));
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body);
+        }
+        assert_eq!(request.send().await.unwrap().status(), 200, "{body:?}");
+        let left: f64 = db()
+            .await
+            .query_one(
+                "SELECT extract(epoch FROM max(lease_expires_at) - now())::float8 FROM pgcursor.cursors
+                         WHERE lease_id = $1::text::uuid",
+                &[&lease],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(
+            (55.0..=61.0).contains(&left),
+            "a 2-second lease renewed with body {body:?} lasts ~60 s, not 2: {left}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 -- pgcursor.push: auto-create, dense offsets, duplicates, validation, concurrency.
 BEGIN;
-SELECT plan(46);
+SELECT plan(48);
 
 CREATE TEMP TABLE r ON COMMIT DROP AS
 SELECT pgcursor.push('{"items":[{"queue":"t10","payload":{"n":1}},
@@ -139,6 +139,14 @@ DO $$ BEGIN
     PERFORM * FROM dblink('t10a', $q$SELECT pgcursor.delete_queue('t10_concurrent')$q$) AS t(x jsonb);
     PERFORM pg_temp.close_sessions('t10a', 't10b');
 END $$;
+
+-- A queue created by its first push keeps namespace and task null, even
+-- when its name looks like Queen's ns.task.queue (wire-admin §11.19).
+SELECT pgcursor.push('{"items":[{"queue":"ns10.orders.ship","payload":1}]}');
+SELECT is((SELECT format('%s/%s', coalesce(namespace, 'null'), coalesce(task, 'null')) FROM pgcursor.queues WHERE name = 'ns10.orders.ship'),
+          'null/null', 'a dotted name pushed first: namespace and task stay null');
+SELECT is(jsonb_array_length(pgcursor.pop('{"namespace": "ns10", "batch": 10}') -> 'messages'), 0,
+          '... so a pop of namespace ns10 finds nothing in it');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,7 +1,7 @@
 -- docs/ack-contract.md §11 (acks that cannot do anything) and §12 (every per-item
 -- error string): none is ever reported as a plain success, none moves anything.
 BEGIN;
-SELECT plan(29);
+SELECT plan(35);
 \ir lib/ack_fixture.sql
 
 -- The partition's cursor rows, "group@cursor@acked|never" (a function: on
@@ -103,6 +103,14 @@ SELECT is(pg_temp.brief(pgcursor.ack_group(jsonb_build_object(
           'ok', 'consumerGroup "": the queue mode lease is its lease');
 SELECT is(pg_temp.rows_of(:'p'), '__QUEUE_MODE__@12@acked', '... its cursor moved, and no group "" was made');
 
+-- consumerGroup null is queue mode too, as an absent one is (docs/ack-contract.md §1).
+SELECT pg_temp.setup() AS p \gset
+UPDATE pgcursor.cursors SET consumer_group = '__QUEUE_MODE__' WHERE partition_id = :'p';
+SELECT is(pg_temp.brief(pgcursor.ack_group(jsonb_build_object(
+              'partitionId', :'p', 'consumerGroup', NULL, 'leaseId', pg_temp.lease_l(), 'items', pg_temp.items('completed:12')))),
+          'ok', 'consumerGroup null: the queue mode lease is its lease');
+SELECT is(pg_temp.rows_of(:'p'), '__QUEUE_MODE__@12@acked', '... its cursor moved, and no other row was made');
+
 -- A group name too long for a cursor row's key: refused naming it, as a
 -- pop refuses it, before any row is written.
 SELECT throws_ok(format($$SELECT pgcursor.ack_group(jsonb_build_object('partitionId', %L::uuid,
@@ -116,6 +124,11 @@ SELECT throws_ok($$SELECT pgcursor.ack_group('{"partitionId": "b1c2d3e4-5f60-718
                  '22023', 'leaseId must be a UUID string', 'malformed leaseId: 22023 naming the field');
 SELECT throws_ok($$SELECT pgcursor.ack_group('{"partitionId": "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061"}')$$,
                  '22023', 'items must be an array', 'missing items: 22023');
+SELECT throws_ok($$SELECT pgcursor.ack_group('{"partitionId": "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061", "items": []}')$$,
+                 '22023', 'items must not be empty', 'empty items: 22023');
+SELECT throws_ok(format($$SELECT pgcursor.ack_group('{"partitionId": "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061", "items": [{"transactionId": "t1", "index": %s}]}')$$, i),
+                 '22023', 'items[0].index must be a non-negative integer', 'index ' || i || ': 22023 naming the item')
+  FROM unnest(ARRAY['-1', '1.5', '"2"']) i;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -2,7 +2,7 @@
 -- and discard, the reason rule, the payload snapshot, counters, and the
 -- lease-less path's teeth.
 BEGIN;
-SELECT plan(45);
+SELECT plan(55);
 \ir lib/ack_fixture.sql
 
 -- Budget: exhausted after exactly retryLimit failed calls, charged once per call.
@@ -123,6 +123,45 @@ SELECT pg_temp.setup() AS p \gset
 SELECT is(pg_temp.brief(pg_temp.ack(:'p', NULL, pg_temp.items('failed:12'))), 'ok rel', 'lease-less nack releases the holder''s lease');
 SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('completed:19'))), 'invalid or expired lease rel noop', 'the holder''s later ack is refused');
 SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=none counter=1', 'the holder''s refused ack moved nothing');
+
+-- A plain nack's error text is stored nowhere (docs/ack-contract.md §8).
+SELECT pg_temp.setup() AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('failed:15:SECRET-REASON'))), 'ok rel', 'a plain nack within the budget');
+SELECT (SELECT count(*) FROM pgcursor.cursors c WHERE c.partition_id = :'p' AND to_jsonb(c)::text LIKE '%SECRET-REASON%')
+       + (SELECT count(*) FROM pgcursor.dead_letters d WHERE d.partition_id = :'p')
+       + (SELECT count(*) FROM pgcursor.trace_events e WHERE e.partition_id = :'p') AS v \gset
+SELECT is(:'v'::bigint, 0::bigint, '... its error text is stored nowhere: not on the cursor row, no dead letter, no trace');
+
+-- An empty string is no reason (§17 R5): the next nack's reason is taken.
+SELECT pg_temp.setup(retry_limit => 0) AS p \gset
+SELECT pg_temp.ack(:'p', 'L', '[{"transactionId": "t12", "status": "failed", "error": ""},
+                                 {"transactionId": "t14", "status": "retry", "error": "second"}]');
+SELECT is(pg_temp.dead(:'p'), '12:second:0', 'an empty error at N is no reason: the first non-empty one of the call''s nacks is');
+
+-- Equal strongest items at N all hold and all get dlq: true (§17 R6); the
+-- first one's reason is the dead letter's.
+SELECT pg_temp.setup() AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('dlq:15:a', 'dlq:15:b', 'failed:15:c'))),
+          'ok rel dlq; ok rel dlq; superseded by an earlier nack rel noop',
+          'two dlq items at N both hold with dlq: true; the weaker failed at N is superseded');
+SELECT is(pg_temp.dead(:'p'), '15:a:0', '... one dead letter, with the first reason in request order');
+
+-- A weaker item at N is superseded and noop, yet its reason counts (R2, R5):
+-- it is the first nack at N with an error.
+SELECT pg_temp.setup() AS p \gset
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('failed:15:x', 'dlq:15'))),
+          'superseded by an earlier nack rel noop; ok rel dlq', 'failed then dlq at N: the dlq item holds, the failed one is superseded');
+SELECT is(pg_temp.dead(:'p'), '15:x:0', '... and the superseded item''s reason is the dead letter''s');
+
+-- The budget is counted per (partition, group): another group's failure
+-- leaves g's counter alone.
+SELECT pg_temp.setup() AS p \gset
+SELECT is(pg_temp.brief(pgcursor.ack_group(jsonb_build_object('partitionId', :'p', 'consumerGroup', 'h',
+                                                              'items', pg_temp.items('failed:1')))),
+          'ok rel', 'group h fails message 1');
+SELECT c.retry_count AS v FROM pgcursor.cursors c WHERE c.partition_id = :'p' AND c.consumer_group = 'h' \gset
+SELECT is(:'v'::integer, 1, '... h''s counter is charged');
+SELECT is(pg_temp.state(:'p'), 'cursor=9 lease=L counter=0', '... g''s counter and lease are untouched');
 
 SELECT * FROM finish();
 ROLLBACK;
