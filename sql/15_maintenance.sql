@@ -7,13 +7,19 @@
 --   SELECT pgcursor.set_maintenance('push', true);
 
 -- maintenance: {"maintenanceMode", "popMaintenanceMode", "bufferedMessages": 0,
--- "bufferHealthy": true}. (pgcursor buffers nothing: a paused push is refused.)
+-- "bufferHealthy": true, "bufferStats"}. pgcursor buffers nothing (a paused
+-- push is refused), so Queen's disk-buffer figures are zeros, there because
+-- its dashboard reads failedCount and totalMB (wire-admin §8.2, §11.18).
 CREATE OR REPLACE FUNCTION pgcursor.maintenance()
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
         'maintenanceMode', coalesce(bool_or(enabled) FILTER (WHERE mode = 'push'), false),
         'popMaintenanceMode', coalesce(bool_or(enabled) FILTER (WHERE mode = 'pop'), false),
-        'bufferedMessages', 0, 'bufferHealthy', true)
+        'bufferedMessages', 0, 'bufferHealthy', true,
+        'bufferStats', jsonb_build_object(
+            'pendingCount', 0, 'failedCount', 0, 'dbHealthy', true,
+            'failedFiles', jsonb_build_object('count', 0, 'totalBytes', 0, 'totalMB', 0,
+                                              'failoverCount', 0, 'qos0Count', 0)))
       FROM pgcursor.maintenance
 $$;
 

@@ -5,20 +5,33 @@
 
 use std::time::{Duration, Instant};
 
-use pgcursor_tests::{client, database_url, db, GatewayConfig};
+use pgcursor_tests::{client, database_url, db, db_at, GatewayConfig};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::broker::{ack_all, get, messages, pop, post, push_n};
+use crate::broker::{ack_all, eventually, get, messages, pop, post, push_n};
 
-#[tokio::test]
-async fn push_maintenance_refuses_pushes_and_pop_maintenance_pauses_pops() {
+/// A database of the test's own (the flags are the database's): its name and URL.
+async fn own_database() -> (String, String) {
     let name = format!("maint_{}", Uuid::now_v7().simple());
     db().await
         .execute(&format!("CREATE DATABASE {name}"), &[])
         .await
         .unwrap();
     let url = format!("{}/{name}", database_url().rsplit_once('/').unwrap().0);
+    (name, url)
+}
+
+async fn drop_own_database(name: &str) {
+    db().await
+        .execute(&format!("DROP DATABASE {name} WITH (FORCE)"), &[])
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn push_maintenance_refuses_pushes_and_pop_maintenance_pauses_pops() {
+    let (name, url) = own_database().await;
     let gw = GatewayConfig::new().database_url(&url).start().await;
 
     push_n(&gw, "m", "Default", 2).await;
@@ -126,9 +139,155 @@ async fn push_maintenance_refuses_pushes_and_pop_maintenance_pauses_pops() {
     assert_eq!(messages(&other).len(), 4);
 
     drop(gw);
-    let admin = db().await;
-    admin
-        .execute(&format!("DROP DATABASE {name} WITH (FORCE)"), &[])
+    drop_own_database(&name).await;
+}
+
+/// wire-admin §8.2: the answers' exact shapes (pgcursor buffers nothing, so
+/// Queen's buffer figures are zeros); pop maintenance alone leaves pushes,
+/// acks, lease extension and transactions alone, and another gateway on the
+/// database pauses its pops at once. A paused pop of a queue that does not
+/// exist makes no figures of that queue.
+#[tokio::test]
+async fn pop_maintenance_alone_pauses_pops_only_on_every_gateway() {
+    let (name, url) = own_database().await;
+    let start = || {
+        GatewayConfig::new()
+            .database_url(&url)
+            .env("PGCURSOR_STATS_FLUSH_SECONDS", "1")
+            .start()
+    };
+    let (a, b) = (start().await, start().await);
+    push_n(&a, "m", "Default", 2).await;
+    let leased = pop(&a, "m", "batch=1").await;
+    let lease = leased["leaseId"].as_str().unwrap().to_string();
+
+    let zeros = json!({"pendingCount": 0, "failedCount": 0, "dbHealthy": true,
+                       "failedFiles": {"count": 0, "totalBytes": 0, "totalMB": 0,
+                                       "failoverCount": 0, "qos0Count": 0}});
+    // The switches as they stand, with a message when one was turned.
+    let flags = |pop: bool, message: Option<&str>| {
+        let mut flags = json!({"maintenanceMode": false, "popMaintenanceMode": pop,
+                               "bufferedMessages": 0, "bufferHealthy": true, "bufferStats": zeros});
+        if let Some(message) = message {
+            flags["message"] = json!(message);
+        }
+        flags
+    };
+    let (status, on) = post(
+        &a,
+        "/api/v1/system/maintenance/pop",
+        &json!({"enabled": true}),
+    )
+    .await;
+    assert_eq!(
+        (status, on),
+        (200, flags(true, Some("Pop maintenance mode enabled")))
+    );
+    assert_eq!(
+        get(&b, "/api/v1/system/maintenance/pop").await,
+        (
+            200,
+            json!({"popMaintenanceMode": true, "message": "Pop maintenance mode is enabled"})
+        )
+    );
+    assert_eq!(
+        get(&b, "/api/v1/system/maintenance").await,
+        (200, flags(true, None))
+    );
+    let paused = json!({"success": true, "messages": [], "paused": true});
+    assert_eq!(
+        pop(&b, "m", "").await,
+        paused,
+        "the other gateway pauses at once"
+    );
+    assert_eq!(pop(&b, "no-such-queue", "").await, paused);
+
+    let (status, pushed) = post(
+        &b,
+        "/api/v1/push",
+        &json!({"items": [{"queue": "m", "payload": 3}]}),
+    )
+    .await;
+    assert_eq!(
+        (status, &pushed[0]["status"]),
+        (200, &json!("queued")),
+        "{pushed}"
+    );
+    let (status, extended) = post(
+        &b,
+        &format!("/api/v1/lease/{lease}/extend"),
+        &json!({"seconds": 30}),
+    )
+    .await;
+    assert_eq!(
+        (status, &extended["success"]),
+        (200, &json!(true)),
+        "{extended}"
+    );
+    ack_all(&b, &leased).await;
+    let (status, bundle) = post(
+        &b,
+        "/api/v1/transaction",
+        &json!({"operations": [{"type": "push", "items": [{"queue": "m", "payload": 4}]}]}),
+    )
+    .await;
+    assert_eq!(
+        (status, &bundle["success"]),
+        (200, &json!(true)),
+        "{bundle}"
+    );
+
+    let (status, off) = post(
+        &b,
+        "/api/v1/system/maintenance/pop",
+        &json!({"enabled": false}),
+    )
+    .await;
+    assert_eq!(
+        (status, off),
+        (200, flags(false, Some("Pop maintenance mode disabled")))
+    );
+    assert_eq!(
+        messages(&pop(&a, "m", "batch=10").await).len(),
+        3,
+        "2, 3 and 4"
+    );
+    let (status, gone) = get(&a, "/api/v1/pop/queue/no-such-queue").await;
+    assert_eq!(status, 404, "{gone}");
+    eventually(
+        "both gateways' minutes flushed",
+        Duration::from_secs(10),
+        || async {
+            let flushed: i64 = db_at(&url)
+                .await
+                .query_one(
+                    "SELECT coalesce(sum(pop_requests), 0)::int8 FROM pgcursor.gateway_minutes",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            flushed == 4 // a's two on m, b's two paused (the 404 is no pop)
+        },
+    )
+    .await;
+    let queues: Vec<Option<String>> = db_at(&url)
         .await
-        .unwrap();
+        .query(
+            "SELECT DISTINCT queue FROM pgcursor.gateway_minutes ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        queues,
+        [Some("m".to_string()), None],
+        "no figures of no-such-queue"
+    );
+
+    drop((a, b));
+    drop_own_database(&name).await;
 }

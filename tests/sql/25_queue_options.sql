@@ -213,6 +213,8 @@ SELECT throws_ok($$SELECT pgcursor.pop('{"queue": "t25s", "batch": 0}')$$, '2202
                  '... and a malformed one is still told what is wrong with it');
 SELECT is(pgcursor.set_maintenance('pop', false) || pgcursor.set_maintenance('push', false),
           '{"maintenanceMode": false, "popMaintenanceMode": false, "bufferedMessages": 0, "bufferHealthy": true,
+            "bufferStats": {"pendingCount": 0, "failedCount": 0, "dbHealthy": true,
+                            "failedFiles": {"count": 0, "totalBytes": 0, "totalMB": 0, "failoverCount": 0, "qos0Count": 0}},
             "message": "Push maintenance mode disabled"}', 'both off again');
 
 SELECT * FROM finish();

@@ -23,9 +23,14 @@ pub fn database_url() -> String {
 
 /// A direct connection to the test database (its driver task spawned).
 pub async fn db() -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls)
+    db_at(&database_url()).await
+}
+
+/// A direct connection to the database at `url` (its driver task spawned).
+pub async fn db_at(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
-        .expect("connect to DATABASE_URL");
+        .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
     tokio::spawn(async move {
         let _ = connection.await;
     });

@@ -117,7 +117,9 @@ async fn respond(
     counters.pop_requests.increment(1);
     let look = pop_or_wait(state, req, &pop).await?;
     counters.pop_messages.increment(look.messages);
-    record_minute(pop.queue(), &look.delivered);
+    // A paused pop looked at no queue (its path's may not exist): counted
+    // for the broker only, so it makes no queue's figures or series.
+    record_minute(pop.queue().filter(|_| !look.paused), &look.delivered);
     let mut room = look.room;
     // Envelopes of encrypted queues are opened here; other answers go out as written.
     let answer = state.encryption.open_answer(look.answer).await?;
@@ -236,6 +238,8 @@ struct Look {
     room: AnswerRoom,
     /// Claimed something, or paused: no reason to wait.
     settled: bool,
+    /// Answered `paused` (pop maintenance), before any queue lookup.
+    paused: bool,
     /// Messages in the answer.
     messages: u64,
     delivered: Vec<Delivered>,
@@ -253,6 +257,7 @@ impl Look {
             answer: RawJson(crate::routes::pop_answer::NOTHING.into()),
             room,
             settled: false,
+            paused: false,
             messages: 0,
             delivered: Vec::new(),
             due: None,
@@ -364,6 +369,7 @@ async fn look(client: &Client, req: &HttpRequest, pop: &PopRequest, mut room: An
     Ok(Look {
         room,
         settled,
+        paused: batch.paused,
         messages: batch.message_count() as u64,
         delivered: batch.delivered(now_us()),
         answer,
