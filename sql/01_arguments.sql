@@ -167,15 +167,56 @@ BEGIN
     RAISE EXCEPTION '% must be a boolean', key USING ERRCODE = '22023';
 END $$;
 
--- A timestamp (ISO 8601 string); absent, null or empty = NULL.
-CREATE OR REPLACE FUNCTION pgcursor_internal.timestamp_arg(req jsonb, key text)
+-- `t`, given as `key`, if it lies from `earliest` to `latest`. Answers show
+-- times as RFC 3339, whose years run from 0000 to 9999: by default a time
+-- outside AD 1 to 9999 (BC, 'infinity', a fifth digit) is refused, since it
+-- would come back wrong. NULL stays NULL.
+CREATE OR REPLACE FUNCTION pgcursor_internal.time_within(
+    t timestamptz, key text,
+    earliest timestamptz DEFAULT '0001-01-01 00:00:00Z',
+    latest timestamptz DEFAULT '9999-12-31 23:59:59.999999Z')
+RETURNS timestamptz LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF NOT t BETWEEN earliest AND latest THEN
+        RAISE EXCEPTION '% must be a time from % to %', key,
+            to_char(earliest AT TIME ZONE 'UTC', 'YYYY-MM-DD'), to_char(latest AT TIME ZONE 'UTC', 'YYYY-MM-DD')
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN t;
+END $$;
+
+-- The time `v` (ISO 8601, or anything timestamptz reads, e.g. 'now') given
+-- as `key`, within `earliest` and `latest` (time_within).
+CREATE OR REPLACE FUNCTION pgcursor_internal.time_arg(
+    v text, key text,
+    earliest timestamptz DEFAULT '0001-01-01 00:00:00Z',
+    latest timestamptz DEFAULT '9999-12-31 23:59:59.999999Z')
+RETURNS timestamptz LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    t timestamptz;
+BEGIN
+    BEGIN  -- an EXCEPTION block costs a subtransaction: only when there is a value
+        t := v::timestamptz;
+    EXCEPTION WHEN data_exception THEN
+        RAISE EXCEPTION '% must be an ISO timestamp', key USING ERRCODE = '22023';
+    END;
+    RETURN pgcursor_internal.time_within(t, key, earliest, latest);
+END $$;
+
+-- A timestamp (time_arg) at `key` of the request; absent, null or empty = NULL.
+DROP FUNCTION IF EXISTS pgcursor_internal.timestamp_arg(jsonb, text);
+CREATE OR REPLACE FUNCTION pgcursor_internal.timestamp_arg(
+    req jsonb, key text,
+    earliest timestamptz DEFAULT '0001-01-01 00:00:00Z',
+    latest timestamptz DEFAULT '9999-12-31 23:59:59.999999Z')
 RETURNS timestamptz LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v text := nullif(pgcursor_internal.optional_text(req, key), '');
 BEGIN
-    RETURN v::timestamptz;
-EXCEPTION WHEN data_exception THEN
-    RAISE EXCEPTION '% must be an ISO timestamp', key USING ERRCODE = '22023';
+    IF v IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN pgcursor_internal.time_arg(v, key, earliest, latest);
 END $$;
 
 -- An integer queue option: absent or null keeps the current value; anything

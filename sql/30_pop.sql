@@ -17,7 +17,7 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
                 THEN 'new' ELSE 'all' END
 $$;
 
--- subscriptionFrom: an ISO timestamp (or anything timestamptz accepts, e.g. 'now'), or null.
+-- subscriptionFrom: a time (time_arg), or null.
 -- A time still to come counts as now: a cursor row cannot wait for a time,
 -- and a row written at a partition's head then would deliver what is
 -- pushed before that time, where a partition made later would not.
@@ -29,11 +29,7 @@ BEGIN
     IF since IS NULL THEN
         RETURN NULL;
     END IF;
-    BEGIN  -- an EXCEPTION block costs a subtransaction: only when there is a value
-        RETURN least(since::timestamptz, now());
-    EXCEPTION WHEN data_exception THEN
-        RAISE EXCEPTION 'subscriptionFrom must be an ISO timestamp' USING ERRCODE = '22023';
-    END;
+    RETURN least(pgcursor_internal.time_arg(since, 'subscriptionFrom'), now());
 END $$;
 
 -- The queues a pop may draw from: `queue`, or every queue matching

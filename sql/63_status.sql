@@ -76,15 +76,10 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.time_window(
     OUT since timestamptz, OUT upto timestamptz, OUT bucket_minutes integer)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    upto := coalesce(pgcursor_internal.timestamp_arg(req, 'to'), now());
-    IF NOT upto BETWEEN '1970-01-01Z' AND '9999-01-01Z' THEN
-        RAISE EXCEPTION 'to must be a time from 1970-01-01 to 9999-01-01' USING ERRCODE = '22023';
-    END IF;
+    upto := coalesce(pgcursor_internal.timestamp_arg(req, 'to', '1970-01-01Z', '9999-01-01Z'), now());
     -- (a default from starts no earlier than to may)
-    since := coalesce(pgcursor_internal.timestamp_arg(req, 'from'), greatest(upto - default_span, '1970-01-01Z'));
-    IF NOT since BETWEEN '1970-01-01Z' AND '9999-01-01Z' THEN
-        RAISE EXCEPTION 'from must be a time from 1970-01-01 to 9999-01-01' USING ERRCODE = '22023';
-    END IF;
+    since := coalesce(pgcursor_internal.timestamp_arg(req, 'from', '1970-01-01Z', '9999-01-01Z'),
+                      greatest(upto - default_span, '1970-01-01Z'));
     IF since > upto THEN
         RAISE EXCEPTION 'from must not be after to' USING ERRCODE = '22023';
     END IF;

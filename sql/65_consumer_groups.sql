@@ -124,6 +124,7 @@ BEGIN
     IF since IS NULL THEN
         RAISE EXCEPTION 'Missing subscriptionTimestamp in request body' USING ERRCODE = '22023';
     END IF;
+    PERFORM pgcursor_internal.time_within(since, 'subscriptionTimestamp');
     -- Queue mode has no subscription (its pops start at the beginning):
     -- moving its rows would leave a backlog nobody consumes.
     IF grp = '__QUEUE_MODE__' THEN
@@ -243,6 +244,7 @@ BEGIN
     IF NOT end_ AND seek_consumer_group.to_time IS NULL THEN
         RAISE EXCEPTION 'Must specify either ''toEnd'': true or ''timestamp''' USING ERRCODE = '22023';
     END IF;
+    PERFORM pgcursor_internal.time_within(seek_consumer_group.to_time, 'timestamp');
     PERFORM pgcursor_internal.materialize_cursors(grp);  -- rows on every partition it subscribed to
     -- Each row locked on its own, as in update_subscription.
     FOR pid IN SELECT c.partition_id FROM pgcursor.cursors c JOIN pgcursor.partitions x ON x.id = c.partition_id

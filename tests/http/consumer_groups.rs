@@ -242,6 +242,10 @@ async fn a_seek_names_what_is_wrong_and_changes_nothing() {
             r#"{"timestamp": "yesterday-ish"}"#,
             "timestamp must be an ISO timestamp",
         ),
+        (
+            r#"{"timestamp": "-infinity"}"#,
+            "timestamp must be a time from 0001-01-01 to 9999-12-31",
+        ),
         ("[]", "request body must be a JSON object"),
     ] {
         let (status, answer) = post_raw(&gw, &path, body).await;
@@ -467,6 +471,10 @@ async fn update_subscription_moves_never_consumed_rows() {
         (
             r#"{"subscriptionTimestamp": "then"}"#,
             "subscriptionTimestamp must be an ISO timestamp",
+        ),
+        (
+            r#"{"subscriptionTimestamp": "0044-03-15 BC"}"#,
+            "subscriptionTimestamp must be a time from 0001-01-01 to 9999-12-31",
         ),
     ] {
         let (status, answer) = post_raw(&gw, path, body).await;

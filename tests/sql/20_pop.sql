@@ -1,7 +1,7 @@
 -- pgcursor.pop: leasing, capping, live-lease skip, re-lease after expiry,
 -- multi-partition pops, groups, subscription modes, autoAck, concurrency.
 BEGIN;
-SELECT plan(91);
+SELECT plan(95);
 
 \ir lib/queue_helpers.sql
 
@@ -25,6 +25,9 @@ SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","batch":"x"}')$$, '22023'
 SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","partitions":-1}')$$, '22023', 'partitions must be a positive integer', 'partitions < 1');
 SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","subscriptionMode":5}')$$, '22023', 'subscriptionMode must be a string', 'subscriptionMode not a string');
 SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","subscriptionFrom":"yesterday-ish"}')$$, '22023', 'subscriptionFrom must be an ISO timestamp', 'bad subscriptionFrom');
+SELECT throws_ok(format($$SELECT pgcursor.pop('{"queue":"t20","subscriptionFrom":%s}')$$, t), '22023',
+                 'subscriptionFrom must be a time from 0001-01-01 to 9999-12-31', 'subscriptionFrom ' || t || ': refused, naming it')
+  FROM unnest(ARRAY['"0044-03-15 BC"', '"-infinity"', '"infinity"', '"12345-01-01T00:00:00Z"']) t;
 SELECT throws_ok($$SELECT pgcursor.pop('{"queue":"t20","autoAck":"maybe"}')$$, '22023', 'autoAck must be a boolean', 'bad autoAck');
 SELECT throws_ok($$SELECT pgcursor.pop('{"batch":1}')$$, '22023', 'queue, or namespace and/or task, is required', 'no selection');
 

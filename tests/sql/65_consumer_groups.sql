@@ -3,7 +3,7 @@
 -- now() does not move inside the transaction: messages are aged by setting
 -- their created_at.
 BEGIN;
-SELECT plan(58);
+SELECT plan(61);
 
 \ir lib/queue_helpers.sql
 -- A cursor row as "cursor lease? batch retry acked?" for compact comparisons.
@@ -216,6 +216,12 @@ SELECT throws_ok($$SELECT pgcursor.seek_consumer_group('s', 't65s')$$, '22023',
                  'Must specify either ''toEnd'': true or ''timestamp''', 'neither toEnd nor a timestamp');
 SELECT throws_ok($$SELECT pgcursor.seek_consumer_group('s', 't65s', NULL, false)$$, '22023',
                  'Must specify either ''toEnd'': true or ''timestamp''', 'toEnd false without a timestamp');
+SELECT throws_ok($$SELECT pgcursor.seek_consumer_group('s', 't65s', '-infinity')$$, '22023',
+                 'timestamp must be a time from 0001-01-01 to 9999-12-31', 'a seek to -infinity is refused (it would read as a seek to the end)');
+SELECT throws_ok($$SELECT pgcursor.seek_consumer_group('s', 't65s', '0044-03-15 BC')$$, '22023',
+                 'timestamp must be a time from 0001-01-01 to 9999-12-31', 'a seek to a BC time is refused (it would be echoed as AD)');
+SELECT throws_ok($$SELECT pgcursor.update_subscription('s', '0044-03-15 BC')$$, '22023',
+                 'subscriptionTimestamp must be a time from 0001-01-01 to 9999-12-31', 'a subscription from a BC time is refused');
 
 -- seek_partition
 SELECT FROM pgcursor.seek_consumer_group('s', 't65s', now() - interval '1 hour');
