@@ -71,9 +71,10 @@ async fn every_route_answers_by_token_level() {
 }
 
 /// The levels the specs fix (shared/seed/ack-api.txt, shared/spec/wire.md,
-/// wire-admin.md's tables and §11.3: configure is read-write), written out
+/// wire-admin.md's tables, §4 (all read-only), §5 (none), §8.2 (all admin)
+/// and §11.3: configure is read-write), written out
 /// here so that the document and the router cannot drift together.
-const SPEC_LEVELS: [(&str, &str, Access); 28] = [
+const SPEC_LEVELS: [(&str, &str, Access); 51] = [
     ("POST", "/api/v1/ack", Access::ReadWrite),
     ("POST", "/api/v1/ack/batch", Access::ReadWrite),
     ("POST", "/api/v1/configure", Access::ReadWrite),
@@ -122,6 +123,33 @@ const SPEC_LEVELS: [(&str, &str, Access); 28] = [
     ("GET", "/api/v1/traces/names", Access::ReadOnly),
     ("GET", "/api/v1/resources/namespaces", Access::ReadOnly),
     ("GET", "/api/v1/resources/tasks", Access::ReadOnly),
+    ("GET", "/api/v1/resources/queues", Access::ReadOnly),
+    ("GET", "/api/v1/resources/queues/{}", Access::ReadOnly),
+    ("GET", "/api/v1/resources/overview", Access::ReadOnly),
+    ("DELETE", "/api/v1/resources/queues/{}", Access::Admin),
+    ("GET", "/api/v1/dlq", Access::ReadOnly),
+    ("GET", "/api/v1/system/maintenance", Access::Admin),
+    ("POST", "/api/v1/system/maintenance", Access::Admin),
+    ("GET", "/api/v1/system/maintenance/pop", Access::Admin),
+    ("POST", "/api/v1/system/maintenance/pop", Access::Admin),
+    ("GET", "/metrics", Access::None),
+    ("GET", "/metrics/prometheus", Access::None),
+    ("GET", "/api/v1/status", Access::ReadOnly),
+    ("GET", "/api/v1/status/queues", Access::ReadOnly),
+    ("GET", "/api/v1/status/queues/{}", Access::ReadOnly),
+    ("GET", "/api/v1/status/queues/{}/messages", Access::ReadOnly),
+    ("GET", "/api/v1/status/analytics", Access::ReadOnly),
+    ("GET", "/api/v1/analytics/queue-ops", Access::ReadOnly),
+    ("GET", "/api/v1/analytics/queue-lag", Access::ReadOnly),
+    ("GET", "/api/v1/analytics/retention", Access::ReadOnly),
+    ("GET", "/api/v1/analytics/system-metrics", Access::ReadOnly),
+    ("GET", "/api/v1/analytics/worker-metrics", Access::ReadOnly),
+    (
+        "GET",
+        "/api/v1/analytics/queue-parked-replicas",
+        Access::ReadOnly,
+    ),
+    ("GET", "/api/v1/analytics/postgres-stats", Access::ReadOnly),
 ];
 
 #[tokio::test]

@@ -53,3 +53,16 @@ async fn a_bad_encryption_key_is_not_printed() {
     assert_eq!(code, Some(2));
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
+
+/// wire.md: without tokens, the gateway says loudly at start that anyone
+/// who reaches it may do anything; with tokens, it does not.
+#[tokio::test]
+async fn authentication_off_is_said_at_start() {
+    let open = pgcursor_tests::Gateway::start().await;
+    let log = open.stderr();
+    assert!(log.contains("WARN"), "{log}");
+    assert!(log.contains("authentication is OFF"), "{log}");
+    let closed = pgcursor_tests::Gateway::start_with(&[("PGCURSOR_TOKENS", "t:admin")]).await;
+    let log = closed.stderr();
+    assert!(!log.contains("authentication is OFF"), "{log}");
+}

@@ -430,6 +430,47 @@ async fn http_push_answers_what_sql_push_answers() {
     assert_eq!(stored, [json!({"n": 1}), json!("x\u{e9}\n"), Value::Null]);
 }
 
+/// wire.md: a request body is parsed whatever its Content-Type: `curl -d`
+/// sends application/x-www-form-urlencoded, other tools text/plain.
+#[tokio::test]
+async fn a_body_is_json_whatever_its_content_type() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("ctype");
+    for content_type in [
+        "application/x-www-form-urlencoded",
+        "text/plain",
+        "application/octet-stream",
+    ] {
+        let configure = json!({"queue": queue, "options": {"retryLimit": 7}});
+        let (status, answer) = send(
+            client()
+                .post(gw.url("/api/v1/configure"))
+                .header("content-type", content_type)
+                .body(configure.to_string()),
+        )
+        .await;
+        assert_eq!(
+            (status, &answer["options"]["retryLimit"]),
+            (200, &json!(7)),
+            "{content_type}: {answer}"
+        );
+        let push = json!({"items": [{"queue": queue, "payload": content_type}]});
+        let (status, answer) = send(
+            client()
+                .post(gw.url("/api/v1/push"))
+                .header("content-type", content_type)
+                .body(push.to_string()),
+        )
+        .await;
+        assert_eq!(
+            (status, &answer[0]["status"]),
+            (200, &json!("queued")),
+            "{content_type}: {answer}"
+        );
+    }
+    assert_eq!(stored_messages(&queue).await, 3);
+}
+
 #[tokio::test]
 async fn push_validation_names_index_and_field_and_writes_nothing() {
     let gw = Gateway::start().await;
