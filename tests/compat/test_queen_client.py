@@ -821,6 +821,12 @@ def test_admin_lists_describes_and_reports_consumer_groups() -> None:
         assert isinstance(lagging, list), lagging
         assert (await client.admin.refresh_consumer_stats())["success"] is True
 
+        health = await client.admin.health()
+        assert health["status"] == "healthy" and health["database"] == "connected", health
+        metrics = await client.admin.metrics()  # a dict, whatever its docstring says
+        assert metrics["database"]["poolSize"] > 0, metrics
+        assert set(metrics) >= {"uptime", "requests", "messages", "database", "memory", "cpu"}, metrics
+
     run(body)
 
 

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use pgcursor_tests::{client, db, Gateway};
+use pgcursor_tests::{client, db, db_at, Gateway};
 use reqwest::{Method, RequestBuilder};
 use serde_json::{json, Value};
 use tokio_postgres::types::ToSql;
@@ -139,10 +139,7 @@ pub async fn drop_database(name: &str) {
 /// EXCLUSIVE in an open transaction: whatever reads the table waits until
 /// the caller runs COMMIT on it (or drops it).
 pub async fn lock_table(url: &str, table: &str) -> tokio_postgres::Client {
-    let (locker, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let locker = db_at(url).await;
     locker
         .batch_execute(&format!(
             "BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"

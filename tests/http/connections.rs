@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use pgcursor_tests::{Gateway, GatewayConfig, PrivateCluster};
+use pgcursor_tests::{db_at, Gateway, GatewayConfig, PrivateCluster};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
@@ -174,10 +174,7 @@ async fn at_its_cap_the_gateway_still_reopens_its_database_connections() {
     drop(db);
     let _ = watcher.await;
     cluster.restart_immediate();
-    let (db, connection) = tokio_postgres::connect(cluster.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let db = db_at(cluster.url()).await;
     let push = json!({"items": [{"queue": queue, "payload": "for everyone"}]});
     db.execute("SELECT pgcursor.push($1)", &[&push])
         .await

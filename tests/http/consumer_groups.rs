@@ -509,6 +509,28 @@ async fn group_names_are_percent_decoded_and_stats_refresh_answers() {
         detail[&queue]["partitions"][0]["totalConsumed"], 1,
         "{detail}"
     );
+    // In a path, a raw + is a plus (wire-admin §0), not a space as in a query.
+    pop(&gw, &queue, "consumerGroup=x%2By").await;
+    let (status, detail) = get(&gw, "/api/v1/consumer-groups/x+y").await;
+    assert_eq!(
+        (
+            status,
+            detail[&queue]["partitions"][0]["totalConsumed"].as_i64()
+        ),
+        (200, Some(0)),
+        "{detail}"
+    );
+    let (status, seek) = post_raw(
+        &gw,
+        &format!("/api/v1/consumer-groups/x+y/queues/{queue}/seek"),
+        r#"{"toEnd": true}"#,
+    )
+    .await;
+    assert_eq!(
+        (status, &seek["consumerGroup"], &seek["partitionsUpdated"]),
+        (200, &json!("x+y"), &json!(1)),
+        "{seek}"
+    );
     assert_eq!(
         post_raw(&gw, "/api/v1/stats/refresh", "").await,
         (200, json!({"success": true}))

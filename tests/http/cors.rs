@@ -28,11 +28,22 @@ fn assert_cors(response: &Response, what: &str) {
             "{what}: header {name}"
         );
     }
+    // wire-admin §8.1: no credentials, nothing exposed.
+    for name in [
+        "access-control-allow-credentials",
+        "access-control-expose-headers",
+    ] {
+        assert!(
+            response.headers().get(name).is_none(),
+            "{what}: header {name}"
+        );
+    }
 }
 
 #[tokio::test]
 async fn preflights_answer_without_a_token_and_every_answer_carries_the_headers() {
-    let gw = Gateway::start_with(&[("PGCURSOR_TOKENS", "admin-token:admin")]).await;
+    let gw =
+        Gateway::start_with(&[("PGCURSOR_TOKENS", "admin-token:admin,ro-token:read-only")]).await;
     for path in ["/api/v1/push", "/api/v1/consumer-groups/g", "/not/a/route"] {
         let response = request(&gw, Method::OPTIONS, path, None)
             .send()
@@ -60,5 +71,29 @@ async fn preflights_answer_without_a_token_and_every_answer_carries_the_headers(
         let response = request(&gw, method, path, token).send().await.unwrap();
         assert_eq!(response.status().as_u16(), status, "{what}");
         assert_cors(&response, &what);
+    }
+    // Every other kind of error too: 400, 403, 405, 415.
+    let push = || request(&gw, Method::POST, "/api/v1/push", Some("admin-token"));
+    for (what, builder, status) in [
+        ("a body not JSON", push().body("{"), 400),
+        (
+            "a read-only token pushing",
+            request(&gw, Method::POST, "/api/v1/push", Some("ro-token")).body("{}"),
+            403,
+        ),
+        (
+            "GET of a POST route",
+            request(&gw, Method::GET, "/api/v1/push", Some("admin-token")),
+            405,
+        ),
+        (
+            "a compressed body",
+            push().header("content-encoding", "gzip").body("{}"),
+            415,
+        ),
+    ] {
+        let response = builder.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), status, "{what}");
+        assert_cors(&response, what);
     }
 }

@@ -2,7 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use pgcursor_tests::{client, database_url, gateway_bin, Gateway, GatewayConfig, PrivateCluster};
+use pgcursor_tests::{
+    client, database_url, db_at, gateway_bin, Gateway, GatewayConfig, PrivateCluster,
+};
 use serde_json::{json, Value};
 
 use crate::broker::{
@@ -166,10 +168,7 @@ async fn a_database_not_in_utf8_is_refused_at_startup_naming_its_encoding() {
         err.contains("encoding is LATIN1; pgcursor needs UTF8"),
         "{err}"
     );
-    let (client, connection) = tokio_postgres::connect(&latin1, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = db_at(&latin1).await;
     let schemas: i64 = client
         .query_one(
             "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'pgcursor%' OR nspname = 'refinery'",

@@ -5,33 +5,16 @@
 
 use std::time::{Duration, Instant};
 
-use pgcursor_tests::{client, database_url, db, db_at, GatewayConfig};
+use pgcursor_tests::{client, db_at, GatewayConfig};
 use serde_json::{json, Value};
-use uuid::Uuid;
 
-use crate::broker::{ack_all, eventually, get, messages, pop, post, push_n};
-
-/// A database of the test's own (the flags are the database's): its name and URL.
-async fn own_database() -> (String, String) {
-    let name = format!("maint_{}", Uuid::now_v7().simple());
-    db().await
-        .execute(&format!("CREATE DATABASE {name}"), &[])
-        .await
-        .unwrap();
-    let url = format!("{}/{name}", database_url().rsplit_once('/').unwrap().0);
-    (name, url)
-}
-
-async fn drop_own_database(name: &str) {
-    db().await
-        .execute(&format!("DROP DATABASE {name} WITH (FORCE)"), &[])
-        .await
-        .unwrap();
-}
+use crate::broker::{
+    ack_all, drop_database, eventually, get, messages, pop, post, push_n, scratch_database,
+};
 
 #[tokio::test]
 async fn push_maintenance_refuses_pushes_and_pop_maintenance_pauses_pops() {
-    let (name, url) = own_database().await;
+    let (name, url) = scratch_database(&[]).await; // the flags are the database's
     let gw = GatewayConfig::new().database_url(&url).start().await;
 
     push_n(&gw, "m", "Default", 2).await;
@@ -139,7 +122,7 @@ async fn push_maintenance_refuses_pushes_and_pop_maintenance_pauses_pops() {
     assert_eq!(messages(&other).len(), 4);
 
     drop(gw);
-    drop_own_database(&name).await;
+    drop_database(&name).await;
 }
 
 /// wire-admin §8.2: the answers' exact shapes (pgcursor buffers nothing, so
@@ -149,7 +132,7 @@ async fn push_maintenance_refuses_pushes_and_pop_maintenance_pauses_pops() {
 /// exist makes no figures of that queue.
 #[tokio::test]
 async fn pop_maintenance_alone_pauses_pops_only_on_every_gateway() {
-    let (name, url) = own_database().await;
+    let (name, url) = scratch_database(&[]).await; // the flags are the database's
     let start = || {
         GatewayConfig::new()
             .database_url(&url)
@@ -289,5 +272,5 @@ async fn pop_maintenance_alone_pauses_pops_only_on_every_gateway() {
     );
 
     drop((a, b));
-    drop_own_database(&name).await;
+    drop_database(&name).await;
 }

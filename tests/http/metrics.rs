@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::broker::{
-    ack_all, configure_queue, eventually, fresh_queue, get, lock_table, messages, pop, post,
-    push_n, request, send,
+    ack_all, configure_queue, drop_database, eventually, fresh_queue, get, lock_table, messages,
+    pop, post, push_n, request, scratch_database, send,
 };
 
 /// (family, type) of everything a scrape shows with a database behind it.
@@ -904,6 +904,47 @@ fn assert_process_families_only(exposition: &Exposition, what: &str) {
         0.0,
         "with {what}"
     );
+}
+
+/// wire-admin §5.2: the per-queue and per-worker families, HELP and TYPE
+/// lines included, are left out while no minute of them is stored (a fresh
+/// database); a push's flushed minute brings the queue families.
+#[tokio::test]
+async fn per_queue_families_are_left_out_until_a_minute_is_stored() {
+    let (name, url) = scratch_database(&[]).await;
+    let gw = GatewayConfig::new().database_url(&url).start().await;
+    let text = scrape_text(&gw).await;
+    for prefix in [
+        "# TYPE queen_queue_",
+        "# HELP queen_queue_",
+        "# TYPE queen_worker_",
+        "queen_queue_",
+    ] {
+        assert!(
+            !text.lines().any(|l| l.starts_with(prefix)),
+            "{prefix} on a fresh database:\n{text}"
+        );
+    }
+    drop(gw);
+    let gw = GatewayConfig::new()
+        .database_url(&url)
+        .env("PGCURSOR_STATS_FLUSH_SECONDS", "1")
+        .start()
+        .await;
+    push_n(&gw, "fresh", "Default", 1).await;
+    eventually(
+        "the push's minute shows",
+        Duration::from_secs(10),
+        || async {
+            scrape_text(&gw)
+                .await
+                .lines()
+                .any(|l| l.starts_with("# TYPE queen_queue_push_requests_per_minute"))
+        },
+    )
+    .await;
+    drop(gw);
+    drop_database(&name).await;
 }
 
 /// pgcursor_push_waits: the queues this gateway's pops wait on, each

@@ -9,7 +9,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use pgcursor_tests::{client, db, Gateway, PrivateCluster};
+use pgcursor_tests::{client, db, db_at, Gateway, PrivateCluster};
 use serde_json::{json, Value};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -243,10 +243,7 @@ async fn sigterm_lets_a_request_in_progress_finish() {
 
 /// Until a query containing `call` is running on the cluster.
 async fn wait_for_query(cluster: &PrivateCluster, call: &str) {
-    let (db, connection) = tokio_postgres::connect(cluster.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let db = db_at(cluster.url()).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     let pattern = format!("%{call}%");
     loop {
@@ -771,10 +768,7 @@ async fn request_bodies_wait_for_room_in_the_gateways_budget() {
         answered("to the holder")(answer_within(&mut holding, Duration::from_secs(10)).await);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = db_at(&url).await;
     assert_eq!(stored_messages_at(&client, &queue).await, 2);
     let held = crate::metrics::scrape(&gw).await;
     assert_eq!(held.value("pgcursor_http_body_bytes_held", &[]), 0.0);

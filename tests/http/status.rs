@@ -326,6 +326,32 @@ async fn status_analytics_counts_messages_per_interval() {
         (code, body["error"].as_str().unwrap()),
         (400, "interval must be minute, hour or day")
     );
+
+    // No window and no interval (wire-admin §4.5): the last 24 hours, by the
+    // hour. Messages 25, 23 and 1 hours old: the last two count.
+    let queue = fresh_queue("status-an-default");
+    push_n(&gw, &queue, "Default", 3).await;
+    db().await
+        .execute(
+            "UPDATE pgcursor.messages m SET created_at = now() - (ARRAY[25, 23, 1])[m.msg_offset] * interval '1 hour'
+             FROM pgcursor.partitions p WHERE p.id = m.partition_id AND p.queue = $1",
+            &[&queue],
+        )
+        .await
+        .unwrap();
+    let answer = ok(&gw, &format!("/api/v1/status/analytics?queue={queue}")).await;
+    assert_eq!(answer["interval"], "hour", "{answer}");
+    assert_eq!(sum(&answer["dataPoints"], "messages"), 2, "{answer}");
+    let span: f64 = db()
+        .await
+        .query_one(
+            "SELECT extract(epoch FROM $2::text::timestamptz - $1::text::timestamptz)::float8",
+            &[&answer["from"].as_str(), &answer["to"].as_str()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(span, 86_400.0, "{answer}");
 }
 
 /// A window before any process of these tests ran: its analytics are empty.
@@ -459,6 +485,43 @@ async fn analytics_routes_answer_queens_shapes() {
         "bufferUsage",
     ] {
         assert!(pg.get(key).is_some(), "{key}");
+    }
+    // wire-admin §4.6: the top-N cuts, what deadTuples keeps, ratios as
+    // percentages with 2 decimals.
+    let list = |key: &str| pg[key].as_array().unwrap().clone();
+    for (key, most) in [
+        ("indexCache", 20),
+        ("tableSizes", 20),
+        ("deadTuples", 15),
+        ("hotUpdates", 15),
+        ("activeQueries", 10),
+    ] {
+        assert!(list(key).len() <= most, "{key}: {}", pg[key]);
+    }
+    assert!(
+        list("deadTuples")
+            .iter()
+            .all(|t| t["deadTuples"].as_i64() > Some(0)),
+        "{}",
+        pg["deadTuples"]
+    );
+    let two_decimals = |r: &Value| {
+        let r = r.as_f64().unwrap();
+        (0.0..=100.0).contains(&r) && ((r * 100.0).round() - r * 100.0).abs() < 1e-6
+    };
+    let db_cache = &pg["databaseCache"];
+    assert!(two_decimals(&db_cache["cacheHitRatio"]), "{db_cache}");
+    let (hits, reads) = (
+        db_cache["cacheHits"].as_f64().unwrap(),
+        db_cache["diskReads"].as_f64().unwrap(),
+    );
+    let ratio = (hits / (hits + reads) * 10_000.0).round() / 100.0;
+    assert!(
+        (db_cache["cacheHitRatio"].as_f64().unwrap() - ratio).abs() <= 0.011,
+        "{db_cache}"
+    );
+    for entry in list("tableCache").iter().chain(list("indexCache").iter()) {
+        assert!(two_decimals(&entry["cacheHitRatio"]), "{entry}");
     }
     let (code, _) = get(&gw, "/api/v1/analytics/queue-ops?from=nope").await;
     assert_eq!(code, 400);

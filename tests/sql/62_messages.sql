@@ -2,7 +2,7 @@
 -- (fields, status rules, busStatus, mode, window, filters, paging), the
 -- detail's Queen fields in message(), delete_message and retry_message.
 BEGIN;
-SELECT plan(95);
+SELECT plan(99);
 
 -- Pushes n messages <q>-<part>-1..n to (q, part); returns the partition id.
 CREATE FUNCTION pg_temp.fill(q text, part text, n int) RETURNS uuid LANGUAGE sql AS $$
@@ -352,6 +352,20 @@ SELECT is(array[pgcursor_internal.newest_listed_at(:'w3', '-infinity', 'infinity
                 pgcursor_internal.newest_listed_at(:'w3', now(), 'infinity', NULL, NULL)],
           array[now() - interval '3 minutes' - interval '8 seconds', NULL, NULL]::timestamptz[],
           'newest_listed_at: below toOffset; null above the newest offset or after the newest message');
+
+-- A message retention deleted while its queue's transaction index still
+-- remembers its transactionId: the detail answers with a null payload
+-- (wire-admin §2.2), not P0002.
+SELECT pgcursor.configure('{"queue": "t62ret", "options": {"retentionSeconds": 60}}') IS NOT NULL AS made \gset
+SELECT pg_temp.fill('t62ret', 'Default', 2) AS ret \gset
+UPDATE pgcursor.messages SET created_at = now() - interval '1 hour' WHERE partition_id = :'ret';
+SELECT is(pgcursor.purge_messages() >= 2, true, '(retention deleted both)');
+SELECT is(pgcursor.message(:'ret', 't62ret-Default-1') -> 'payload', 'null'::jsonb, 'the detail of a purged message: payload null');
+SELECT is(pgcursor.message(:'ret', 't62ret-Default-1') -> 'offset', '1'::jsonb, '... at its offset');
+
+-- The message list reads no consumerGroup (queenctl sends one): the answer is the same.
+SELECT is(pgcursor.list_messages('{"queue": "t62q", "consumerGroup": "g1"}'), pgcursor.list_messages('{"queue": "t62q"}'),
+          'consumerGroup is not read by the message list');
 
 SELECT * FROM finish();
 ROLLBACK;

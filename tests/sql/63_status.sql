@@ -4,7 +4,7 @@
 -- answers.
 BEGIN;
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(56);
+SELECT plan(57);
 
 -- A clean slate inside this transaction (rolled back at the end).
 DELETE FROM pgcursor.queues;
@@ -133,6 +133,15 @@ SELECT is(pgcursor.status_queues('{"namespace":"ns63","limit":"5"}'),
               'pagination', '{"limit":5,"offset":0}'::jsonb),
           'status queues: pending includes the processing ones');
 SELECT is(pgcursor.status_queues('{"offset":1}') #> '{pagination}', '{"limit":100,"offset":1}', 'default limit 100');
+-- Newest queue first; from, to and queue are read by nothing (Queen's dashboard sends queue).
+SELECT count(pgcursor.configure(jsonb_build_object('queue', q, 'namespace', 'ns63o'))) AS made
+  FROM unnest(ARRAY['q63-old', 'q63-mid', 'q63-new']) q \gset
+UPDATE pgcursor.queues SET created_at = now() - CASE name WHEN 'q63-old' THEN interval '2 days'
+                                                          WHEN 'q63-mid' THEN interval '1 day' ELSE interval '0' END
+ WHERE namespace = 'ns63o';
+SELECT is(jsonb_path_query_array(pgcursor.status_queues(
+              '{"namespace": "ns63o", "queue": "q63-old", "from": "nope", "to": "nope", "limit": 500}'), '$.queues[*].name'),
+          '["q63-new", "q63-mid", "q63-old"]', 'status queues: newest first; from, to and queue are not read');
 SELECT is(pgcursor.status_queue('q63') #> '{partitions,0,messages}',
           '{"total":10,"pending":5,"processing":2,"completed":1,"failed":0,"deadLetter":4}',
           'a partition: the slowest group''s pending, completed = total - pending - dead letters');

@@ -1,6 +1,6 @@
 -- pgcursor.dead_letters (listing, filters, pagination) and requeue_dead_letter.
 BEGIN;
-SELECT plan(41);
+SELECT plan(44);
 
 -- Dead-letters offsets of queue q (partition part, group grp) with reason 'why-<offset>'.
 CREATE FUNCTION pg_temp.kill(q text, part text, grp text, VARIADIC offs int[]) RETURNS void LANGUAGE plpgsql AS $$
@@ -160,6 +160,16 @@ SELECT is(pg_temp.with_data(pgcursor.dead_letters('{"queue": "t70big", "maxBytes
           '3:data', 'a page of its own shows a payload omitted from a larger one');
 SELECT throws_ok($$SELECT pgcursor.dead_letters('{"queue": "t70big", "maxBytes": 0}')$$, '22023',
                  'maxBytes must be a positive integer', 'maxBytes 0 is refused, named');
+
+-- limit: 100 when absent, at most 1000 (wire.md's default; docs' cap).
+SELECT pg_temp.fill('t70many', 'Default', 1005);
+INSERT INTO pgcursor.dead_letters (partition_id, consumer_group, msg_offset, transaction_id, payload, error, retry_count)
+SELECT p.id, 'g', o, 't70manyDefault' || o, '{}'::jsonb, 'bulk', 0
+  FROM pgcursor.partitions p, generate_series(1, 1005) o WHERE p.queue = 't70many';
+SELECT is(jsonb_array_length(pgcursor.dead_letters('{"queue": "t70many"}') -> 'messages'), 100, 'limit absent: 100 dead letters');
+SELECT is(pgcursor.dead_letters('{"queue": "t70many"}') -> 'total', '1005'::jsonb, '... of a total of 1005');
+SELECT is(jsonb_array_length(pgcursor.dead_letters('{"queue": "t70many", "limit": 5000}') -> 'messages'), 1000,
+          'limit 5000: capped at 1000');
 
 SELECT * FROM finish();
 ROLLBACK;

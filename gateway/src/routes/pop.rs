@@ -655,10 +655,14 @@ mod tests {
 
     #[test]
     fn wait_defaults_to_30_s_and_is_capped() {
-        assert_eq!(parse("wait=true").unwrap().wait, Some(DEFAULT_WAIT));
+        // (wire.md's numbers, not the constants: they are what is checked)
+        assert_eq!(
+            parse("wait=true").unwrap().wait,
+            Some(Duration::from_millis(30_000))
+        );
         assert_eq!(
             parse("wait=true&timeout=600000").unwrap().wait,
-            Some(MAX_WAIT)
+            Some(Duration::from_secs(60))
         );
         assert_eq!(
             parse("wait=true&timeout=0").unwrap().wait,
