@@ -111,24 +111,31 @@ END $$;
 
 -- retry_message (docs/sql-api.md "retry_message"): requeues the dead letters
 -- of the message a transactionId names in a partition (every group's, matched
--- on their own transactionId, so also after retention removed the message),
--- each as requeue_dead_letter does, in one transaction. None -> P0002.
+-- on their own transactionId, so also after retention removed the message)
+-- as ONE new message, the first dead letter's snapshot, and removes them all,
+-- in one transaction: every group of the partition sees the new message, so a
+-- copy per dead letter would give each group as many. None -> P0002.
 -- Answer: {"success": true, "partitionId", "transactionId", "requeued":
--- [{id, queue, partition, partitionId, transactionId (the new one), offset}]}.
+-- [{id, queue, partition, partitionId, transactionId (the new one), offset}]},
+-- one entry per dead letter removed, all naming the one new message.
 CREATE OR REPLACE FUNCTION pgcursor.retry_message(pid uuid, txid text)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
-    d pgcursor.dead_letters;
-    requeued jsonb := '[]';
+    ids    uuid[];
+    first_ jsonb;  -- the first dead letter's row
+    pushed jsonb;
 BEGIN
     -- Deleting first makes a concurrent second retry of the message a 404.
-    FOR d IN WITH gone AS (DELETE FROM pgcursor.dead_letters x
-                            WHERE x.partition_id = pid AND x.transaction_id = txid RETURNING *)
-             SELECT * FROM gone ORDER BY gone.failed_at, gone.consumer_group, gone.id LOOP
-        requeued := requeued || jsonb_build_array(jsonb_build_object('id', d.id) || pgcursor_internal.push_back(d));
-    END LOOP;
-    IF jsonb_array_length(requeued) = 0 THEN
+    WITH gone AS (DELETE FROM pgcursor.dead_letters x
+                   WHERE x.partition_id = pid AND x.transaction_id = txid RETURNING *)
+    SELECT array_agg(g.id ORDER BY g.failed_at, g.consumer_group, g.id),
+           (array_agg(to_jsonb(g) ORDER BY g.failed_at, g.consumer_group, g.id))[1]
+      INTO ids, first_ FROM gone g;
+    IF ids IS NULL THEN
         RAISE EXCEPTION 'no dead letter for message % in partition %', txid, pid USING ERRCODE = 'P0002';
     END IF;
-    RETURN jsonb_build_object('success', true, 'partitionId', pid, 'transactionId', txid, 'requeued', requeued);
+    pushed := pgcursor_internal.push_back(jsonb_populate_record(NULL::pgcursor.dead_letters, first_));
+    RETURN jsonb_build_object('success', true, 'partitionId', pid, 'transactionId', txid,
+                              'requeued', (SELECT jsonb_agg(jsonb_build_object('id', i) || pushed ORDER BY n)
+                                             FROM unnest(ids) WITH ORDINALITY u(i, n)));
 END $$;

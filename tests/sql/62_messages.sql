@@ -2,7 +2,7 @@
 -- (fields, status rules, busStatus, mode, window, filters, paging), the
 -- detail's Queen fields in message(), delete_message and retry_message.
 BEGIN;
-SELECT plan(99);
+SELECT plan(102);
 
 -- Pushes n messages <q>-<part>-1..n to (q, part); returns the partition id.
 CREATE FUNCTION pg_temp.fill(q text, part text, n int) RETURNS uuid LANGUAGE sql AS $$
@@ -261,6 +261,16 @@ SELECT is((SELECT payload FROM pgcursor.messages WHERE partition_id = :'rt' AND 
 SELECT is((SELECT count(*) FROM pgcursor.dead_letters WHERE partition_id = :'rt'), 0::bigint, 'the dead letter is gone');
 SELECT throws_ok(format('SELECT pgcursor.retry_message(%L, %L)', :'rt', 't62retry-Default-1'), 'P0002',
                  'no dead letter for message t62retry-Default-1 in partition ' || :'rt', 'no dead letter: P0002');
+-- Two groups dead-lettered message 2: one new message for both (each group
+-- sees every new message: a copy per dead letter would give each two).
+SELECT pg_temp.dlq(:'rt', 'g', 't62retry-Default-2', 'boom');
+SELECT pg_temp.dlq(:'rt', 'h', 't62retry-Default-2', 'bang');
+SELECT pgcursor.retry_message(:'rt', 't62retry-Default-2') AS retried \gset
+SELECT is(jsonb_path_query_array(:'retried'::jsonb, '$.requeued[*].offset'), '[4, 4]'::jsonb,
+          'two dead letters retried: one new message (offset 4), named for each');
+SELECT is((SELECT count(*) FROM pgcursor.messages WHERE partition_id = :'rt' AND msg_offset > 3), 1::bigint,
+          '... and only one was pushed');
+SELECT is((SELECT count(*) FROM pgcursor.dead_letters WHERE partition_id = :'rt'), 0::bigint, '... both dead letters gone');
 
 -- Without a status filter only the offset + limit partitions whose newest
 -- listed message is newest are read. Queue t62w: w1 (3 messages, 1 min
