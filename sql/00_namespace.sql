@@ -5,7 +5,8 @@
 --   01 arguments       parsers for jsonb request fields (22023 naming the field)
 --   02 shared          helpers several families use (leases, cursors, timestamps)
 --   10 queues … 90     one file per family, each after what it calls
---   99 sweep           drops what no file defines any more
+--   98 sweep           drops what no file defines any more
+--   99 jit             jit = off on the API (after the sweep: see there)
 --
 -- Schema pgcursor holds the tables and the public API, exactly the functions
 -- documented in docs/sql-api.md (tests/sql/00_schema.sql checks it);

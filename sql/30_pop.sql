@@ -660,7 +660,7 @@ END $$;
 -- claim: it sees every message the claim saw (one query around the claim
 -- would read with the snapshot it started with, and miss messages pushed
 -- while the claim waited). Rows, not JSON and not arrays: building the
--- batch as eleven arrays cost a third of a pop. (No JIT: 98_jit.sql.)
+-- batch as eleven arrays cost a third of a pop. (No JIT: 99_jit.sql.)
 --
 --   SELECT msg_offset, transaction_id, payload FROM pgcursor.pop_messages('{"queue":"orders","batch":10}');
 SELECT pgcursor_internal.drop_version_without('pgcursor.pop_messages(jsonb)', 'window_buffer_active');

@@ -2,7 +2,7 @@
 -- made PL/pgSQL (the block below), then each function here replaces the
 -- one of the same name in sql/ that Citus refuses to run, and differs from
 -- it only where its comment says. Its own helpers (first_created_after,
--- cursors_with_heads) live in pgcursor_citus: sql/99_sweep.sql drops every
+-- cursors_with_heads) live in pgcursor_citus: sql/98_sweep.sql drops every
 -- function of pgcursor_internal that sql/ did not write, so there they
 -- would be dropped and made again, with new oids, by every bootstrap, and
 -- a concurrent call failed ("cache lookup failed for function"). The
@@ -624,5 +624,5 @@ CREATE OR REPLACE FUNCTION pgcursor_internal.rows_per_probe()
 RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 250 $$;
 
 -- The functions above replaced some of sql/'s without their jit = off
--- (sql/98_jit.sql): set it again.
+-- (sql/99_jit.sql): set it again.
 SELECT pgcursor_internal.turn_off_jit_for_api();

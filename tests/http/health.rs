@@ -196,3 +196,44 @@ async fn a_database_not_in_utf8_is_refused_at_startup_naming_its_encoding() {
         .await
         .unwrap();
 }
+
+/// docs/operations.md, Startup and upgrades: every start drops the functions
+/// no file defines any more, in both schemas (a release's removed API
+/// function must not stay callable), and leaves jit off on the API.
+#[tokio::test]
+async fn a_start_drops_the_functions_no_file_defines() {
+    let (name, url) = scratch_database(&[]).await;
+    drop(GatewayConfig::new().database_url(&url).start().await);
+    let db = db_at(&url).await;
+    db.batch_execute(
+        "CREATE FUNCTION pgcursor.stale_api() RETURNS int LANGUAGE sql AS 'SELECT 1';
+         CREATE FUNCTION pgcursor_internal.stale_helper() RETURNS int LANGUAGE sql AS 'SELECT 1';",
+    )
+    .await
+    .unwrap();
+    drop(GatewayConfig::new().database_url(&url).start().await);
+    let stale: i64 = db
+        .query_one(
+            "SELECT count(*) FROM pg_proc WHERE proname IN ('stale_api', 'stale_helper')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stale, 0, "a function no file defines outlived the start");
+    let jit_on: Vec<String> = db
+        .query(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p
+              WHERE p.pronamespace = 'pgcursor'::regnamespace AND p.prokind = 'f' AND p.provolatile <> 'i'
+                AND NOT coalesce(p.proconfig @> '{jit=off}', false)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(jit_on.is_empty(), "jit left on: {jit_on:?}");
+    drop(db);
+    drop_database(&name).await;
+}

@@ -106,7 +106,7 @@ SELECT is(pg_temp.seq_scans('pgcursor.cursors') - b.cursors, 1::bigint,
       'operations', jsonb_build_array(jsonb_build_object('type', 'push', 'items', jsonb_build_array(
           jsonb_build_object('queue', 't21-next', 'payload', 2)))))) AS r) t
  WHERE t.r ->> 'success' = 'true';
--- No JIT in the API (sql/98_jit.sql): compiling a listing's statements
+-- No JIT in the API (sql/99_jit.sql): compiling a listing's statements
 -- took longer than running them once the tables were large.
 SELECT is_empty($$
     SELECT p.oid::regprocedure::text FROM pg_proc p

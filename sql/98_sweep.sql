@@ -2,7 +2,8 @@
 -- by this transaction, so a function of either schema that this transaction
 -- did not write is one no file defines any more (a helper renamed or
 -- removed by a release). It goes, so that \df pgcursor.* stays the
--- documented API.
+-- documented API. (Before sql/99_jit.sql: its ALTER FUNCTION rewrites every
+-- API function's row, so after it every function looks written here.)
 DO $$
 DECLARE
     f regprocedure;
