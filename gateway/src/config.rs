@@ -50,9 +50,9 @@ pub struct Config {
     )]
     pub pool_size: usize,
 
-    /// HTTP worker threads (default: one per 4 CPUs, at least one). Each
-    /// serves its requests on connections of its own, an equal share of
-    /// PGCURSOR_POOL_SIZE
+    /// HTTP worker threads (default: one per 4 CPUs, at least one; at most
+    /// half of PGCURSOR_POOL_SIZE). Each serves its requests on connections
+    /// of its own, an equal share of PGCURSOR_POOL_SIZE
     #[arg(
         long,
         env = "PGCURSOR_HTTP_WORKERS",
@@ -250,8 +250,9 @@ impl Config {
         }
     }
 
-    /// HTTP workers: as asked, never more than there are pool connections
-    /// to share out. By default one per 4 CPUs: PostgreSQL needs the CPUs
+    /// HTTP workers: as asked, never more than half the pool's connections,
+    /// so that each has two or more, one of them out of reach of reads
+    /// (reads.rs). By default one per 4 CPUs: PostgreSQL needs the CPUs
     /// more, and a thread with more to do per wake-up spends less on
     /// waking (on 2 cores, one worker took 28% less gateway CPU per message
     /// than two, and served 10% more; see `bench --only b`).
@@ -260,7 +261,7 @@ impl Config {
             let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
             (cpus / 4).max(1)
         });
-        asked.min(self.pool_size)
+        asked.min((self.pool_size / 2).max(1))
     }
 
     /// Worker `index`'s connections: PGCURSOR_POOL_SIZE shared out as evenly
@@ -400,7 +401,9 @@ mod tests {
         for (pool, workers, shares) in [
             ("16", "2", &[8, 8][..]),
             ("5", "2", &[3, 2]),
-            ("2", "4", &[1, 1]),
+            ("3", "2", &[3]),
+            ("4", "4", &[2, 2]),
+            ("2", "4", &[2]),
             ("1", "3", &[1]),
         ] {
             let c = parse(&["--pool-size", pool, "--http-workers", workers]).unwrap();

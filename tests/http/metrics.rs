@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::broker::{
     ack_all, configure_queue, drop_database, eventually, fresh_queue, get, lock_table, messages,
-    pop, post, push_n, request, scratch_database, send,
+    pop, post, push_n, request, scratch_database, send, until_waiting_for_a_lock,
 };
 
 /// (family, type) of everything a scrape shows with a database behind it.
@@ -878,6 +878,59 @@ async fn without_the_database_a_scrape_still_answers_the_process_families() {
     cluster.start_again();
 }
 
+/// Reads take at most half of a worker's connections (docs/operations.md):
+/// with a pool of two, one slow status read holds the read half; a push
+/// still goes through on the other, and a scrape, which waits for a read's
+/// turn, goes out within its 2 s without the database figures, never as a
+/// 503 after PGCURSOR_DB_TIMEOUT_MS.
+#[tokio::test]
+async fn a_slow_read_holds_up_neither_pushes_nor_the_scrape() {
+    let (name, url) = scratch_database(&[]).await;
+    let gw = GatewayConfig::new()
+        .database_url(&url)
+        .pool_size(2)
+        .env("PGCURSOR_HTTP_WORKERS", "2") // (one worker: half the pool each is the least)
+        .start()
+        .await;
+    let queue = fresh_queue("slow-read");
+    configure_queue(&gw, &queue).await;
+    let locker = lock_table(&url, "pgcursor.gateway_minutes").await;
+    let read = tokio::spawn(send(client().get(gw.url("/api/v1/status"))));
+    until_waiting_for_a_lock("the status read holds the read half", "%status%").await;
+
+    let started = Instant::now();
+    let (status, pushed) = post(
+        &gw,
+        "/api/v1/push",
+        &json!({"items": [{"queue": queue, "payload": 1}]}),
+    )
+    .await;
+    assert_eq!(
+        (status, &pushed[0]["status"]),
+        (200, &json!("queued")),
+        "{pushed}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the push waited {:?}",
+        started.elapsed()
+    );
+
+    let started = Instant::now();
+    let scraped = scrape(&gw).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the scrape took {:?}",
+        started.elapsed()
+    );
+    assert_process_families_only(&scraped, "a slow read holding the read half");
+
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(read.await.unwrap().0, 200);
+    drop(gw);
+    drop_database(&name).await;
+}
+
 /// Families only the database query supplies (on an empty database too).
 const DATABASE_FAMILIES: [&str; 5] = [
     "queen_dlq_depth",
@@ -973,7 +1026,7 @@ async fn push_waits_count_the_queues_waited_on() {
 }
 
 /// PGCURSOR_POOL_SIZE is the gateway's request connections in all: its HTTP
-/// workers share them out (here 2 and 1), and each worker's requests wait
+/// workers share them out (here 3 and 2), and each worker's requests wait
 /// for its own. Pushes held up by a lock on their queue's row show how many
 /// connections the gateway opened for them.
 #[tokio::test]
@@ -982,13 +1035,13 @@ async fn the_http_workers_share_out_the_pool() {
     let url = format!("{}?application_name={sessions}", database_url());
     let gw = GatewayConfig::new()
         .database_url(&url)
-        .pool_size(3)
+        .pool_size(5)
         .env("PGCURSOR_HTTP_WORKERS", "2")
         .start()
         .await;
     assert_eq!(
         scrape(&gw).await.value("pgcursor_db_pool_max_size", &[]),
-        3.0
+        5.0
     );
     let queue = fresh_queue("pool-share");
     // With a maxSize, every push locks its queue's row to count the room.
@@ -1024,15 +1077,15 @@ async fn the_http_workers_share_out_the_pool() {
     eventually(
         "both workers' connections are busy",
         Duration::from_secs(10),
-        || async { busy().await == 3 },
+        || async { busy().await == 5 },
     )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(busy().await, 3, "no more connections than the pool's 3");
+    assert_eq!(busy().await, 5, "no more connections than the pool's 5");
     // (The JSON metrics read no table: every connection is taken.)
     let (status, metrics) = get(&gw, "/metrics").await;
     assert_eq!(status, 200, "{metrics}");
-    assert_eq!(metrics["database"]["poolSize"], 3, "{metrics}");
+    assert_eq!(metrics["database"]["poolSize"], 5, "{metrics}");
     assert_eq!(metrics["database"]["idleConnections"], 0, "{metrics}");
     tx.commit().await.unwrap();
     for push in pushes {

@@ -172,6 +172,13 @@ fn without_database_figures(why: &str) -> Option<Snapshot> {
 }
 
 async fn snapshot(state: &AppState) -> Result<Snapshot, String> {
+    // A read like the status routes' (reads.rs): it waits its turn, within
+    // SNAPSHOT_TIMEOUT, and never takes the broker's half of the pool.
+    let _permit = state
+        .reads
+        .acquire()
+        .await
+        .map_err(|_| "the read permits are closed".to_string())?;
     let client = state
         .pool
         .get()
