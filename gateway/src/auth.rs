@@ -77,7 +77,15 @@ impl Auth {
             if token.is_empty() {
                 return Err(format!("entry {} has an empty token", i + 1));
             }
-            tokens.insert(token.to_string(), level.parse()?);
+            // Which level was meant is not ours to guess.
+            if tokens.insert(token.to_string(), level.parse()?).is_some() {
+                return Err(format!("entry {} gives a token given before", i + 1));
+            }
+        }
+        // Only separators (say, "${A},${B}" with both unset) must not turn
+        // authentication off: that takes an empty value.
+        if tokens.is_empty() && !s.trim().is_empty() {
+            return Err("no token:level entry (an empty value turns authentication off)".into());
         }
         Ok(Auth { tokens })
     }
@@ -171,6 +179,13 @@ mod tests {
         assert!(e.contains("superuser") && !e.contains("secret"), "{e}");
         assert!(Auth::parse("secret").unwrap_err().contains("token:level"));
         assert!(Auth::parse(":admin").is_err());
+        let e = Auth::parse("secret:admin,secret:read-only").unwrap_err();
+        assert!(e.contains("entry 2") && !e.contains("secret"), "{e}");
+        for separators in [",", " , ", ",,"] {
+            let e = Auth::parse(separators).unwrap_err();
+            assert!(e.contains("no token:level entry"), "{separators:?}: {e}");
+        }
+        assert!(!Auth::parse("   ").unwrap().is_enabled(), "blank is empty");
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub struct Config {
         env = "PGCURSOR_POOL_SIZE",
         value_name = "PGCURSOR_POOL_SIZE",
         default_value = "16",
-        value_parser = positive_usize,
+        value_parser = pool_size,
     )]
     pub pool_size: usize,
 
@@ -57,7 +57,7 @@ pub struct Config {
         long,
         env = "PGCURSOR_HTTP_WORKERS",
         value_name = "PGCURSOR_HTTP_WORKERS",
-        value_parser = positive_usize,
+        value_parser = positive_int4,
     )]
     pub http_workers: Option<usize>,
 
@@ -78,7 +78,7 @@ pub struct Config {
         env = "PGCURSOR_MAX_BODY_BYTES",
         value_name = "PGCURSOR_MAX_BODY_BYTES",
         default_value = "8388608",
-        value_parser = positive_usize,
+        value_parser = positive_int4,
     )]
     pub max_body_bytes: usize,
 
@@ -88,7 +88,7 @@ pub struct Config {
         env = "PGCURSOR_MAX_ACK_ITEMS",
         value_name = "PGCURSOR_MAX_ACK_ITEMS",
         default_value = "10000",
-        value_parser = positive_usize,
+        value_parser = positive_int4,
     )]
     pub max_ack_items: usize,
 
@@ -98,7 +98,7 @@ pub struct Config {
         env = "PGCURSOR_MAX_PUSH_ITEMS",
         value_name = "PGCURSOR_MAX_PUSH_ITEMS",
         default_value = "10000",
-        value_parser = positive_usize,
+        value_parser = positive_int4,
     )]
     pub max_push_items: usize,
 
@@ -108,7 +108,7 @@ pub struct Config {
         env = "PGCURSOR_MAX_POP_BATCH",
         value_name = "PGCURSOR_MAX_POP_BATCH",
         default_value = "10000",
-        value_parser = positive_usize,
+        value_parser = positive_int4,
     )]
     pub max_pop_batch: usize,
 
@@ -148,7 +148,7 @@ pub struct Config {
         env = "PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT",
         value_name = "PGCURSOR_MAX_BODY_BYTES_IN_FLIGHT",
         default_value = "268435456",
-        value_parser = positive_usize,
+        value_parser = positive_int4,
     )]
     pub max_body_bytes_in_flight: usize,
 
@@ -158,7 +158,7 @@ pub struct Config {
         env = "PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT",
         value_name = "PGCURSOR_MAX_ANSWER_BYTES_IN_FLIGHT",
         default_value = "268435456",
-        value_parser = positive_usize,
+        value_parser = positive_int4,
     )]
     pub max_answer_bytes_in_flight: usize,
 
@@ -195,16 +195,34 @@ pub struct Config {
     pub stats_flush_seconds: u64,
 
     /// AES-256 key (64 hex characters) for queues with encryptionEnabled;
-    /// QUEEN_ENCRYPTION_KEY is read when this is unset. Without a key,
-    /// configuring encryptionEnabled and pushing to encrypted queues are refused
+    /// QUEEN_ENCRYPTION_KEY is read when this is unset or empty. Without a
+    /// key, configuring encryptionEnabled and pushing to encrypted queues are
+    /// refused
     #[arg(
-        long,
+        long = "encryption-key",
         env = "PGCURSOR_ENCRYPTION_KEY",
         value_name = "PGCURSOR_ENCRYPTION_KEY",
         hide_env_values = true,
-        value_parser = Key::parse,
+        value_parser = given_key,
     )]
+    given_key: Option<GivenKey>,
+
+    /// The key in use: PGCURSOR_ENCRYPTION_KEY's, else QUEEN_ENCRYPTION_KEY's
+    /// (key_from_alias).
+    #[arg(skip)]
     pub encryption_key: Option<Key>,
+}
+
+/// PGCURSOR_ENCRYPTION_KEY as given: empty is no key (its documented
+/// default), so that QUEEN_ENCRYPTION_KEY is read then.
+#[derive(Debug, Clone)]
+struct GivenKey(Option<Key>);
+
+fn given_key(s: &str) -> Result<GivenKey, String> {
+    match s.is_empty() {
+        true => Ok(GivenKey(None)),
+        false => Key::parse(s).map(|key| GivenKey(Some(key))),
+    }
 }
 
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
@@ -236,10 +254,11 @@ impl Config {
         }
     }
 
-    /// Queen's variable for the key, `QUEEN_ENCRYPTION_KEY`, read when
-    /// PGCURSOR_ENCRYPTION_KEY is unset (an empty value counts as unset, as
-    /// clap does for the other). A bad value is one line naming it.
+    /// The key in use: PGCURSOR_ENCRYPTION_KEY's, else that of Queen's
+    /// variable, `QUEEN_ENCRYPTION_KEY` (`alias`); an empty value of either
+    /// is no key. A bad value is one line naming it.
     pub fn key_from_alias(&mut self, alias: Option<&str>) -> Result<(), String> {
+        self.encryption_key = self.given_key.clone().and_then(|given| given.0);
         match alias {
             Some(value) if self.encryption_key.is_none() && !value.is_empty() => {
                 let key = Key::parse(value).map_err(|why| format!("invalid {KEY_ALIAS}: {why}"))?;
@@ -336,12 +355,9 @@ fn database_url(s: &str) -> Result<tokio_postgres::Config, String> {
     s.parse().map_err(|e| crate::db::error_detail(&e))
 }
 
-fn positive_usize(s: &str) -> Result<usize, String> {
-    positive(s)
-}
-
-/// A positive number SQL's integer holds (PGCURSOR_MAX_ANSWER_BYTES goes to
-/// `pgcursor.pop` as its maxBytes).
+/// A positive number SQL's integer holds: every count, size and time of the
+/// options. (PGCURSOR_MAX_ANSWER_BYTES goes to `pgcursor.pop` as its
+/// maxBytes; a larger time overflowed the clocks' arithmetic.)
 fn positive_int4(s: &str) -> Result<usize, String> {
     let n: usize = positive(s)?;
     if n > i32::MAX as usize {
@@ -351,7 +367,19 @@ fn positive_int4(s: &str) -> Result<usize, String> {
 }
 
 fn positive_u64(s: &str) -> Result<u64, String> {
-    positive(s)
+    positive_int4(s).map(|n| n as u64)
+}
+
+/// Most pooled connections: far past what a PostgreSQL serves, and the pool
+/// sets room for every one aside at start.
+const MAX_POOL_SIZE: usize = 10_000;
+
+fn pool_size(s: &str) -> Result<usize, String> {
+    let n: usize = positive(s)?;
+    if n > MAX_POOL_SIZE {
+        return Err(format!("must be at most {MAX_POOL_SIZE}"));
+    }
+    Ok(n)
 }
 
 fn positive<T>(s: &str) -> Result<T, String>
@@ -419,6 +447,23 @@ mod tests {
         for (args, var) in [
             (&["--pool-size", "abc"][..], "PGCURSOR_POOL_SIZE"),
             (&["--pool-size", "0"][..], "PGCURSOR_POOL_SIZE"),
+            (&["--pool-size", "10001"][..], "PGCURSOR_POOL_SIZE"),
+            (
+                &["--pool-size", "18446744073709551615"][..],
+                "PGCURSOR_POOL_SIZE",
+            ),
+            (
+                &["--housekeeping-seconds", "9223372036854775807"][..],
+                "PGCURSOR_HOUSEKEEPING_SECONDS",
+            ),
+            (
+                &["--stats-flush-seconds", "2147483648"][..],
+                "PGCURSOR_STATS_FLUSH_SECONDS",
+            ),
+            (
+                &["--max-pop-batch", "2147483648"][..],
+                "PGCURSOR_MAX_POP_BATCH",
+            ),
             (&["--http-workers", "0"][..], "PGCURSOR_HTTP_WORKERS"),
             (&["--body-timeout-ms", "0"][..], "PGCURSOR_BODY_TIMEOUT_MS"),
             (&["--send-timeout-ms", "0"][..], "PGCURSOR_SEND_TIMEOUT_MS"),
@@ -476,6 +521,13 @@ mod tests {
         // The pgcursor variable wins; the alias is then not even read.
         let mut c = parse(&["--encryption-key", &key]).unwrap();
         c.key_from_alias(Some("junk")).unwrap();
+        assert!(c.encryption_key.is_some());
+        // An empty pgcursor variable is none: the alias is read.
+        let mut c = parse(&["--encryption-key", ""]).unwrap();
+        c.key_from_alias(None).unwrap();
+        assert!(c.encryption_key.is_none());
+        c.key_from_alias(Some(&key)).unwrap();
+        assert!(c.encryption_key.is_some());
     }
 
     #[test]
