@@ -195,6 +195,7 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
             pool.size.saturating_sub(pool.available),
         )
     });
+    let stopping = shared.clone();
     let next_worker = Arc::new(AtomicUsize::new(0));
     let server = HttpServer::new(move || {
         let index = next_worker.fetch_add(1, Ordering::Relaxed) % workers;
@@ -270,15 +271,41 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
     .workers(workers)
     .max_connections(per_worker)
     .shutdown_timeout(10)
+    .disable_signals() // stop_on_signal
     .bind(bind)
     .map_err(|source| StartupError::Bind { bind, source })?;
     info!("listening on http://{bind}");
-    let served = server.run().await.map_err(StartupError::Serve);
+    let server = server.run();
+    tokio::spawn(stop_on_signal(server.handle(), stopping.wakeups.clone()));
+    let served = server.await.map_err(StartupError::Serve);
     // What was counted since the last flush would otherwise die with the process.
     if let Err(why) = crate::minutes::flush(&background).await {
         warn!("flushing the gateway's per-minute figures at shutdown failed: {why}");
     }
     served
+}
+
+/// SIGTERM, and SIGINT (Ctrl-C under `make run`) alike, stop the gateway
+/// gracefully: waiting pops answer at once, requests in progress finish
+/// (10 s at most). SIGQUIT stops it at once.
+async fn stop_on_signal(server: actix_web::dev::ServerHandle, wakeups: crate::notify::PushWakeups) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut quit)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::quit()),
+    ) else {
+        warn!("cannot watch for stop signals: a signal ends the gateway without a graceful stop");
+        return;
+    };
+    let graceful = tokio::select! {
+        _ = term.recv() => true,
+        _ = int.recv() => true,
+        _ = quit.recv() => false,
+    };
+    info!("stopping: waiting pops answer now");
+    wakeups.stop_waiting();
+    server.stop(graceful).await;
 }
 
 /// What the open-files limit allows, at startup: an operator expecting

@@ -26,7 +26,8 @@
 //! that are covered by its wait on every queue (4,000 queues of their own
 //! filled the table of a small cluster: "out of shared memory" for all).
 //!
-//! On SIGTERM/SIGINT/SIGQUIT every waiter stops waiting for good, so the
+//! On SIGTERM/SIGINT/SIGQUIT (app.rs: stop_on_signal) every waiter stops
+//! waiting for good, so the
 //! server's graceful shutdown (10 s) is not held up, and then cut short, by
 //! long-polls waiting for a 30 s timeout: they answer what they have.
 
@@ -158,8 +159,8 @@ pub struct PushWakeups {
 }
 
 impl PushWakeups {
-    /// Starts the listener task, and the one that ends every wait on a
-    /// stop signal, on the current runtime.
+    /// Starts the listener task on the current runtime (app.rs's
+    /// stop_on_signal ends every wait on a stop signal).
     pub fn start(config: &Config) -> PushWakeups {
         let wakes = Wakes::default();
         let (registrations, requests) = mpsc::unbounded_channel();
@@ -172,15 +173,13 @@ impl PushWakeups {
         ));
         let waits = Arc::new(AtomicUsize::new(0));
         tokio::spawn(register_waits(requests, wakes.clone(), waits.clone()));
-        let wakeups = PushWakeups {
+        PushWakeups {
             wakes,
             registrations,
             stopping: watch::Sender::new(false),
             listening,
             waits,
-        };
-        tokio::spawn(stop_waiting_on_signal(wakeups.clone()));
-        wakeups
+        }
     }
 
     /// Subscribe BEFORE looking for messages: a push to `queue` (to any
@@ -215,27 +214,6 @@ impl PushWakeups {
     pub fn stop_waiting(&self) {
         self.stopping.send_replace(true);
     }
-}
-
-/// actix handles the signals themselves (SIGTERM: graceful; SIGINT and
-/// SIGQUIT: at once); this only makes waiting pops answer meanwhile.
-async fn stop_waiting_on_signal(wakeups: PushWakeups) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int), Ok(mut quit)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::quit()),
-    ) else {
-        warn!("cannot watch for stop signals: long-polls will hold up a shutdown");
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-        _ = quit.recv() => {}
-    }
-    info!("stopping: waiting pops answer now");
-    wakeups.stop_waiting();
 }
 
 /// One request's subscription.

@@ -180,8 +180,12 @@ async fn the_gateway_recovers_from_a_postgres_crash_by_itself() {
 }
 
 fn sigterm(gw: &Gateway) {
+    signal(gw, "TERM");
+}
+
+fn signal(gw: &Gateway, name: &str) {
     let status = Command::new("kill")
-        .args(["-TERM", &gw.pid().to_string()])
+        .args([&format!("-{name}"), &gw.pid().to_string()])
         .status()
         .expect("run kill");
     assert!(status.success());
@@ -189,6 +193,16 @@ fn sigterm(gw: &Gateway) {
 
 #[tokio::test]
 async fn sigterm_answers_in_flight_long_polls_then_exits_0() {
+    stopping_answers_in_flight_long_polls_then_exits_0("TERM").await;
+}
+
+/// Ctrl-C under `make run` is as gentle as SIGTERM.
+#[tokio::test]
+async fn sigint_answers_in_flight_long_polls_then_exits_0() {
+    stopping_answers_in_flight_long_polls_then_exits_0("INT").await;
+}
+
+async fn stopping_answers_in_flight_long_polls_then_exits_0(name: &str) {
     let mut gw = Gateway::start().await;
     let queue = fresh_queue("sigterm");
     configure_queue(&gw, &queue).await;
@@ -202,7 +216,7 @@ async fn sigterm_answers_in_flight_long_polls_then_exits_0() {
     assert!(!waiting.is_finished(), "the pop did not wait");
 
     let signalled = Instant::now();
-    sigterm(&gw);
+    signal(&gw, name);
     let (status, body, _) = waiting.await.unwrap();
     let answered = signalled.elapsed();
     assert_eq!(
@@ -211,12 +225,12 @@ async fn sigterm_answers_in_flight_long_polls_then_exits_0() {
     );
     let exit = gw.wait_exit(Duration::from_secs(5)).await;
     println!(
-        "SIGTERM: the long-poll was answered after {} ms, the process exited ({exit:?}) after {} ms",
+        "SIG{name}: the long-poll was answered after {} ms, the process exited ({exit:?}) after {} ms",
         answered.as_millis(),
         signalled.elapsed().as_millis()
     );
     assert!(answered < Duration::from_secs(3), "{answered:?}");
-    let exit = exit.expect("the gateway did not exit within 5 s of SIGTERM");
+    let exit = exit.expect("the gateway did not exit within 5 s of the signal");
     assert!(exit.success(), "{exit:?}:\n{}", gw.stderr());
 }
 
