@@ -71,8 +71,15 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let mut response = HttpResponse::build(self.status_code());
-        if let ApiError::Maintenance(_) = self {
-            response.insert_header(("Retry-After", MAINTENANCE_RETRY_AFTER));
+        match self {
+            ApiError::Maintenance(_) => {
+                response.insert_header(("Retry-After", MAINTENANCE_RETRY_AFTER));
+            }
+            // RFC 9110 §11.6.1: a 401 names the scheme it takes.
+            ApiError::Unauthorized(_) => {
+                response.insert_header(("WWW-Authenticate", "Bearer"));
+            }
+            _ => {}
         }
         response.json(json!({ "error": self.to_string() }))
     }

@@ -171,6 +171,30 @@ async fn the_routes_have_the_levels_the_specs_fix() {
     }
 }
 
+/// A 401 names the scheme it takes (RFC 9110 §11.6.1), a 403 does not.
+#[tokio::test]
+async fn a_401_asks_for_a_bearer_token() {
+    let gw = Gateway::start_with(&[("PGCURSOR_TOKENS", TOKENS)]).await;
+    for (token, status) in [
+        (None, 401),
+        (Some("stolen-token"), 401),
+        (Some("ro-token"), 403),
+    ] {
+        let response = crate::broker::request(&gw, reqwest::Method::POST, "/api/v1/push", token)
+            .json(&json!({"items": [{"queue": "q", "payload": 1}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), status, "{token:?}");
+        let scheme = response
+            .headers()
+            .get("www-authenticate")
+            .map(|v| v.to_str().unwrap().to_string());
+        let wanted = (status == 401).then(|| "Bearer".to_string());
+        assert_eq!(scheme, wanted, "{token:?}");
+    }
+}
+
 /// With tokens set, a body from a caller without a known token is refused
 /// before it is read: the 401 comes while most of an 8 MB upload is still
 /// to be sent (the gateway would otherwise hold each such body whole, for
