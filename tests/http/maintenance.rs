@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use pgcursor_tests::{client, db_at, GatewayConfig};
+use pgcursor_tests::{client, db_at, Gateway, GatewayConfig};
 use serde_json::{json, Value};
 
 use crate::broker::{
@@ -125,6 +125,11 @@ async fn push_maintenance_refuses_pushes_and_pop_maintenance_pauses_pops() {
     drop_database(&name).await;
 }
 
+async fn turn_pop_maintenance(gw: &Gateway, enabled: bool) -> (u16, Value) {
+    let body = json!({ "enabled": enabled });
+    post(gw, "/api/v1/system/maintenance/pop", &body).await
+}
+
 /// wire-admin §8.2: the answers' exact shapes (pgcursor buffers nothing, so
 /// Queen's buffer figures are zeros); pop maintenance alone leaves pushes,
 /// acks, lease extension and transactions alone, and another gateway on the
@@ -156,14 +161,8 @@ async fn pop_maintenance_alone_pauses_pops_only_on_every_gateway() {
         }
         flags
     };
-    let (status, on) = post(
-        &a,
-        "/api/v1/system/maintenance/pop",
-        &json!({"enabled": true}),
-    )
-    .await;
     assert_eq!(
-        (status, on),
+        turn_pop_maintenance(&a, true).await,
         (200, flags(true, Some("Pop maintenance mode enabled")))
     );
     assert_eq!(
@@ -220,14 +219,8 @@ async fn pop_maintenance_alone_pauses_pops_only_on_every_gateway() {
         "{bundle}"
     );
 
-    let (status, off) = post(
-        &b,
-        "/api/v1/system/maintenance/pop",
-        &json!({"enabled": false}),
-    )
-    .await;
     assert_eq!(
-        (status, off),
+        turn_pop_maintenance(&b, false).await,
         (200, flags(false, Some("Pop maintenance mode disabled")))
     );
     assert_eq!(
