@@ -79,6 +79,20 @@ impl Partition {
             .get(0)
     }
 
+    /// A session of its own holding this partition's cursor rows locked
+    /// (FOR UPDATE) in an open transaction, till ROLLBACK on it.
+    async fn lock_cursor_rows(&self) -> tokio_postgres::Client {
+        let holder = db().await;
+        holder
+            .batch_execute(&format!(
+                "BEGIN; SELECT 1 FROM pgcursor.cursors WHERE partition_id = '{}' FOR UPDATE",
+                self.id
+            ))
+            .await
+            .unwrap();
+        holder
+    }
+
     fn item(&self, offset: usize, status: &str, lease: Option<Uuid>) -> Value {
         json!({"transactionId": self.tx(offset), "partitionId": self.id,
                "status": status, "leaseId": lease})
@@ -491,18 +505,11 @@ async fn a_database_error_in_one_group_leaves_the_others_standing() {
     for p in [&a, &b, &c] {
         p.pop("g", 2).await;
     }
-    let mut holder = db().await;
-    let tx = holder.transaction().await.unwrap();
-    tx.execute(
-        "SELECT 1 FROM pgcursor.cursors WHERE partition_id = $1 FOR UPDATE",
-        &[&b.id],
-    )
-    .await
-    .unwrap();
+    let holder = b.lock_cursor_rows().await;
     let body = json!({"consumerGroup": "g", "acknowledgments": [
         a.item(2, "completed", None), b.item(2, "completed", None), c.item(2, "completed", None)]});
     let (status, answer) = post_json(&gw, "/api/v1/ack/batch", &body).await;
-    tx.rollback().await.unwrap();
+    holder.batch_execute("ROLLBACK").await.unwrap();
     assert_eq!(status, 200);
     assert_eq!(answer[0]["success"], true);
     assert_eq!(answer[2]["success"], true);
@@ -532,14 +539,7 @@ async fn groups_on_different_partitions_run_concurrently() {
     let a = Partition::create(1).await;
     assert!(b.id < a.id);
     b.pop("g", 1).await; // b's cursor row, for the lock below
-    let mut holder = db().await;
-    let tx = holder.transaction().await.unwrap();
-    tx.execute(
-        "SELECT 1 FROM pgcursor.cursors WHERE partition_id = $1 FOR UPDATE",
-        &[&b.id],
-    )
-    .await
-    .unwrap();
+    let holder = b.lock_cursor_rows().await;
     let body = json!({"consumerGroup": "g", "acknowledgments": [
         b.item(1, "completed", None), a.item(1, "completed", None)]});
     let request = {
@@ -554,7 +554,7 @@ async fn groups_on_different_partitions_run_concurrently() {
     .await;
     assert!(!request.is_finished(), "the request did not wait for b");
     assert_eq!(b.state("g").await.0, 0);
-    tx.rollback().await.unwrap();
+    holder.batch_execute("ROLLBACK").await.unwrap();
     let answer: Value = request.await.unwrap().json().await.unwrap();
     assert_eq!(
         (answer[0]["success"].clone(), answer[1]["success"].clone()),

@@ -39,12 +39,7 @@ async fn push_maintenance_refuses_pushes_and_pop_maintenance_pauses_pops() {
     let (_, state) = get(&gw, "/api/v1/system/maintenance").await;
     assert_eq!(state["maintenanceMode"], true);
     ack_all(&gw, &popped).await; // acks are unaffected
-    let (status, bundle) = post(
-        &gw,
-        "/api/v1/transaction",
-        &json!({"operations": [{"type": "push", "items": [{"queue": "m", "payload": 4}]}]}),
-    )
-    .await;
+    let (status, bundle) = push_in_a_transaction(&gw).await;
     assert_eq!(
         (status, &bundle["success"]),
         (200, &json!(true)),
@@ -123,6 +118,12 @@ async fn push_maintenance_refuses_pushes_and_pop_maintenance_pauses_pops() {
 
     drop(gw);
     drop_database(&name).await;
+}
+
+/// A transaction of one push to queue m.
+async fn push_in_a_transaction(gw: &Gateway) -> (u16, Value) {
+    let body = json!({"operations": [{"type": "push", "items": [{"queue": "m", "payload": 4}]}]});
+    post(gw, "/api/v1/transaction", &body).await
 }
 
 async fn turn_pop_maintenance(gw: &Gateway, enabled: bool) -> (u16, Value) {
@@ -207,12 +208,7 @@ async fn pop_maintenance_alone_pauses_pops_only_on_every_gateway() {
         "{extended}"
     );
     ack_all(&b, &leased).await;
-    let (status, bundle) = post(
-        &b,
-        "/api/v1/transaction",
-        &json!({"operations": [{"type": "push", "items": [{"queue": "m", "payload": 4}]}]}),
-    )
-    .await;
+    let (status, bundle) = push_in_a_transaction(&b).await;
     assert_eq!(
         (status, &bundle["success"]),
         (200, &json!(true)),
