@@ -21,7 +21,8 @@
 //! `KNOWN_FOR`, which HTTP readers open all the same. A payload shaped like
 //! an envelope passes the guard as one, so a push that may hold one (the
 //! key `authTag`, maybe escaped) asks first which of its queues are
-//! encrypted (`asks_before_pushing`, `learn_before_envelope_shapes`).
+//! encrypted (`asks_before_pushing`, `encrypted_if_envelope_shaped`): a
+//! gateway with the key seals their items, one without refuses the push.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -235,28 +236,28 @@ impl Encryption {
     }
 
     /// Whether a push of `body` must first ask which of its queues are
-    /// encrypted (learn_before_envelope_shapes): with a key, when the body
-    /// may hold a payload shaped like an envelope (the key `authTag`, maybe
-    /// escaped: may_name_auth_tag). The push's guard takes such a payload for
-    /// an envelope, so a gateway that had not yet learned its queue is
-    /// encrypted stored it as sent, plaintext and all, and its readers got
-    /// it opened.
+    /// encrypted (encrypted_if_envelope_shaped): when the body may hold a
+    /// payload shaped like an envelope (the key `authTag`, maybe escaped:
+    /// may_name_auth_tag). The push's guard takes such a payload for an
+    /// envelope, so it would be stored as sent, plaintext and all: by a
+    /// gateway with the key that had not yet learned its queue is
+    /// encrypted (and its readers got it opened), and by one without the
+    /// key, which must refuse every push to an encrypted queue.
     pub fn asks_before_pushing(&self, body: &[u8]) -> bool {
-        self.key.is_some() && may_name_auth_tag(body)
+        may_name_auth_tag(body)
     }
 
-    /// Asks the database which queues of `request` are encrypted, and
-    /// remembers them, when `asks_before_pushing(body)`; other pushes ask
-    /// nothing.
-    pub async fn learn_before_envelope_shapes(
+    /// The encrypted queues among those of `request`, asked of the database
+    /// when `asks_before_pushing(body)`; none, unasked, for other pushes.
+    pub async fn encrypted_if_envelope_shaped(
         &self,
         pool: &Pool,
         body: &[u8],
         request: &Value,
         items: Items,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Vec<String>, ApiError> {
         if !self.asks_before_pushing(body) {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let mut queues: Vec<&str> = items.each(request).filter_map(queue_of).collect();
         queues.sort_unstable();
@@ -265,8 +266,7 @@ impl Encryption {
         let row = client
             .query_one("SELECT pgcursor_internal.encrypted_among($1)", &[&queues])
             .await?;
-        self.learn(&row.try_get::<_, Vec<String>>(0)?);
-        Ok(())
+        Ok(row.try_get::<_, Vec<String>>(0)?)
     }
 
     /// Remembers queues the database said are encrypted.

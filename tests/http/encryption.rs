@@ -310,6 +310,18 @@ async fn without_a_key_encryption_is_refused_never_stored_in_plaintext() {
     let bundle = json!({"operations": [{"type": "push", "items": body["items"]}]});
     let (status, answer) = post(&keyless, "/api/v1/transaction", &bundle).await;
     assert_eq!(status, 503, "{answer}");
+    // A payload shaped like an envelope too: the push's guard would take it
+    // for one, sealed by a gateway with the key.
+    let shaped = json!({"items": [{"queue": queue, "payload": {"encrypted": "card 4111", "iv": "x", "authTag": "y"}}]});
+    let (status, answer) = post(&keyless, "/api/v1/push", &shaped).await;
+    assert_eq!(status, 503, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains(&queue),
+        "{answer}"
+    );
+    let bundle = json!({"operations": [{"type": "push", "items": shaped["items"]}]});
+    let (status, answer) = post(&keyless, "/api/v1/transaction", &bundle).await;
+    assert_eq!(status, 503, "{answer}");
     assert_eq!(stored_messages(&queue).await, 0);
 
     // Turning it off again needs no key.

@@ -307,15 +307,21 @@ pub async fn call_sealing(
     items: Items,
 ) -> Result<RawJson, ApiError> {
     let encryption = &state.encryption;
+    let encrypted = encryption
+        .encrypted_if_envelope_shaped(&state.pool, text.as_bytes(), &request, items)
+        .await?;
     if encryption.key().is_none() {
-        // Nothing can be sealed without a key: the parsed request (several
-        // MB for a push of 1,000 items) is freed before the database call.
+        // Nothing can be sealed without a key: an envelope-shaped payload
+        // for an encrypted queue is refused here (the push's guard would
+        // take it for sealed), others by the push itself; the parsed
+        // request (several MB for a push of 1,000 items) is freed first.
+        if !encrypted.is_empty() {
+            return Err(ApiError::EncryptedQueues(encrypted));
+        }
         drop(request);
         return call_json(&state.pool, sql, &[&text]).await;
     }
-    encryption
-        .learn_before_envelope_shapes(&state.pool, text.as_bytes(), &request, items)
-        .await?;
+    encryption.learn(&encrypted);
     let mut sealed = encryption.known_among(&request, items);
     encryption.seal_items(&mut request, items, &sealed);
     let mut retries = 0;
