@@ -20,6 +20,8 @@ class ApiError extends Error {
 async function api(path, { method = "GET", body } = {}) {
   const headers = {};
   const token = sessionStorage.getItem(TOKEN_KEY);
+  // A header holds Latin-1 only: no gateway token can hold more.
+  if (token && /[^\u0000-\u00ff]/.test(token)) throw new ApiError(401, "that token cannot be sent");
   if (token) headers.Authorization = "Bearer " + token;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(path, {
@@ -41,6 +43,8 @@ async function api(path, { method = "GET", body } = {}) {
 function describe(error) {
   if (error.status === 403) return "Not allowed with this token (403): " + error.message;
   if (error.status) return error.status + ": " + error.message;
+  // fetch's own failure: no answer came at all.
+  if (error instanceof TypeError) return "Cannot reach the gateway (" + error.message + "); retrying.";
   return String(error.message || error);
 }
 
@@ -86,6 +90,28 @@ function table(head, rows, { empty = "Nothing here.", rowAttrs } = {}) {
   }).join("");
   return `<div class="scroll"><table><thead><tr>${th}</tr></thead><tbody>${body}</tbody></table></div>`;
 }
+
+// The way to the lists before and after this one (params.offset): `shown`
+// rows of a page of `limit`, out of `total` (null when the API does not
+// say: then a full page may have more).
+function pager(params, shown, limit, total) {
+  const offset = Number(params.offset || 0);
+  const more = total == null ? shown === limit : offset + shown < total;
+  if (!offset && !more) return "";
+  const range = shown ? `${num(offset + 1)}–${num(offset + shown)}` : "none";
+  return `<p class="pager muted">Showing ${range}${total == null ? "" : " of " + num(total)}
+    ${offset ? `<button data-page-to="${Math.max(0, offset - limit)}">Previous</button>` : ""}
+    ${more ? `<button data-page-to="${offset + limit}">Next</button>` : ""}</p>`;
+}
+
+function wirePager(el, params) {
+  el.querySelectorAll("[data-page-to]").forEach((b) => b.onclick = () => {
+    setParams({ ...params, offset: b.dataset.pageTo === "0" ? "" : b.dataset.pageTo, open: "" });
+  });
+}
+
+const DLQ_PAGE = 100;
+const MESSAGES_PAGE = 200;
 
 // ---- Chart ------------------------------------------------------------------
 
@@ -308,7 +334,8 @@ pages.groups = {
 pages.dlq = {
   controls: (el, params) => queueGroupFilter(el, params, "Dead letters", "dlq-filter", "dlq"),
   async load(params) {
-    const q = new URLSearchParams({ limit: "100" });
+    const offset = Number(params.offset || 0);
+    const q = new URLSearchParams({ limit: String(DLQ_PAGE), offset: String(offset) });
     for (const k of ["queue", "consumerGroup"]) if (params[k]) q.set(k, params[k]);
     const page = await api("/api/v1/dlq?" + q);
     // A payload too large to list with the others (dataOmitted): the one
@@ -316,7 +343,7 @@ pages.dlq = {
     const i = page.messages.findIndex((m) => m.id === params.open);
     if (i >= 0 && page.messages[i].dataOmitted) {
       q.set("limit", "1");
-      q.set("offset", String(i));
+      q.set("offset", String(offset + i));
       const alone = (await api("/api/v1/dlq?" + q)).messages[0];
       if (alone && alone.id === params.open) page.messages[i] = alone;
     }
@@ -329,11 +356,12 @@ pages.dlq = {
       messages.map((m, i) => [when(m.failedAt), esc(m.queue), esc(m.partition), esc(m.consumerGroup),
         `<span class="reason">${esc(m.errorMessage)}</span>`, num(m.retryCount),
         `<button data-inspect="${i}">Inspect</button> <button data-requeue="${i}">Requeue</button>`]),
-      { empty: "No dead letters." })}</section>
+      { empty: "No dead letters." })}${pager(params, messages.length, DLQ_PAGE, total)}</section>
       ${open ? `<section id="dlq-detail"><h2>Dead letter ${esc(open.transactionId)}</h2>
         <p>Reason: <b class="reason">${esc(open.errorMessage)}</b> · group ${esc(open.consumerGroup)}
         · offset ${num(open.offset)} · failed ${when(open.failedAt)}</p>
         <pre>${esc(JSON.stringify(open.data, null, 2))}</pre></section>` : ""}`;
+    wirePager(el, params);
     el.querySelectorAll("[data-inspect]").forEach((b) => b.onclick = () => {
       setParams({ ...params, open: messages[b.dataset.inspect].id });
     });
@@ -364,24 +392,27 @@ pages.messages = {
     filterForm($("#msg-filter", el), "messages");
   },
   async load(params) {
-    const list = params.transactionId ? await findByTransaction(params) : await listMessages(params);
+    const { list, note } = params.transactionId
+      ? await findByTransaction(params) : { list: await listMessages(params), note: "" };
     const open = params.open ? params.open.split("/") : null;
     const detail = open
       ? await api(`/api/v1/messages/${enc(open[0])}/${enc(open.slice(1).join("/"))}`) : null;
-    return { list, detail };
+    return { list, note, detail };
   },
-  draw(el, { list, detail }, params) {
-    el.innerHTML = `<section id="msg-list">${table(
+  draw(el, { list, note, detail }, params) {
+    const paged = params.transactionId ? "" : pager(params, list.length, MESSAGES_PAGE, null);
+    el.innerHTML = `<section id="msg-list">${note ? `<p class="muted">${esc(note)}</p>` : ""}${table(
       [["Created"], ["Queue"], ["Partition"], ["Offset", "num"], ["Transaction id"], ["Status"]],
       list.map((m) => [when(m.createdAt), esc(m.queue), esc(m.partition), num(m.offset),
         esc(m.transactionId), esc(m.status)]),
       { empty: "No message matches.",
-        rowAttrs: (i) => `class="clickable" data-open="${esc(list[i].partitionId + "/" + list[i].transactionId)}"` })}</section>
+        rowAttrs: (i) => `class="clickable" data-open="${esc(list[i].partitionId + "/" + list[i].transactionId)}"` })}${paged}</section>
       ${detail ? `<section id="msg-detail"><h2>Message ${esc(detail.transactionId)}</h2>
         <p>${esc(detail.queue)}/${esc(detail.partition)} · offset ${num(detail.offset)} · ${esc(detail.status)}
         · created ${when(detail.createdAt)}${detail.errorMessage ? ` · error <b>${esc(detail.errorMessage)}</b>` : ""}</p>
         <p>${(detail.groups || []).map((g) => `${esc(g.consumerGroup)}: ${esc(g.state)}`).join(" · ")}</p>
         <pre>${esc(JSON.stringify(detail.payload, null, 2))}</pre></section>` : ""}`;
+    wirePager(el, params);
     el.querySelectorAll("[data-open]").forEach((r) => r.onclick = () => {
       setParams({ ...params, open: r.dataset.open });
     });
@@ -393,27 +424,44 @@ function isoOf(local) {
 }
 
 function listMessages(params) {
-  const q = new URLSearchParams({ limit: "200" });
-  for (const k of ["queue", "partition", "status", "fromOffset", "toOffset"]) if (params[k]) q.set(k, params[k]);
+  const q = new URLSearchParams({ limit: String(MESSAGES_PAGE) });
+  for (const k of ["queue", "partition", "status", "fromOffset", "toOffset", "offset"]) if (params[k]) q.set(k, params[k]);
   if (params.from) q.set("from", isoOf(params.from));
   if (params.to) q.set("to", isoOf(params.to));
   return api("/api/v1/messages?" + q).then((a) => a.messages);
 }
 
-// A transactionId is unique per partition: try the queue's partitions in turn.
+// A transactionId is unique per partition: try the queue's partitions in
+// turn, the first LOOKUP_PARTITIONS of them (the note says so when there
+// are more: name the partition). A refresh asks again only where the
+// search found it; a new search (route) looks everywhere again.
+const LOOKUP_PARTITIONS = 100;
+const lookups = new Map();
+
 async function findByTransaction(params) {
   if (!params.queue) throw new Error("A transaction id is looked up within a queue: give the queue.");
-  const queue = await api("/api/v1/resources/queues/" + enc(params.queue));
-  const partitions = queue.partitions.filter((p) => !params.partition || p.name === params.partition);
-  const found = [];
-  for (const p of partitions.slice(0, 100)) {
+  const key = JSON.stringify([params.queue, params.partition || "", params.transactionId]);
+  let looked = lookups.get(key);
+  if (!looked) {
+    const queue = await api("/api/v1/resources/queues/" + enc(params.queue));
+    const partitions = queue.partitions.filter((p) => !params.partition || p.name === params.partition);
+    const ids = partitions.slice(0, LOOKUP_PARTITIONS).map((p) => p.id);
+    looked = { ids, of: partitions.length, tried: ids.length };
+  }
+  const list = [];
+  for (const id of looked.ids) {
     try {
-      found.push(await api(`/api/v1/messages/${p.id}/${enc(params.transactionId)}`));
+      list.push(await api(`/api/v1/messages/${id}/${enc(params.transactionId)}`));
     } catch (error) {
       if (error.status !== 404) throw error;
     }
   }
-  return found;
+  lookups.clear(); // one lookup remembered: the page's
+  lookups.set(key, { ...looked, ids: list.map((m) => m.partitionId) });
+  const note = looked.of > looked.tried
+    ? `Looked in the first ${num(looked.tried)} of ${num(looked.of)} partitions: name the partition to look in another.`
+    : "";
+  return { list, note };
 }
 
 // ---- Routing, refresh, sign-in -------------------------------------------------------
@@ -423,7 +471,10 @@ function filterForm(form, page) {
     event.preventDefault();
     const params = {};
     for (const [k, v] of new FormData(form)) if (v) params[k] = v;
-    location.hash = "#/" + page + (Object.keys(params).length ? "?" + new URLSearchParams(params) : "");
+    const target = "#/" + page + (Object.keys(params).length ? "?" + new URLSearchParams(params) : "");
+    // The same search again is a new search (a transactionId pushed since).
+    if (location.hash === target) route();
+    else location.hash = target;
   };
 }
 
@@ -434,15 +485,21 @@ function setParams(params) {
   location.hash = path + (q.toString() ? "?" + q : "");
 }
 
+// A hand-typed address may hold a broken escape (%E0): taken as written.
+function decodedOr(text) {
+  try { return decodeURIComponent(text); } catch (_) { return text; }
+}
+
 function parseHash() {
   const [path, query] = location.hash.replace(/^#\/?/, "").split("?");
   const [name, ...rest] = path.split("/");
   const params = Object.fromEntries(new URLSearchParams(query || ""));
-  if (name === "queue") params.name = decodeURIComponent(rest.join("/"));
+  if (name === "queue") params.name = decodedOr(rest.join("/"));
   return { page: pages[name] ? name : "overview", params };
 }
 
 function route() {
+  lookups.clear();
   const { page, params } = parseHash();
   state.page = page;
   state.params = params;
@@ -477,24 +534,46 @@ function mayRefresh(force) {
 }
 
 // A timer's redraw must not move a row under the pointer about to click it
-// (another group's Delete would be where this one's was).
+// (another group's Delete would be where this one's was; a clickable row
+// would open another message).
 function pointerOnControl() {
-  return document.querySelector("#data button:hover, #data a:hover, #data input:hover") !== null;
+  return document.querySelector(
+    "#data button:hover, #data a:hover, #data input:hover, #data tr.clickable:hover") !== null;
+}
+
+// Nor take away text someone is selecting or has selected (to copy an id).
+function selecting() {
+  const selection = window.getSelection();
+  return selection !== null && !selection.isCollapsed && $("#data").contains(selection.anchorNode);
+}
+
+// Where each scrolled box of the data area stands (a wide table scrolled
+// sideways, a long payload), to put back after a redraw.
+function scrolled() {
+  return [...document.querySelectorAll("#data .scroll, #data pre")].map((b) => [b.scrollLeft, b.scrollTop]);
+}
+
+function restoreScroll(kept) {
+  document.querySelectorAll("#data .scroll, #data pre").forEach((b, i) => {
+    if (kept[i]) [b.scrollLeft, b.scrollTop] = kept[i];
+  });
 }
 
 // Draws only the newest refresh's answer, so a slow older one cannot
 // overwrite a page the user has since changed.
 async function refresh(force = false) {
-  if (!mayRefresh(force) || (!force && pointerOnControl())) return;
+  if (!mayRefresh(force) || (!force && (pointerOnControl() || selecting()))) return;
   const seq = ++state.seq;
   const { page, params } = state;
   state.pending += 1;
   try {
     const data = await pages[page].load(params);
-    if (seq !== state.seq || (!force && pointerOnControl())) return;
+    if (seq !== state.seq || (!force && (pointerOnControl() || selecting()))) return;
     const kept = keptInputs();
+    const scroll = force ? [] : scrolled();
     pages[page].draw($("#data"), data, params);
     restoreInputs(kept);
+    restoreScroll(scroll);
     state.updatedAt = Date.now();
     tick();
   } catch (error) {

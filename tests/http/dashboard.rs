@@ -520,3 +520,175 @@ async fn inspecting_a_dead_letter_left_out_of_its_page_shows_its_payload() {
     browser.quit().await;
     assert!(errors.is_empty(), "console errors: {errors:?}");
 }
+
+/// What a person reading the dashboard for a while needs (the dashboard
+/// probe's findings): a token no header can carry is refused like any; long
+/// lists page; a transactionId lookup says where it did not look; a refresh
+/// keeps a table scrolled sideways and a row under the pointer; a long name
+/// wraps rather than widen the page; a broken escape in the address and a
+/// gateway gone are said in words.
+#[tokio::test]
+async fn the_dashboard_pages_long_lists_and_keeps_the_readers_place() {
+    let gw = Gateway::start_with(&[("PGCURSOR_TOKENS", &format!("{ADMIN}:admin"))]).await;
+    let id = &Uuid::now_v7().simple().to_string()[20..];
+    let wide = format!("dash-wide-{id}");
+    // 105 partitions of one message each, then 100 more messages in p000.
+    let items: Vec<Value> = (0..105)
+        .map(|n| {
+            json!({"queue": wide, "partition": format!("p{n:03}"), "payload": n,
+                        "transactionId": format!("w-{n:03}")})
+        })
+        .collect();
+    let pushed = call(
+        &gw,
+        reqwest::Method::POST,
+        "/api/v1/push",
+        Some(json!({"items": items})),
+    )
+    .await;
+    let more: Vec<Value> = (0..100)
+        .map(|n| json!({"queue": wide, "partition": "p000", "payload": n}))
+        .collect();
+    call(
+        &gw,
+        reqwest::Method::POST,
+        "/api/v1/push",
+        Some(json!({"items": more})),
+    )
+    .await;
+    // Group g dead-letters the first message of each of the 105 partitions.
+    let kills: Vec<Value> = pushed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| json!({"transactionId": p["transactionId"], "partitionId": p["partitionId"], "status": "dlq"}))
+        .collect();
+    call(
+        &gw,
+        reqwest::Method::POST,
+        "/api/v1/ack/batch",
+        Some(json!({"consumerGroup": "g", "acknowledgments": kills})),
+    )
+    .await;
+    let long = format!("dash-long-{}-{}", "x".repeat(280), id);
+    call(
+        &gw,
+        reqwest::Method::POST,
+        "/api/v1/push",
+        Some(json!({"items": [{"queue": long, "payload": 1}]})),
+    )
+    .await;
+
+    let browser = Browser::start(1280, 900).await;
+    browser.goto(&gw.url("/#/overview")).await;
+    sign_in(&browser, "ключ").await;
+    browser
+        .wait_text("#login-error", "That token was not accepted.")
+        .await;
+    sign_in(&browser, ADMIN).await;
+
+    // Dead letters: 100 a page, the rest on the next.
+    browser.goto(&gw.url(&format!("/#/dlq?queue={wide}"))).await;
+    browser.wait_text("#dlq-list", "Showing 1–100 of 105").await;
+    browser.click("#dlq-list [data-page-to='100']").await;
+    browser
+        .wait_text("#dlq-list", "Showing 101–105 of 105")
+        .await;
+    browser
+        .wait_eval(
+            "return document.querySelectorAll('#dlq-list tbody tr').length",
+            &json!(5),
+        )
+        .await;
+
+    // Messages: 200 a page; a lookup past the first 100 partitions says so.
+    browser
+        .goto(&gw.url(&format!("/#/messages?queue={wide}")))
+        .await;
+    browser.wait_text("#msg-list", "Showing 1–200").await;
+    browser.click("#msg-list [data-page-to='200']").await;
+    browser.wait_text("#msg-list", "Showing 201–205").await;
+    browser
+        .goto(&gw.url(&format!("/#/messages?queue={wide}&transactionId=w-104")))
+        .await;
+    browser
+        .wait_text("#msg-list", "Looked in the first 100 of 105 partitions")
+        .await;
+    browser
+        .goto(&gw.url(&format!(
+            "/#/messages?queue={wide}&partition=p104&transactionId=w-104"
+        )))
+        .await;
+    browser.wait_text("#msg-list", "w-104").await;
+
+    // A refresh leaves the row under the pointer where it is: a message
+    // pushed meanwhile (newest first) would put another there.
+    browser
+        .goto(&gw.url(&format!("/#/messages?queue={wide}")))
+        .await;
+    browser.wait_text("#msg-list", "Showing 1–200").await;
+    let first = "return document.querySelector('#msg-list tbody tr').dataset.open";
+    let before = browser.eval(first).await.unwrap();
+    browser.hover("#msg-list tbody tr").await;
+    call(
+        &gw,
+        reqwest::Method::POST,
+        "/api/v1/push",
+        Some(json!({"items": [{"queue": wide, "partition": "p001", "payload": "late"}]})),
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    assert_eq!(
+        browser.eval(first).await.unwrap(),
+        before,
+        "the row under the pointer changed"
+    );
+    browser.hover("#updated").await;
+    let moved =
+        format!("return document.querySelector('#msg-list tbody tr').dataset.open !== {before}");
+    browser.wait_eval(&moved, &json!(true)).await; // redrawn once the pointer left
+
+    // A wide table scrolled sideways stays scrolled across refreshes.
+    browser.goto(&gw.url("/#/overview")).await;
+    browser.wait_text("#queues", &long).await;
+    let scroll = "const b = document.querySelector('#queues .scroll'); b.scrollLeft = 300; return b.scrollLeft";
+    let at = browser.eval(scroll).await.unwrap();
+    assert!(at.as_i64() > Some(0), "the table does not scroll: {at}");
+    browser.wait_text("#updated", "updated 0s ago").await; // (a refresh since)
+    browser.wait_text("#updated", "updated 1s ago").await;
+    browser.wait_text("#updated", "updated 0s ago").await;
+    assert_eq!(
+        browser
+            .eval("return document.querySelector('#queues .scroll').scrollLeft")
+            .await
+            .unwrap(),
+        at
+    );
+
+    // A long name wraps: the page does not widen.
+    browser.goto(&gw.url(&format!("/#/queue/{long}"))).await;
+    browser.wait_text("#partitions", "Default").await;
+    assert_no_sideways_scroll(&browser, "the queue page of a 300-character name").await;
+
+    // A broken escape in the address is read as written: a queue of that name.
+    browser.goto(&gw.url("/#/queue/%E0")).await;
+    browser.wait_text("#load-error", "404").await;
+
+    // The gateway gone: said in words.
+    drop(gw);
+    browser
+        .wait_text("#load-error", "Cannot reach the gateway")
+        .await;
+    let errors: Vec<String> = browser
+        .console_errors()
+        .await
+        .into_iter()
+        .filter(|e| {
+            // (the 404 of queue "%E0", and the calls the gone gateway never answered)
+            let gone = e.contains("ERR_CONNECTION_REFUSED") || e.contains("Failed to fetch");
+            !expected(e) && !gone && !e.contains("/resources/queues/%25E0")
+        })
+        .collect();
+    browser.quit().await;
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+}
