@@ -533,11 +533,14 @@ async fn a_database_error_in_one_group_leaves_the_others_standing() {
 #[tokio::test]
 async fn groups_on_different_partitions_run_concurrently() {
     let gw = Gateway::start().await;
-    // b first in the request and in id order (ids are UUIDv7): run one
-    // after another either way, a's group would wait behind b's.
-    let b = Partition::create(1).await;
-    let a = Partition::create(1).await;
-    assert!(b.id < a.id);
+    // b first in the request and in id order: run one after another either
+    // way, a's group would wait behind b's.
+    let (one, two) = (Partition::create(1).await, Partition::create(1).await);
+    let (b, a) = if one.id < two.id {
+        (one, two)
+    } else {
+        (two, one)
+    };
     b.pop("g", 1).await; // b's cursor row, for the lock below
     let holder = b.lock_cursor_rows().await;
     let body = json!({"consumerGroup": "g", "acknowledgments": [
