@@ -247,8 +247,11 @@ impl Encryption {
         may_name_auth_tag(body)
     }
 
-    /// The encrypted queues among those of `request`, asked of the database
-    /// when `asks_before_pushing(body)`; none, unasked, for other pushes.
+    /// The encrypted queues among those of `request`'s items whose payload
+    /// is shaped like an envelope, asked of the database when
+    /// `asks_before_pushing(body)` and there is such an item; none, unasked,
+    /// for other pushes (a text that only escapes a character, as Python's
+    /// json.dumps does every non-ASCII one, costs no lookup).
     pub async fn encrypted_if_envelope_shaped(
         &self,
         pool: &Pool,
@@ -259,7 +262,14 @@ impl Encryption {
         if !self.asks_before_pushing(body) {
             return Ok(Vec::new());
         }
-        let mut queues: Vec<&str> = items.each(request).filter_map(queue_of).collect();
+        let mut queues: Vec<&str> = items
+            .each(request)
+            .filter(|item| item.get("payload").is_some_and(is_envelope_shaped))
+            .filter_map(queue_of)
+            .collect();
+        if queues.is_empty() {
+            return Ok(Vec::new());
+        }
         queues.sort_unstable();
         queues.dedup();
         let client = pool.get().await?;
@@ -326,6 +336,17 @@ impl Encryption {
 /// Whether a JSON text may hold the key `authTag`: written out, or with an
 /// escape (`"auth\u0054ag"` is the same key once parsed). Only bodies
 /// without either go to the database unread.
+/// What the push's guard takes for an envelope (pgcursor_internal.is_envelope):
+/// an object of exactly the string fields encrypted, iv and authTag.
+fn is_envelope_shaped(payload: &Value) -> bool {
+    payload.as_object().is_some_and(|o| {
+        o.len() == 3
+            && [ENCRYPTED, IV, AUTH_TAG]
+                .iter()
+                .all(|k| o.get(*k).is_some_and(Value::is_string))
+    })
+}
+
 fn may_name_auth_tag(body: &[u8]) -> bool {
     memchr::memmem::find(body, b"authTag").is_some() || memchr::memmem::find(body, b"\\u").is_some()
 }
@@ -448,6 +469,24 @@ mod tests {
         assert!(!envelope.to_string().contains("plaintext-marker"));
         // Fresh IVs: the same payload seals differently every time.
         assert_ne!(key().seal(&json!(1))["iv"], key().seal(&json!(1))["iv"]);
+    }
+
+    /// The same shape as pgcursor_internal.is_envelope, the push's guard.
+    #[test]
+    fn envelope_shaped_is_what_the_guard_takes_for_an_envelope() {
+        assert!(is_envelope_shaped(&key().seal(&json!(1))));
+        assert!(is_envelope_shaped(
+            &json!({"encrypted": "a", "iv": "b", "authTag": "c"})
+        ));
+        for not in [
+            json!({"encrypted": "a", "iv": "b", "authTag": "c", "more": 1}),
+            json!({"encrypted": "a", "iv": "b", "authTag": 5}),
+            json!({"encrypted": "a", "iv": "b"}),
+            json!({"text": "café"}),
+            json!(["encrypted", "iv", "authTag"]),
+        ] {
+            assert!(!is_envelope_shaped(&not), "{not}");
+        }
     }
 
     /// Computed independently with Python's `cryptography` package (48.0):
