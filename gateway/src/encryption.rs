@@ -347,8 +347,20 @@ fn is_envelope_shaped(payload: &Value) -> bool {
     })
 }
 
+/// Whether a JSON text may hold the key `authTag`: as written, or with one
+/// of its letters escaped (`"auth\u0054ag"`). Other escapes, such as those
+/// json.dumps writes for every non-ASCII character, spell no letter of it.
 fn may_name_auth_tag(body: &[u8]) -> bool {
-    memchr::memmem::find(body, b"authTag").is_some() || memchr::memmem::find(body, b"\\u").is_some()
+    memchr::memmem::find(body, b"authTag").is_some()
+        || memchr::memmem::find_iter(body, b"\\u").any(|at| {
+            let hex = body
+                .get(at + 2..at + 6)
+                .and_then(|h| std::str::from_utf8(h).ok());
+            let letter = hex
+                .and_then(|h| u32::from_str_radix(h, 16).ok())
+                .and_then(char::from_u32);
+            letter.is_some_and(|c| "authTg".contains(c))
+        })
 }
 
 /// Where an answer's message carries its payload.
@@ -469,6 +481,22 @@ mod tests {
         assert!(!envelope.to_string().contains("plaintext-marker"));
         // Fresh IVs: the same payload seals differently every time.
         assert_ne!(key().seal(&json!(1))["iv"], key().seal(&json!(1))["iv"]);
+    }
+
+    /// A body asks about encrypted queues when it may spell authTag, not
+    /// for every escape (json.dumps escapes all non-ASCII text).
+    #[test]
+    fn only_a_body_that_may_spell_auth_tag_asks() {
+        for (body, asks) in [
+            (r#"{"authTag": "x"}"#, true),
+            (r#"{"auth\u0054ag": "x"}"#, true),
+            (r#"{"\u0061uthTag": "x"}"#, true),
+            (r#"{"note": "caf\u00e9 \ud83d\ude00"}"#, false),
+            (r#"{"note": "plain"}"#, false),
+            (r#"{"cut": "\u00"}"#, false),
+        ] {
+            assert_eq!(may_name_auth_tag(body.as_bytes()), asks, "{body}");
+        }
     }
 
     /// The same shape as pgcursor_internal.is_envelope, the push's guard.
