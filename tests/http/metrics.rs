@@ -1037,6 +1037,9 @@ async fn the_http_workers_share_out_the_pool() {
         .database_url(&url)
         .pool_size(5)
         .env("PGCURSOR_HTTP_WORKERS", "2")
+        // The pushes beyond the 5 wait for a connection till the lock goes
+        // (slow to reach on Citus): not a 503 meanwhile.
+        .env("PGCURSOR_DB_TIMEOUT_MS", "60000")
         .start()
         .await;
     assert_eq!(
