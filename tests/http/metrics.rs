@@ -1047,15 +1047,16 @@ async fn the_http_workers_share_out_the_pool() {
         5.0
     );
     let queue = fresh_queue("pool-share");
-    // With a maxSize, every push locks its queue's row to count the room.
-    let options = json!({"queue": queue, "options": {"maxSize": 1000}});
-    let (status, body) = post(&gw, "/api/v1/configure", &options).await;
-    assert_eq!(status, 200, "{body}");
+    // Every push to a partition locks its head row: pushes to one partition
+    // wait in turn behind the test's lock. (One lock: the queue's row, which
+    // a maxSize push also locks, made five such pushes deadlock on Citus.)
+    let pushed = push_n(&gw, &queue, "Default", 1).await;
+    let partition: Uuid = pushed[0]["partitionId"].as_str().unwrap().parse().unwrap();
     let mut holder = db().await;
     let tx = holder.transaction().await.unwrap();
     tx.execute(
-        "SELECT FROM pgcursor.queues WHERE name = $1 FOR UPDATE",
-        &[&queue],
+        "SELECT FROM pgcursor.partition_heads WHERE partition_id = $1 FOR UPDATE",
+        &[&partition],
     )
     .await
     .unwrap();
