@@ -131,7 +131,8 @@ fn out_of_resources(e: &tokio_postgres::Error) -> bool {
 /// well-formed request (a queue too full to take a dead letter back). Class 53 (insufficient
 /// resources: out of memory or shared memory, disk full, too many
 /// connections) is the server's state, not a bug or the input: a 503 to
-/// retry later, as for a lost connection. So are a read-only database
+/// retry later, as for a lost connection. So are a deadlock's victim or a
+/// serialization failure (40P01, 40001: rolled back whole), a read-only database
 /// (25006: a standby, or default_transaction_read_only, as during a
 /// failover) and a canceled statement (57014: a statement_timeout or an
 /// administrator's cancel); both may come from a session's settings, so the
@@ -161,6 +162,12 @@ impl From<tokio_postgres::Error> for ApiError {
             Some("57014") => {
                 ApiError::Unavailable(format!("database canceled the statement: {detail}"))
             }
+            // A deadlock's victim (made again first: again_after_deadlock)
+            // or a serialization failure: rolled back whole, contention
+            // rather than a fault, so safe and worth retrying.
+            Some("40P01" | "40001") => ApiError::Unavailable(format!(
+                "database busy: the request was rolled back in a conflict with others, retry: {detail}"
+            )),
             _ if crate::db::is_connection_error(&e) => {
                 ApiError::Unavailable(format!("database unavailable: {detail}"))
             }
@@ -220,6 +227,8 @@ mod tests {
         for (code, said) in [
             ("25006", "database is read-only: "),
             ("57014", "database canceled the statement: "),
+            ("40P01", "database busy: "),
+            ("40001", "database busy: "),
         ] {
             let error = raised(code).await;
             assert_eq!(
