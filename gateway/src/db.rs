@@ -69,7 +69,15 @@ pub fn pool(config: &Config, size: usize) -> Pool {
     if pg.get_application_name().is_none() {
         pg.application_name("pgcursor-gateway");
     }
-    read_timestamps_as_utc(&mut pg);
+    // A timestamp in a request without an offset (`subscriptionFrom`, the
+    // `from`/`to` filters) is read as UTC, as every answer is written,
+    // whatever the server's default zone.
+    set_unless_given(&mut pg, "TimeZone", "UTC");
+    // A statement whose gateway went away mid-wait (a stop's 10 s ran out
+    // while it waited on a lock; the process killed) is ended within a
+    // second, rolled back: else it committed later, a push stored that no
+    // client was answered, a pop's lease taken for nobody.
+    set_unless_given(&mut pg, "client_connection_check_interval", "1000");
     // Fast recycling: a connection PostgreSQL closed is noticed and replaced.
     let manager = Manager::from_connect(
         pg,
@@ -214,14 +222,15 @@ pub async fn connect(pg: &tokio_postgres::Config) -> Result<Client, tokio_postgr
     Ok(client)
 }
 
-/// Sessions in TimeZone UTC: a timestamp in a request without an offset
-/// (`subscriptionFrom`, the `from`/`to` filters) is then read as UTC, as
-/// every answer is written, whatever the server's default zone. A TimeZone
-/// in DATABASE_URL's options wins.
-fn read_timestamps_as_utc(pg: &mut tokio_postgres::Config) {
+/// Sessions start with setting `name` at `value`, unless DATABASE_URL's
+/// options set it themselves (theirs wins).
+fn set_unless_given(pg: &mut tokio_postgres::Config, name: &str, value: &str) {
     let options = pg.get_options().unwrap_or_default();
-    if !options.to_ascii_lowercase().contains("timezone") {
-        pg.options(format!("{options} -c TimeZone=UTC").trim_start());
+    if !options
+        .to_ascii_lowercase()
+        .contains(&name.to_ascii_lowercase())
+    {
+        pg.options(format!("{options} -c {name}={value}").trim_start());
     }
 }
 

@@ -255,6 +255,49 @@ async fn sigterm_lets_a_request_in_progress_finish() {
     assert!(exit.success(), "{exit:?}:\n{}", gw.stderr());
 }
 
+/// A push still waiting on a lock when a stop's 10 s run out goes unanswered:
+/// it must then not be stored either. Its session is ended once the gateway
+/// is gone (client_connection_check_interval), so it rolls back instead of
+/// committing when the lock goes.
+#[tokio::test]
+async fn a_push_cut_off_by_a_stop_is_not_stored_later() {
+    let cluster = PrivateCluster::start();
+    let mut gw = Gateway::start_with(&[("DATABASE_URL", cluster.url())]).await;
+    let queue = fresh_queue("stop-cut");
+    let first = json!({"items": [{"queue": queue, "payload": 1}]});
+    let (status, pushed) = send(client().post(gw.url("/api/v1/push")).json(&first)).await;
+    assert_eq!(status, 200, "{pushed}");
+    let partition = pushed[0]["partitionId"].as_str().unwrap().to_string();
+    let holder = db_at(cluster.url()).await;
+    holder
+        .batch_execute(&format!(
+            "BEGIN; SELECT FROM pgcursor.partition_heads WHERE partition_id = '{partition}' FOR UPDATE"
+        ))
+        .await
+        .unwrap();
+    let second = json!({"items": [{"queue": queue, "payload": 2}]});
+    let request = client().post(gw.url("/api/v1/push")).json(&second);
+    let pushing = tokio::spawn(async move { request.send().await.map(|r| r.status().as_u16()) });
+    wait_for_query(&cluster, "pgcursor.push_items(").await;
+    sigterm(&gw);
+    let exit = gw.wait_exit(Duration::from_secs(15)).await;
+    assert!(
+        exit.is_some(),
+        "the gateway did not exit within 15 s of SIGTERM"
+    );
+    let answer = pushing.await.unwrap();
+    assert!(answer.is_err(), "the cut-off push was answered: {answer:?}");
+    // Its session ends within a second or two of the gateway (checked each
+    // second); then the lock goes.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    holder.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(
+        stored_messages_at(&holder, &queue).await,
+        1,
+        "the unanswered push was stored"
+    );
+}
+
 /// Until a query containing `call` is running on the cluster.
 async fn wait_for_query(cluster: &PrivateCluster, call: &str) {
     let db = db_at(cluster.url()).await;
