@@ -1,7 +1,7 @@
 -- docs/ack-contract.md §11 (acks that cannot do anything) and §12 (every per-item
 -- error string): none is ever reported as a plain success, none moves anything.
 BEGIN;
-SELECT plan(35);
+SELECT plan(37);
 \ir lib/ack_fixture.sql
 
 -- The partition's cursor rows, "group@cursor@acked|never" (a function: on
@@ -110,6 +110,15 @@ SELECT is(pg_temp.brief(pgcursor.ack_group(jsonb_build_object(
               'partitionId', :'p', 'consumerGroup', NULL, 'leaseId', pg_temp.lease_l(), 'items', pg_temp.items('completed:12')))),
           'ok', 'consumerGroup null: the queue mode lease is its lease');
 SELECT is(pg_temp.rows_of(:'p'), '__QUEUE_MODE__@12@acked', '... its cursor moved, and no other row was made');
+
+-- Retention or eviction moved the cursor past a live leased batch and left
+-- the lease (sql/80_retention.sql): an ack of a message of that batch is at
+-- or below the cursor, noop, and the call releases the lease (R1, R3).
+SELECT pg_temp.setup() AS p \gset
+UPDATE pgcursor.cursors SET cursor = 19 WHERE partition_id = :'p';
+SELECT is(pg_temp.brief(pg_temp.ack(:'p', 'L', pg_temp.items('completed:15'))), 'ok rel noop',
+          'an ack below a cursor retention moved past the batch: noop, the lease released');
+SELECT is(pg_temp.state(:'p'), 'cursor=19 lease=none counter=0', '... and nothing else moved');
 
 -- A group name too long for a cursor row's key: refused naming it, as a
 -- pop refuses it, before any row is written.
