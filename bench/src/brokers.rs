@@ -8,7 +8,7 @@
 //! deletes every id. `pgcursor-sql-every-item` acks each message instead,
 //! for comparison (not in the default set).
 //!
-//! Fan-out (i): a pgcursor broker can read for a consumer group (`in_group`);
+//! Fan-out (g): a pgcursor broker can read for a consumer group (`in_group`);
 //! pgmq has none, so its producer side is `PgmqFanOut`, sending every batch
 //! to one queue per group.
 

@@ -1,5 +1,5 @@
 //! throughput.svg: end-to-end msgs/s per system, grouped by batch size, and
-//! (i)'s fan-out deliveries/s as one more group (plotters' SVG backend only:
+//! (g)'s fan-out deliveries/s as one more group (plotters' SVG backend only:
 //! no font libraries needed).
 
 use std::path::Path;
@@ -24,7 +24,7 @@ struct Group<'a> {
     runs: Vec<&'a E2eRun>,
 }
 
-/// (b)'s runs by batch size, then (i)'s.
+/// (b)'s runs by batch size, then (g)'s.
 fn groups<'a>(end_to_end: &'a [E2eRun], fan_out: &'a [E2eRun]) -> Vec<Group<'a>> {
     let mut batches: Vec<usize> = end_to_end.iter().map(|r| r.batch).collect();
     batches.sort_unstable();

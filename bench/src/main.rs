@@ -73,7 +73,7 @@ pub struct Args {
     /// pop+ack cycles per queue for (h)
     #[arg(long, default_value_t = 300)]
     pub cost_iterations: usize,
-    /// Timed fresh consumer groups per partition count and subscription variant (g)
+    /// Timed fresh consumer groups per partition count and subscription variant (i)
     #[arg(long, default_value_t = 15)]
     pub first_pop_groups: usize,
     /// Messages waiting in (h)'s large queue (the small one has 1,000)
@@ -249,10 +249,10 @@ async fn run(args: &Args) -> Result<()> {
     if args.runs("f") {
         bench.step_cost(&admin, &mut report).await?;
     }
-    if args.runs("g") {
+    if args.runs("i") {
         bench.first_pop(&admin, &mut report).await?;
     }
-    if args.runs("i") {
+    if args.runs("g") {
         bench.fan_out(&mut report).await?;
     }
     // Last: its million messages stay in the tables every scenario shares.
@@ -418,7 +418,7 @@ impl Bench<'_> {
         Ok(runs)
     }
 
-    /// (i) on a pool of its own: a connection per producer and consumer.
+    /// (g) on a pool of its own: a connection per producer and consumer.
     async fn fan_out(&self, report: &mut report::Report) -> Result<()> {
         let args = self.args;
         let pool = load::pool(self.url, fan_out::connections(args.producers))?;
@@ -437,13 +437,13 @@ impl Bench<'_> {
             count_errors: false,
         };
         say(&format!(
-            "(i) fan-out to {} consumer groups, batch {}: pgcursor vs pgmq, {} round(s)",
+            "(g) fan-out to {} consumer groups, batch {}: pgcursor vs pgmq, {} round(s)",
             fan_out::GROUPS,
             args.batch,
             args.rounds
         ));
         let runs = self
-            .compare(systems, &setup, (self.duration, args.rounds), "i", report)
+            .compare(systems, &setup, (self.duration, args.rounds), "g", report)
             .await?;
         report.fan_out(runs);
         Ok(())
@@ -504,7 +504,7 @@ impl Bench<'_> {
         self.profiler.collect("f: cost per step", report).await
     }
 
-    /// (g) on one connection of its own.
+    /// (i) on one connection of its own.
     async fn first_pop(
         &self,
         client: &tokio_postgres::Client,
@@ -512,7 +512,7 @@ impl Bench<'_> {
     ) -> Result<()> {
         let counts = first_pop::PARTITION_COUNTS;
         say(&format!(
-            "(g) a new group's first pop, {counts:?} partitions, {} groups per variant",
+            "(i) a new group's first pop, {counts:?} partitions, {} groups per variant",
             self.args.first_pop_groups
         ));
         self.profiler.reset().await?;

@@ -33,11 +33,11 @@ const HTTP_VS_SQL: f64 = 0.9;
 /// "put a batch in" over pgmq's send_batch (a message costs one heap row).
 const CYCLE_OVER_FLOOR: f64 = 1.3;
 const FLOOR_PUT_OVER_SEND: f64 = 1.2;
-/// (g): a new group's first pop at the most partitions over the fewest, p50.
+/// (i): a new group's first pop at the most partitions over the fewest, p50.
 const FIRST_POP_LIMIT: f64 = 2.0;
 /// (h): pop+ack p50 with the large backlog over with the small one.
 const BACKLOG_LIMIT: f64 = 1.5;
-/// (i): pgcursor's deliveries/s over pgmq's, fanning out to the groups.
+/// (g): pgcursor's deliveries/s over pgmq's, fanning out to the groups.
 const FAN_OUT_TARGET: f64 = 5.0;
 
 #[derive(Debug, Serialize)]
@@ -89,7 +89,7 @@ pub struct Report {
     pub first_pop: FirstPops,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog: Option<Backlogs>,
-    /// (i): `measured.done` counts a message once per group that acked it.
+    /// (g): `measured.done` counts a message once per group that acked it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fan_out: Vec<E2eRun>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -341,6 +341,16 @@ impl Report {
                 run.per_broker_core(),
             ));
         }
+        targets.extend(self.fan_out_targets());
+        targets.extend(self.backlog_target());
+        targets.extend(self.first_pop_targets());
+        self.targets = targets;
+    }
+
+    /// (i): per subscription variant, the first pop at the most partitions
+    /// over the one at the fewest.
+    fn first_pop_targets(&self) -> Vec<Target> {
+        let mut targets = Vec::new();
         for variant in Variant::ALL {
             let runs = self.first_pop.runs.iter().filter(|r| r.variant == variant);
             let fewest = runs.clone().min_by_key(|r| r.partitions);
@@ -351,7 +361,7 @@ impl Report {
                 }
                 let ratio = large.round_trip.p50_us as f64 / small.round_trip.p50_us.max(1) as f64;
                 targets.push(judge(
-                    "g",
+                    "i",
                     format!(
                         "a new group's first pop, {}: p50 at {} / at {} partitions \
                          ({:.2} / {:.2} ms; max {:.2} / {:.2} ms; server p50 {:.2} / {:.2} ms)",
@@ -371,9 +381,7 @@ impl Report {
                 ));
             }
         }
-        targets.extend(self.backlog_target());
-        targets.extend(self.fan_out_targets());
-        self.targets = targets;
+        targets
     }
 
     /// (h): pop+ack p50, the large backlog over the small one.
@@ -399,7 +407,7 @@ impl Report {
         ))
     }
 
-    /// (i): deliveries/s against pgmq's, judged; producer msgs/s reported.
+    /// (g): deliveries/s against pgmq's, judged; producer msgs/s reported.
     fn fan_out_targets(&self) -> Vec<Target> {
         let run = |system| self.fan_out.iter().find(|r| r.system == system);
         let (Some(ours), Some(theirs)) = (run(System::PgcursorSql), run(System::PgmqDelete)) else {
@@ -408,7 +416,7 @@ impl Report {
         let ratio = ours.measured.per_second / theirs.measured.per_second.max(1e-9);
         vec![
             judge(
-                "i",
+                "g",
                 format!(
                     "fan-out to {} groups: pgcursor SQL / pgmq read→delete (a queue per group), deliveries/s ({:.0} / {:.0})",
                     fan_out::GROUPS,
@@ -420,7 +428,7 @@ impl Report {
                 ratio >= FAN_OUT_TARGET,
             ),
             info(
-                "i",
+                "g",
                 format!(
                     "fan-out: producer msgs/s, pgcursor / pgmq ({:.0} / {:.0}; PostgreSQL cores {:.2} / {:.2})",
                     ours.measured.pushed_per_second,
@@ -605,36 +613,9 @@ impl Report {
             }
         }
 
-        if !self.first_pop.runs.is_empty() {
-            let _ = writeln!(
-                md,
-                "\n## (g) A new consumer group's first pop (writes cursor rows only where it claims; 5 other groups with a row on every partition)\n"
-            );
-            let _ = writeln!(md, "| subscription | partitions | pops | p50 ms | max ms | server p50 ms | server max ms | µs per partition (p50) |\n|---|---:|---:|---:|---:|---:|---:|---:|");
-            for r in &self.first_pop.runs {
-                let _ = writeln!(
-                    md,
-                    "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} |",
-                    r.name,
-                    r.partitions,
-                    r.round_trip.count,
-                    ms(r.round_trip.p50_us),
-                    ms(r.round_trip.max_us),
-                    ms(r.server.p50_us),
-                    ms(r.server.max_us),
-                    r.round_trip.p50_us as f64 / r.partitions.max(1) as f64
-                );
-            }
-            let _ = writeln!(
-                md,
-                "\nCursor rows in the database (every queue): {} before the timed pops, {} after \
-                 (each round's fresh groups are deleted and the table vacuumed before the next).",
-                self.first_pop.cursor_rows_before, self.first_pop.cursor_rows_after
-            );
-        }
-
-        self.backlog_markdown(&mut md);
         self.fan_out_markdown(&mut md);
+        self.backlog_markdown(&mut md);
+        self.first_pop_markdown(&mut md);
 
         for p in &self.profile {
             let _ = writeln!(md, "\n### pg_stat_statements: {}\n", p.run);
@@ -655,6 +636,37 @@ impl Report {
             }
         }
         md
+    }
+
+    fn first_pop_markdown(&self, md: &mut String) {
+        if self.first_pop.runs.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            md,
+            "\n## (i) A new consumer group's first pop (writes cursor rows only where it claims; 5 other groups with a row on every partition)\n"
+        );
+        let _ = writeln!(md, "| subscription | partitions | pops | p50 ms | max ms | server p50 ms | server max ms | µs per partition (p50) |\n|---|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &self.first_pop.runs {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} |",
+                r.name,
+                r.partitions,
+                r.round_trip.count,
+                ms(r.round_trip.p50_us),
+                ms(r.round_trip.max_us),
+                ms(r.server.p50_us),
+                ms(r.server.max_us),
+                r.round_trip.p50_us as f64 / r.partitions.max(1) as f64
+            );
+        }
+        let _ = writeln!(
+            md,
+            "\nCursor rows in the database (every queue): {} before the timed pops, {} after \
+             (each round's fresh groups are deleted and the table vacuumed before the next).",
+            self.first_pop.cursor_rows_before, self.first_pop.cursor_rows_after
+        );
     }
 
     fn backlog_markdown(&self, md: &mut String) {
@@ -699,7 +711,7 @@ impl Report {
         let a = &self.args;
         let _ = writeln!(
             md,
-            "\n## (i) Fan-out: {} consumer groups each consuming everything, {} producers, batch {}\n",
+            "\n## (g) Fan-out: {} consumer groups each consuming everything, {} producers, batch {}\n",
             fan_out::GROUPS,
             a.producers,
             a.batch

@@ -5,7 +5,7 @@
 //! state with a shallow queue rather than with an ever-growing one.
 //! Consumers that find nothing sleep 2 ms (same rule for every system).
 //!
-//! (i) fan-out runs the same loops with other `Sides`: the producers' broker
+//! (g) fan-out runs the same loops with other `Sides`: the producers' broker
 //! feeds several consumer groups, each consumer reads for one of them, and a
 //! message counts once per group that acked it.
 
@@ -37,7 +37,7 @@ pub struct Setup {
     pub count_errors: bool,
 }
 
-/// Who pushes and who pops. In (b) one broker both ways; in (i) the
+/// Who pushes and who pops. In (b) one broker both ways; in (g) the
 /// producers' broker feeds every group and each consumer reads for one;
 /// on Citus (bench-citus) producers and consumers take turns between
 /// gateways. Producer i pushes through `producers[i % len]`.

@@ -1,4 +1,4 @@
-//! (i) Fan-out: one stream of messages, consumed in full by each of `GROUPS`
+//! (g) Fan-out: one stream of messages, consumed in full by each of `GROUPS`
 //! consumer groups. pgcursor: the producers push to one queue (spread over
 //! `--partitions`) and each group's consumer pops and acks with its own
 //! consumerGroup. pgmq has no consumer groups, so each group gets a queue of

@@ -1,4 +1,4 @@
-//! (g) Does a new consumer group's first pop stay cheap on a queue with many
+//! (i) Does a new consumer group's first pop stay cheap on a queue with many
 //! partitions? Its first `pgcursor.pop` records the group's subscription and
 //! writes cursor rows only on the partitions it claims (sql/30_pop.sql,
 //! `add_claimable_cursors`); the rows of the others are written later by
@@ -62,7 +62,7 @@ impl Variant {
     }
 }
 
-/// (g)'s runs, and the size of the cursors table they ran against: what
+/// (i)'s runs, and the size of the cursors table they ran against: what
 /// every first pop's plan may have to read, whatever the queue.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct FirstPops {

@@ -1,6 +1,6 @@
 //! One module per scenario: (a) ack throughput, (b) end to end, (c) ack cost,
-//! (f) cost per step against a floor, (g) a new consumer group's first pop,
-//! (h) backlog independence, (i) fan-out to consumer groups.
+//! (f) cost per step against a floor, (i) a new consumer group's first pop,
+//! (h) backlog independence, (g) fan-out to consumer groups.
 
 pub mod ack_cost;
 pub mod ack_throughput;
