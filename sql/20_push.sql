@@ -355,6 +355,23 @@ BEGIN
     ORDER BY p.index;
 END $$;
 
+-- Pushes to queues with a maxSize take their turns here, before they lock
+-- any head: each goes on to lock its heads and then the queue's row
+-- (queue_room). On Citus that row is a reference table's, locked on every
+-- node, and pushes that held heads while waiting for it deadlocked across
+-- nodes; taken first, in name order, this lock leaves no such cycle. (On
+-- plain PostgreSQL the row lock serialised them already.)
+CREATE OR REPLACE FUNCTION pgcursor_internal.lock_capped_queues(names text[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(pgcursor_internal.capped_queue_class(), hashtext(n))
+       FROM unnest(names) WITH ORDINALITY u(n, i) ORDER BY u.i;
+END $$;
+
+-- The advisory lock class (first key) of lock_capped_queues ("pgcm").
+CREATE OR REPLACE FUNCTION pgcursor_internal.capped_queue_class()
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 1885823853 $$;
+
 -- How many more messages each queue with a maxSize takes: maxSize less its
 -- depth (messages some group has not consumed yet, counted by offset; every
 -- message when no group has a cursor). The queue rows are locked, so two
@@ -465,7 +482,7 @@ DECLARE
     ids    uuid[];
     heads  bigint[];
     encrypted text[];
-    capped boolean;
+    capped text[];
     full_queues text[];
     room   bigint[];
 BEGIN
@@ -475,6 +492,18 @@ BEGIN
     END IF;
     SELECT array_agg(d.q ORDER BY d.q, d.n), array_agg(d.n ORDER BY d.q, d.n) INTO pair_queues, pair_names
     FROM (SELECT DISTINCT u.q, coalesce(u.n, 'Default') AS n FROM unnest(queues, partitions) u(q, n)) d;
+    -- What the request's queues ask of this push, in one look at their rows
+    -- (a queue this push creates asks nothing): encryption, and a maxSize.
+    SELECT array_agg(q.name) FILTER (WHERE q.encryption_enabled),
+           array_agg(q.name ORDER BY q.name) FILTER (WHERE q.max_size > 0)
+      INTO encrypted, capped
+      FROM pgcursor.queues q WHERE q.name = ANY (pair_queues);
+    IF encrypted IS NOT NULL THEN
+        PERFORM pgcursor_internal.refuse_plaintext_payloads(queues, payloads, encrypted);
+    END IF;
+    IF capped IS NOT NULL THEN
+        PERFORM pgcursor_internal.lock_capped_queues(capped);
+    END IF;
     -- The partitions, in id order, and their heads, locked (in id order: no
     -- deadlocks) before the transaction index is looked at, so the next
     -- statement sees every push that committed ahead of us and offsets stay
@@ -499,16 +528,7 @@ BEGIN
     END LOOP;
     pair_queues := found_queues;
     pair_names := found_names;
-    -- What the request's queues ask of this push, in one look at their rows:
-    -- encryption (a refusal rolls back everything, partitions created above
-    -- included) and a maxSize (then the room left).
-    SELECT array_agg(q.name) FILTER (WHERE q.encryption_enabled), coalesce(bool_or(q.max_size > 0), false)
-      INTO encrypted, capped
-      FROM pgcursor.queues q WHERE q.name = ANY (pair_queues);
-    IF encrypted IS NOT NULL THEN
-        PERFORM pgcursor_internal.refuse_plaintext_payloads(queues, payloads, encrypted);
-    END IF;
-    IF capped THEN
+    IF capped IS NOT NULL THEN
         SELECT array_agg(r.queue), array_agg(r.room) INTO full_queues, room
           FROM pgcursor_internal.queue_room(pair_queues) r;
     END IF;

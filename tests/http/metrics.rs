@@ -1048,8 +1048,7 @@ async fn the_http_workers_share_out_the_pool() {
     );
     let queue = fresh_queue("pool-share");
     // Every push to a partition locks its head row: pushes to one partition
-    // wait in turn behind the test's lock. (One lock: the queue's row, which
-    // a maxSize push also locks, made five such pushes deadlock on Citus.)
+    // wait in turn behind the test's lock.
     let pushed = push_n(&gw, &queue, "Default", 1).await;
     let partition: Uuid = pushed[0]["partitionId"].as_str().unwrap().parse().unwrap();
     let mut holder = db().await;

@@ -174,6 +174,49 @@ async fn max_size_refuses_the_items_past_capacity_and_accepts_the_rest() {
     assert_eq!(answer[0]["status"], "queued", "{answer}");
 }
 
+/// Concurrent pushes to a queue with a maxSize each lock heads and then the
+/// queue's row. On Citus, where that row is a reference table's (locked on
+/// every node), pushes holding heads while they waited for it deadlocked
+/// across nodes (the gateway's retries hid most; five at once outlasted
+/// them). They now take the queue's turn before any head, so none is a
+/// deadlock's victim: not one retry in the gateway's log.
+#[tokio::test]
+async fn concurrent_pushes_to_a_queue_with_a_max_size_wait_their_turn_without_deadlocks() {
+    let gw = pgcursor_tests::GatewayConfig::new()
+        .pool_size(5)
+        .env("PGCURSOR_DB_TIMEOUT_MS", "60000")
+        .start()
+        .await;
+    let queue = fresh_queue("full-turns");
+    configure(&gw, &queue, json!({"maxSize": 1000})).await;
+    let mut holder = db().await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute(
+        "SELECT FROM pgcursor.queues WHERE name = $1 FOR UPDATE",
+        &[&queue],
+    )
+    .await
+    .unwrap();
+    let pushes: Vec<_> = (0..12)
+        .map(|i| {
+            let items = json!({"items": [{"queue": queue, "partition": format!("p{}", i % 3), "payload": i}]});
+            tokio::spawn(crate::broker::send(
+                pgcursor_tests::client().post(gw.url("/api/v1/push")).json(&items),
+            ))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tx.commit().await.unwrap();
+    for push in pushes {
+        let (status, body) = push.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body[0]["status"], "queued", "{body}");
+    }
+    assert_eq!(crate::broker::stored_messages(&queue).await, 12);
+    let log = gw.stderr();
+    assert!(!log.contains("deadlock"), "{log}");
+}
+
 #[tokio::test]
 async fn subscription_mode_follows_queens_rule_and_empty_queue_names_work() {
     let gw = Gateway::start().await;

@@ -3,7 +3,8 @@
 -- lease extension default and maintenance mode. Ages are made by moving
 -- created_at back: now() does not move inside this one transaction.
 BEGIN;
-SELECT plan(51);
+SELECT plan(53);
+\ir lib/dblink.sql
 
 CREATE FUNCTION pg_temp.push(q text, n int, part text DEFAULT 'Default') RETURNS jsonb LANGUAGE sql AS $$
     SELECT pgcursor.push(jsonb_build_object('items', (
@@ -135,6 +136,21 @@ SELECT is(ARRAY(SELECT x ->> 'status' FROM jsonb_array_elements(pgcursor.push(
               '{"items": [{"queue": "t25r", "payload": 4}, {"queue": "t25r", "payload": 5},
                           {"queue": "t25r", "payload": 6}]}')) x),
           '{queued,queued,failed}', '... and the queue takes maxSize more: only stored messages count');
+
+-- A push to a queue with a maxSize takes its queue's turn (an advisory lock,
+-- lock_capped_queues) before it locks a head; other pushes take none.
+SELECT FROM pgcursor.configure('{"queue": "t25turn", "options": {"maxSize": 5}}');
+SELECT pg_temp.open_sessions('t25turn');
+SELECT FROM dblink_exec('t25turn', 'BEGIN');
+SELECT FROM dblink('t25turn', $q$SELECT pg_advisory_xact_lock(pgcursor_internal.capped_queue_class(), hashtext('t25turn'))::text$q$) AS t(x text);
+SET LOCAL lock_timeout = '200ms';
+SELECT throws_ok($$SELECT pgcursor.push('{"items": [{"queue": "t25turn", "payload": 7}]}')$$,
+                 '55P03', NULL, 'a push to a queue with a maxSize waits for the queue''s turn');
+SELECT lives_ok($$SELECT pgcursor.push('{"items": [{"queue": "t25i-turn", "payload": 1}]}')$$,
+                'a push to a queue without one does not');
+SET LOCAL lock_timeout = 0;
+SELECT FROM dblink_exec('t25turn', 'ROLLBACK');
+SELECT pg_temp.close_sessions('t25turn');
 
 -- message_id: one per stored message; a duplicate answers the original's.
 SELECT pgcursor.push('{"items": [{"queue": "t25i", "payload": 1, "transactionId": "x"}]}') -> 0 AS first \gset
