@@ -89,7 +89,7 @@ test-citus: deps
 	prove=(pg_prove --host 127.0.0.1 --port "$$port" --username postgres --dbname pgcursor); \
 	echo "==> pgTAP 50-55 (the ack contract) on the coordinator"; \
 	ack=0; "$${prove[@]}" tests/sql/5[0-5]_*.sql || ack=$$?; \
-	echo "==> sql/citus/tests (what Citus adds: the delegated ack and push; the Citus push's horizon; a push of no items; status analytics' reads)"; \
+	echo "==> sql/citus/tests (what Citus adds: the delegated ack and push; the Citus push's horizon; a push of no items; status analytics' reads; idle partitions)"; \
 	own=0; "$${prove[@]}" sql/citus/tests/*.sql || own=$$?; \
 	echo "==> HTTP contract tests on the coordinator (but sql/citus/tests/http-not-yet.txt)"; \
 	skips=$$(grep -v '^\(#\|$$\)' sql/citus/tests/http-not-yet.txt | awk '{print "--skip", $$1}'); \

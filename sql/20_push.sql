@@ -278,7 +278,8 @@ BEGIN
             JOIN unnest(pair_queues, pair_names, ids, heads) AS l(q, n, id, head)
               ON l.q = u.q AND l.n = coalesce(u.p, 'Default')
         ), bumped AS (
-            UPDATE pgcursor.partition_heads h SET head = f.last, max_weight = greatest(h.max_weight, weight)
+            UPDATE pgcursor.partition_heads h SET head = f.last, max_weight = greatest(h.max_weight, weight),
+                   pushed_at = now()
             FROM (SELECT pid, max(off) AS last FROM placed GROUP BY pid) f
             WHERE h.partition_id = f.pid
         ), stamps AS MATERIALIZED (  -- one read per partition, not per message
@@ -334,7 +335,8 @@ BEGIN
                bool_or(r.no_room) OVER (PARTITION BY r.pid, r.txid) AND r.existing IS NULL AS refused
         FROM ranked r
     ), bumped AS (
-        UPDATE pgcursor.partition_heads h SET head = h.head + f.n, max_weight = greatest(h.max_weight, weight)
+        UPDATE pgcursor.partition_heads h SET head = h.head + f.n, max_weight = greatest(h.max_weight, weight),
+                   pushed_at = now()
         FROM (SELECT pid, max(k) AS n FROM ranked GROUP BY pid HAVING max(k) > 0) f
         WHERE h.partition_id = f.pid
     ), stamps AS MATERIALIZED (  -- one read per partition, not per message

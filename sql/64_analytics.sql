@@ -12,34 +12,43 @@
 -- its own figures and samples into gateway_process_minutes and _samples.
 -- queue-ops, queue-lag, worker-metrics, system-metrics and
 -- queue-parked-replicas fill those, and queue-ops the partitions from
--- partitions.created_at. retention
+-- partitions.created_at and retention_minutes.partitions_deleted. retention
 -- reads pgcursor.retention_minutes.
 -- postgres-stats is a live reading of PostgreSQL's statistics views over
 -- schema pgcursor.
 
 -- queue-ops: {timeRange, bucketMinutes, series [per (bucket, queue) with
 -- any figure, oldest first, then by queue], queues [their names, sorted]}.
--- Partitions: created in the bucket, and the queue's count at its end, from
--- partitions.created_at; a live queue never loses one (partitions go only
--- with their queue), so partitionsDeleted is 0.
+-- Partitions: created in the bucket (of those still there: a live queue
+-- loses only partitions idle for long, purge_idle_partitions), deleted in
+-- it (retention_minutes, kept 24 hours), and the queue's count at its end:
+-- those created by then and still there, and those deleted since.
 CREATE OR REPLACE FUNCTION pgcursor_internal.queue_ops(since timestamptz, upto timestamptz, bucket_minutes integer,
                                                        names text[])
 RETURNS jsonb LANGUAGE sql STABLE AS $$
-    WITH s AS (
+    WITH deletions AS (
+        SELECT r.minute, pgcursor_internal.bucket_start(r.minute, bucket_minutes) AS bucket, r.queue,
+               r.partitions_deleted AS deleted
+        FROM pgcursor.retention_minutes r
+        WHERE r.partitions_deleted > 0 AND (names IS NULL OR r.queue = ANY (names))
+    ), s AS (
         SELECT pgcursor_internal.bucket_start(f.minute, bucket_minutes) AS bucket, f.queue,
                sum(f.pushed) AS pushed, sum(f.completed) AS completed, sum(f.dead_lettered) AS dead_lettered,
                sum(f.discarded) AS discarded
         FROM pgcursor_internal.queue_minute_figures(since, upto, names) f
         GROUP BY 1, 2
     ), b AS (
-        SELECT bucket, queue, coalesce(s.pushed, 0) AS pushed, coalesce(s.completed, 0) AS completed,
+        SELECT bucket, queue, d.deleted, coalesce(s.pushed, 0) AS pushed, coalesce(s.completed, 0) AS completed,
                coalesce(s.dead_lettered, 0) AS dead_lettered, g.push_requests, g.pop_messages, g.pop_empty,
                g.ack_requests, g.ack_failed, g.transactions, g.age_sum_ms, g.age_max_ms, g.parked_ms
         FROM s
         FULL JOIN (SELECT * FROM pgcursor_internal.gateway_figures(since, upto, bucket_minutes, names)
                    WHERE queue IS NOT NULL) g USING (bucket, queue)
+        FULL JOIN (SELECT d.bucket, d.queue, sum(d.deleted) AS deleted FROM deletions d
+                    WHERE d.minute BETWEEN since AND upto GROUP BY 1, 2) d USING (bucket, queue)
         WHERE coalesce(s.pushed + s.completed + s.dead_lettered + s.discarded, 0)
-              + coalesce(g.pop_requests + g.push_requests + g.ack_requests + g.transactions, 0) > 0
+              + coalesce(g.pop_requests + g.push_requests + g.ack_requests + g.transactions, 0)
+              + coalesce(d.deleted, 0) > 0
     ), parts AS (
         SELECT p.queue, pgcursor_internal.bucket_start(p.created_at, bucket_minutes) AS bucket, count(*) AS created
         FROM pgcursor.partitions p
@@ -57,9 +66,11 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                               'transactions', coalesce(b.transactions, 0), 'dlqCount', b.dead_lettered,
                               'partitionsCreated', coalesce((SELECT c.created FROM parts c
                                                              WHERE (c.queue, c.bucket) = (b.queue, b.bucket)), 0),
-                              'partitionsDeleted', 0,
+                              'partitionsDeleted', coalesce(b.deleted, 0),
                               'partitionCount', (SELECT coalesce(sum(c.created), 0) FROM parts c
-                                                 WHERE c.queue = b.queue AND c.bucket <= b.bucket),
+                                                 WHERE c.queue = b.queue AND c.bucket <= b.bucket)
+                                                + (SELECT coalesce(sum(d.deleted), 0) FROM deletions d
+                                                   WHERE d.queue = b.queue AND d.bucket > b.bucket),
                               'avgLagMs', pgcursor_internal.average_age(b.age_sum_ms, b.pop_messages),
                               'maxLagMs', coalesce(b.age_max_ms, 0),
                               'pushPerSecond', pgcursor_internal.per_second(b.pushed, bucket_minutes),

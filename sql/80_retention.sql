@@ -335,3 +335,114 @@ BEGIN
     END LOOP;
     RETURN purged;
 END $$;
+
+-- How long a partition stays after it went idle (Queen's
+-- PARTITION_CLEANUP_DAYS): purge_idle_partitions' default.
+CREATE OR REPLACE FUNCTION pgcursor_internal.idle_partition_days()
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 30 $$;
+
+-- Whether partition pid is idle since `since`: it holds no message, dead
+-- letter or remembered transactionId (a push of a remembered id must stay a
+-- duplicate, an ack of one must still resolve), no push stored a message
+-- there since (partition_heads.pushed_at), and no group acked there or held
+-- a lease expiring since. False for a partition that is gone. One statement
+-- on the partition's rows alone (on Citus, routed to its shard).
+CREATE OR REPLACE FUNCTION pgcursor_internal.partition_is_idle(pid uuid, since timestamptz)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN coalesce((
+        SELECT h.pushed_at < since
+           AND NOT EXISTS (SELECT 1 FROM pgcursor.messages m WHERE m.partition_id = pid)
+           AND NOT EXISTS (SELECT 1 FROM pgcursor.dead_letters d WHERE d.partition_id = pid)
+           AND NOT EXISTS (SELECT 1 FROM pgcursor.transaction_index t WHERE t.partition_id = pid)
+           AND NOT EXISTS (SELECT 1 FROM pgcursor.cursors c
+                            WHERE c.partition_id = pid
+                              AND (c.last_ack_at >= since OR c.lease_expires_at >= since))
+          FROM pgcursor.partition_heads h WHERE h.partition_id = pid), false);
+END $$;
+
+-- Locks idle partition pid's head and cursor rows without waiting, and
+-- answers whether it got them all and the partition is idle still. A push,
+-- pop or ack busy there keeps it for the next run; one that comes after
+-- waits for the delete, and then finds the partition gone (a push creates
+-- it anew, as after delete_queue).
+CREATE OR REPLACE FUNCTION pgcursor_internal.lock_idle_partition(pid uuid, since timestamptz)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    locked integer;
+BEGIN
+    PERFORM 1 FROM pgcursor.partition_heads h WHERE h.partition_id = pid FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    SELECT count(*) INTO locked
+      FROM (SELECT 1 FROM pgcursor.cursors c WHERE c.partition_id = pid
+             ORDER BY c.consumer_group FOR UPDATE SKIP LOCKED) x;
+    IF locked < (SELECT count(*) FROM pgcursor.cursors c WHERE c.partition_id = pid) THEN
+        RETURN false;
+    END IF;
+    RETURN pgcursor_internal.partition_is_idle(pid, since);
+END $$;
+
+-- Deletes partitions `ids` (locked by the caller) with every row that
+-- refers to them. Their lifetime figures stay in retired_totals (the
+-- delete triggers of sql/61_resources.sql).
+CREATE OR REPLACE FUNCTION pgcursor_internal.delete_partitions(ids uuid[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM pgcursor.partitions p WHERE p.id = ANY (ids);
+END $$;
+
+-- purge_idle_partitions: deletes the partitions idle (partition_is_idle)
+-- since cutoff, or with none for idle_partition_days(), and created
+-- before it; answers how many went. Each queue's partition set is taken
+-- exclusive (lock_partition_sets) while its partitions go, so no push
+-- creates, and no pop or ack writes a cursor row on, one of them
+-- meanwhile; a queue whose set another session holds, and a partition
+-- busy now, wait for the next run. A push to a deleted partition's name
+-- creates it again, at offset 1, and every group stands at its start
+-- there. Recorded per queue and minute for the queue-ops analytics
+-- (partitionsDeleted).
+CREATE OR REPLACE FUNCTION pgcursor.purge_idle_partitions(cutoff timestamptz DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    since  timestamptz := coalesce(cutoff, now() - pgcursor_internal.idle_partition_days() * interval '1 day');
+    p      record;
+    idle   uuid[] := '{}';
+    owners text[] := '{}';
+    qname  text;
+    doomed uuid[];
+    queues text[] := '{}';
+    counts bigint[] := '{}';
+BEGIN
+    -- Candidates first, without locks (one look at each partition's rows;
+    -- on Citus each routed to its shard).
+    FOR p IN SELECT x.id, x.queue FROM pgcursor.partitions x WHERE x.created_at < since ORDER BY x.queue, x.id LOOP
+        IF pgcursor_internal.partition_is_idle(p.id, since) THEN
+            idle := idle || p.id;
+            owners := owners || p.queue;
+        END IF;
+    END LOOP;
+    FOR qname IN SELECT DISTINCT o FROM unnest(owners) o ORDER BY 1 LOOP
+        CONTINUE WHEN cardinality(pgcursor_internal.lock_partition_sets(ARRAY[qname], '{}', true)) = 0;
+        doomed := ARRAY(SELECT u.id FROM unnest(idle, owners) u(id, q)
+                         WHERE u.q = qname AND pgcursor_internal.lock_idle_partition(u.id, since)
+                         ORDER BY u.id);
+        CONTINUE WHEN cardinality(doomed) = 0;
+        PERFORM pgcursor_internal.delete_partitions(doomed);
+        queues := queues || qname;
+        counts := counts || cardinality(doomed)::bigint;
+    END LOOP;
+    RETURN pgcursor_internal.record_partition_deletions(queues, counts);
+END $$;
+
+-- Adds partitions deleted, per queue, to this minute's retention_minutes
+-- row (not a retention run: runs stays); answers the total.
+CREATE OR REPLACE FUNCTION pgcursor_internal.record_partition_deletions(queues text[], deleted bigint[])
+RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO pgcursor.retention_minutes AS t (minute, queue, partitions_deleted)
+    SELECT date_trunc('minute', now()), u.q, u.n FROM unnest(queues, deleted) u(q, n)
+    ON CONFLICT (minute, queue) DO UPDATE SET partitions_deleted = t.partitions_deleted + excluded.partitions_deleted;
+    RETURN coalesce((SELECT sum(n) FROM unnest(deleted) n), 0);
+END $$;

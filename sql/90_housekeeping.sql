@@ -12,14 +12,16 @@ RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- housekeeping: writes the cursor rows pending subscriptions lack, runs
--- every purge and the eviction, and answers what each did: {"skipped":
--- false, "completedMessages", "messages", "evictedMessages", "deadLetters",
--- "transactionIndex", "statsSnapshots", "cursorRows"}; with a cutoff, each
--- purge gets it (see each for its rule). statsSnapshots: the rows
+-- every purge and the eviction, then deletes idle partitions, and answers
+-- what each did: {"skipped": false, "completedMessages", "messages",
+-- "evictedMessages", "deadLetters", "transactionIndex", "partitions",
+-- "statsSnapshots", "cursorRows"}; with a cutoff, each purge gets it (see
+-- each for its rule). statsSnapshots: the rows
 -- pgcursor.record_stats_snapshot() wrote (0 when this minute has its
 -- snapshot already); cursorRows: the rows materialize_cursors() wrote.
 -- Retention runs before eviction, so a message past both counts as
--- retention's. When another run holds the lock it does nothing and answers
+-- retention's; idle partitions go last, once the purges have emptied them.
+-- When another run holds the lock it does nothing and answers
 -- {"skipped": true, "reason": ...}. The lock is the transaction's: it is
 -- released at commit or rollback, never left behind.
 CREATE OR REPLACE FUNCTION pgcursor.housekeeping(cutoff timestamptz DEFAULT NULL)
@@ -28,6 +30,9 @@ DECLARE
     completed bigint;
     messages bigint;
     evicted bigint;
+    dead bigint;
+    index bigint;
+    partitions bigint;
     cursors bigint;
 BEGIN
     IF NOT pg_try_advisory_xact_lock(pgcursor_internal.housekeeping_lock()) THEN
@@ -38,13 +43,17 @@ BEGIN
     completed := pgcursor.purge_completed_messages(cutoff);
     messages := pgcursor.purge_messages(cutoff);
     evicted := pgcursor.evict_expired_messages(cutoff);
+    dead := pgcursor.purge_dead_letters(cutoff);
+    index := pgcursor.purge_transaction_index(cutoff);
+    partitions := pgcursor.purge_idle_partitions(cutoff);
     RETURN jsonb_build_object(
         'skipped', false,
         'completedMessages', completed,
         'messages', messages,
         'evictedMessages', evicted,
-        'deadLetters', pgcursor.purge_dead_letters(cutoff),
-        'transactionIndex', pgcursor.purge_transaction_index(cutoff),
+        'deadLetters', dead,
+        'transactionIndex', index,
+        'partitions', partitions,
         'statsSnapshots', (pgcursor.record_stats_snapshot() ->> 'rows')::bigint,
         'cursorRows', cursors);
 END $$;

@@ -1,7 +1,7 @@
 //! The housekeeping clock: every `PGCURSOR_HOUSEKEEPING_SECONDS`, one
 //! `pgcursor.housekeeping()` call (transaction index purge, message,
 //! completed-message and dead-letter retention, maxWaitTimeSeconds
-//! eviction; the rules are in sql/80_retention.sql). Several gateways may share a database: the
+//! eviction, idle partitions; the rules are in sql/80_retention.sql). Several gateways may share a database: the
 //! function takes a transaction-scoped advisory lock itself and answers
 //! `skipped` when another run holds it (sql/90_housekeeping.sql). Errors
 //! are logged, never fatal.
@@ -44,14 +44,15 @@ pub async fn run_once(pool: &Pool) -> Result<Option<Value>, String> {
 /// Logs what a run removed: info when anything went, debug otherwise.
 fn log_counts(counts: &Value) {
     let n = |key: &str| counts[key].as_i64().unwrap_or(0);
-    let (index, messages, completed, evicted, dead) = (
+    let (index, messages, completed, evicted, dead, partitions) = (
         n("transactionIndex"),
         n("messages"),
         n("completedMessages"),
         n("evictedMessages"),
         n("deadLetters"),
+        n("partitions"),
     );
-    if index + messages + completed + evicted + dead == 0 {
+    if index + messages + completed + evicted + dead + partitions == 0 {
         debug!("housekeeping: nothing to remove");
         return;
     }
@@ -61,8 +62,9 @@ fn log_counts(counts: &Value) {
         completed_messages = completed,
         evicted_messages = evicted,
         dead_letters = dead,
+        partitions,
         "housekeeping removed {index} transaction index rows, {messages} messages past retention, \
          {completed} completed messages, {evicted} messages evicted past maxWaitTimeSeconds, \
-         {dead} dead letters"
+         {dead} dead letters, {partitions} idle partitions"
     );
 }

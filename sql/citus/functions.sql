@@ -123,6 +123,19 @@ BEGIN
     RETURN jsonb_build_object('deleted', gone, 'queue', qname);
 END $$;
 
+-- delete_partitions (sql/80_retention.sql, purge_idle_partitions): the
+-- partitions' heads and their cursor rows' counters go to retired_totals
+-- here, as the disabled triggers did; and the delete, which cascades from
+-- the reference table to the distributed ones, runs on one connection per
+-- node (see delete_queue).
+CREATE OR REPLACE FUNCTION pgcursor_internal.delete_partitions(ids uuid[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    PERFORM pgcursor_internal.retire_totals(ids, NULL);
+    DELETE FROM pgcursor.partitions p WHERE p.id = ANY (ids);
+END $$;
+
 -- What the disabled triggers wrote, for partitions `ids` about to be
 -- deleted with their cursor rows (grp null: the partitions' heads too), or
 -- only group grp's cursor rows there.
@@ -281,7 +294,8 @@ BEGIN
     FOR bump IN SELECT r.pid, max(r.k) AS n FROM jsonb_to_recordset(placed) AS r(pid uuid, k bigint)
                  GROUP BY r.pid HAVING max(r.k) > 0
     LOOP
-        UPDATE pgcursor.partition_heads h SET head = h.head + bump.n, max_weight = greatest(h.max_weight, weight)
+        UPDATE pgcursor.partition_heads h SET head = h.head + bump.n, max_weight = greatest(h.max_weight, weight),
+                   pushed_at = now()
          WHERE h.partition_id = bump.pid;
         SELECT m.created_at INTO newest FROM pgcursor.messages m
          WHERE m.partition_id = bump.pid ORDER BY m.msg_offset DESC LIMIT 1;

@@ -86,3 +86,73 @@ async fn nothing_is_purged_while_another_run_holds_the_lock() {
         .unwrap();
     wait_purged(&queue, Duration::from_secs(20)).await;
 }
+
+/// The partition names of `queue`, sorted.
+async fn partition_names(queue: &str) -> Vec<String> {
+    db().await
+        .query(
+            "SELECT name FROM pgcursor.partitions WHERE queue = $1 ORDER BY name",
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// A partition emptied (its message deleted, so its transactionId
+/// forgotten) and idle for 31 days goes on the clock's next run, with its
+/// figures kept; one holding a message stays; the analytics count the
+/// deletion; a push to its name makes it anew from offset 1.
+#[tokio::test]
+async fn the_clock_deletes_a_partition_idle_for_30_days() {
+    let gw = Gateway::start_with(&[("PGCURSOR_HOUSEKEEPING_SECONDS", "1")]).await;
+    let queue = fresh_queue("hk-idle");
+    let push = json!({"items": [
+        {"queue": queue, "partition": "gone", "payload": 1, "transactionId": "g-1"},
+        {"queue": queue, "partition": "kept", "payload": 2, "transactionId": "k-1"}]});
+    let (status, pushed) = post(&gw, "/api/v1/push", &push).await;
+    assert_eq!(status, 200, "{pushed}");
+    let gone = pushed[0]["partitionId"].as_str().unwrap().to_string();
+    let (status, body) = crate::broker::send(
+        pgcursor_tests::client().delete(gw.url(&format!("/api/v1/messages/{gone}/g-1"))),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let age = db().await;
+    age.execute(
+        "UPDATE pgcursor.partitions SET created_at = now() - interval '31 days' WHERE queue = $1",
+        &[&queue],
+    )
+    .await
+    .unwrap();
+    age.execute(
+        "UPDATE pgcursor.partition_heads h SET pushed_at = now() - interval '31 days'
+           FROM pgcursor.partitions p WHERE p.id = h.partition_id AND p.queue = $1",
+        &[&queue],
+    )
+    .await
+    .unwrap();
+    let what = format!("the idle partition of {queue} deleted");
+    eventually(&what, Duration::from_secs(20), || async {
+        partition_names(&queue).await == ["kept"]
+    })
+    .await;
+
+    let (status, ops) =
+        crate::broker::get(&gw, &format!("/api/v1/analytics/queue-ops?queue={queue}")).await;
+    assert_eq!(status, 200, "{ops}");
+    let deleted: i64 = ops["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["partitionsDeleted"].as_i64().unwrap())
+        .sum();
+    assert_eq!(deleted, 1, "{ops}");
+
+    let again = json!({"items": [{"queue": queue, "partition": "gone", "payload": 3}]});
+    let (_, pushed) = post(&gw, "/api/v1/push", &again).await;
+    assert_eq!(pushed[0]["offset"], 1, "{pushed}");
+    assert_ne!(pushed[0]["partitionId"], json!(gone), "{pushed}");
+}

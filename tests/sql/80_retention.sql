@@ -211,15 +211,15 @@ INSERT INTO pgcursor.transaction_index (partition_id, transaction_id, msg_offset
 VALUES (:'h', 'gone-1', 1, now() - interval '1 hour'), (:'h', 'gone-2', 2, now() - interval '1 hour');
 SELECT pgcursor.housekeeping() AS hk \gset
 SELECT is((SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(:'hk'::jsonb) k),
-          '["completedMessages","cursorRows","deadLetters","evictedMessages","messages","skipped","statsSnapshots","transactionIndex"]',
-          'housekeeping answers five counts, the snapshot and cursor rows it wrote and that it ran');
+          '["completedMessages","cursorRows","deadLetters","evictedMessages","messages","partitions","skipped","statsSnapshots","transactionIndex"]',
+          'housekeeping answers six counts, the snapshot and cursor rows it wrote and that it ran');
 SELECT ok(((:'hk'::jsonb) ->> 'messages')::int >= 2 AND ((:'hk'::jsonb) ->> 'transactionIndex')::int >= 2,
           'and ran the message and index purges');
 SELECT is(ARRAY[pg_temp.offsets(:'h'), (SELECT count(*)::text FROM pgcursor.transaction_index WHERE partition_id = :'h')],
           '{"",0}', 't80h emptied');
 SELECT is(pgcursor.housekeeping(now() - interval '10 years'),
           '{"skipped":false,"completedMessages":0,"messages":0,"evictedMessages":0,"deadLetters":0,"transactionIndex":0,
-            "statsSnapshots":0,"cursorRows":0}',
+            "partitions":0,"statsSnapshots":0,"cursorRows":0}',
           'an old cutoff removes nothing (and this minute has its snapshot already)');
 
 -- What each purge deleted, per queue, for GET /api/v1/analytics/retention
