@@ -158,6 +158,13 @@ BEGIN
     RETURN gone;
 END $$;
 
+-- retention_minutes keeps 24 hours (docs/http-api.md, analytics).
+CREATE OR REPLACE FUNCTION pgcursor_internal.drop_old_retention_minutes()
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM pgcursor.retention_minutes t WHERE t.minute < now() - interval '24 hours';
+END $$;
+
 -- Adds what one purge deleted (deleted[i] messages of queues[i]) to this
 -- minute's rows of pgcursor.retention_minutes, in the column of `kind`
 -- (retention, completed or eviction), and one run for each queue that lost
@@ -183,7 +190,7 @@ BEGIN
             runs = t.runs + 1;
         total := total + deleted[i];
     END LOOP;
-    DELETE FROM pgcursor.retention_minutes t WHERE t.minute < now() - interval '24 hours';
+    PERFORM pgcursor_internal.drop_old_retention_minutes();
     RETURN total;
 END $$;
 
@@ -437,12 +444,16 @@ BEGIN
 END $$;
 
 -- Adds partitions deleted, per queue, to this minute's retention_minutes
--- row (not a retention run: runs stays); answers the total.
+-- row (not a retention run: runs stays), and answers the total.
 CREATE OR REPLACE FUNCTION pgcursor_internal.record_partition_deletions(queues text[], deleted bigint[])
 RETURNS bigint LANGUAGE plpgsql AS $$
 BEGIN
+    IF cardinality(queues) = 0 THEN
+        RETURN 0;
+    END IF;
     INSERT INTO pgcursor.retention_minutes AS t (minute, queue, partitions_deleted)
     SELECT date_trunc('minute', now()), u.q, u.n FROM unnest(queues, deleted) u(q, n)
     ON CONFLICT (minute, queue) DO UPDATE SET partitions_deleted = t.partitions_deleted + excluded.partitions_deleted;
-    RETURN coalesce((SELECT sum(n) FROM unnest(deleted) n), 0);
+    PERFORM pgcursor_internal.drop_old_retention_minutes();
+    RETURN (SELECT sum(n) FROM unnest(deleted) n);
 END $$;
