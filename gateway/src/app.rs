@@ -183,7 +183,11 @@ pub async fn serve(config: Config, deployment: db::Deployment) -> Result<(), Sta
     });
     // The clocks' own connection, and the last flush's after the workers stop.
     let background = db::pool(&shared.config, 1);
-    crate::housekeeping::spawn(background.clone(), shared.config.housekeeping_interval());
+    crate::housekeeping::spawn(
+        background.clone(),
+        shared.config.housekeeping_interval(),
+        shared.config.partition_cleanup_days,
+    );
     crate::minutes::spawn(background.clone(), shared.config.stats_flush_interval());
     crate::process::set_port(bind.port());
     let sampled = shared.clone();

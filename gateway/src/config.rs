@@ -182,6 +182,19 @@ pub struct Config {
     )]
     pub housekeeping_seconds: u64,
 
+    /// Days an idle partition stays before housekeeping deletes it (one
+    /// with no message, dead letter or remembered transactionId that saw no
+    /// push, ack or live lease for that long): Queen's
+    /// PARTITION_CLEANUP_DAYS. 0 keeps every partition
+    #[arg(
+        long,
+        env = "PGCURSOR_PARTITION_CLEANUP_DAYS",
+        value_name = "PGCURSOR_PARTITION_CLEANUP_DAYS",
+        default_value = "30",
+        value_parser = cleanup_days,
+    )]
+    pub partition_cleanup_days: i32,
+
     /// Seconds between flushes of the gateway's per-minute figures (pops,
     /// requests, failed acks, message age at pop) into the database, where
     /// status and analytics read them
@@ -370,6 +383,19 @@ fn positive_u64(s: &str) -> Result<u64, String> {
     positive_int4(s).map(|n| n as u64)
 }
 
+/// Most days PGCURSOR_PARTITION_CLEANUP_DAYS takes: a century (far more
+/// would reach back past the first year a timestamp holds).
+const MAX_CLEANUP_DAYS: i32 = 36_500;
+
+fn cleanup_days(s: &str) -> Result<i32, String> {
+    match s.trim().parse::<i32>() {
+        Ok(n) if (0..=MAX_CLEANUP_DAYS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "must be a whole number of days from 0 (never) to {MAX_CLEANUP_DAYS}, got {s:?}"
+        )),
+    }
+}
+
 /// Most pooled connections: far past what a PostgreSQL serves, and the pool
 /// sets room for every one aside at start.
 const MAX_POOL_SIZE: usize = 10_000;
@@ -418,6 +444,7 @@ mod tests {
         assert_eq!(c.max_answer_bytes_in_flight, 256 << 20);
         assert_eq!(c.db_timeout(), Duration::from_millis(5000));
         assert_eq!(c.housekeeping_seconds, 60);
+        assert_eq!(c.partition_cleanup_days, 30);
         assert_eq!(c.stats_flush_interval(), Duration::from_secs(60));
         assert!(c.tokens.is_none());
         assert!(c.encryption_key.is_none());
@@ -465,6 +492,14 @@ mod tests {
                 "PGCURSOR_MAX_POP_BATCH",
             ),
             (&["--http-workers", "0"][..], "PGCURSOR_HTTP_WORKERS"),
+            (
+                &["--partition-cleanup-days=-1"][..],
+                "PGCURSOR_PARTITION_CLEANUP_DAYS",
+            ),
+            (
+                &["--partition-cleanup-days", "36501"][..],
+                "PGCURSOR_PARTITION_CLEANUP_DAYS",
+            ),
             (&["--body-timeout-ms", "0"][..], "PGCURSOR_BODY_TIMEOUT_MS"),
             (&["--send-timeout-ms", "0"][..], "PGCURSOR_SEND_TIMEOUT_MS"),
             (
@@ -486,6 +521,14 @@ mod tests {
             let line = one_line(&parse(args).unwrap_err());
             assert!(line.contains(var), "{line}");
             assert!(!line.contains('\n'), "{line}");
+        }
+    }
+
+    #[test]
+    fn partition_cleanup_days_run_from_never_to_a_century() {
+        for (given, days) in [("0", 0), ("1", 1), ("36500", 36_500)] {
+            let c = parse(&["--partition-cleanup-days", given]).unwrap();
+            assert_eq!(c.partition_cleanup_days, days);
         }
     }
 

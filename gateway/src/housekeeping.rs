@@ -12,12 +12,13 @@ use deadpool_postgres::Pool;
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
-/// Starts the clock on the current runtime (`crate::clock::every`).
-pub fn spawn(pool: Pool, every: Duration) -> tokio::task::JoinHandle<()> {
+/// Starts the clock on the current runtime (`crate::clock::every`); idle
+/// partitions go after `idle_days` (0: never).
+pub fn spawn(pool: Pool, every: Duration, idle_days: i32) -> tokio::task::JoinHandle<()> {
     crate::clock::every(every, move || {
         let pool = pool.clone();
         async move {
-            match run_once(&pool).await {
+            match run_once(&pool, idle_days).await {
                 Ok(Some(counts)) => log_counts(&counts),
                 Ok(None) => debug!("housekeeping skipped: another gateway holds the lock"),
                 Err(e) => warn!("housekeeping failed: {e}"),
@@ -28,13 +29,13 @@ pub fn spawn(pool: Pool, every: Duration) -> tokio::task::JoinHandle<()> {
 
 /// One run: `Some(counts)` when it ran, `None` when another run (another
 /// gateway's, or a psql session's) holds the lock.
-pub async fn run_once(pool: &Pool) -> Result<Option<Value>, String> {
+pub async fn run_once(pool: &Pool, idle_days: i32) -> Result<Option<Value>, String> {
     let client = pool
         .get()
         .await
         .map_err(|e| crate::db::pool_error_detail(&e))?;
     let counts: Value = client
-        .query_one("SELECT pgcursor.housekeeping()", &[])
+        .query_one("SELECT pgcursor.housekeeping(NULL, $1)", &[&idle_days])
         .await
         .map_err(|e| crate::db::error_detail(&e))?
         .get(0);

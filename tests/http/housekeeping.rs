@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use pgcursor_tests::{db, Gateway};
+use pgcursor_tests::{db, db_at, Gateway, GatewayConfig};
 use serde_json::json;
 
-use crate::broker::{eventually, fresh_queue, post};
+use crate::broker::{drop_database, eventually, fresh_queue, post, scratch_database};
 
 /// `pgcursor_internal.housekeeping_lock()` (sql/90_housekeeping.sql, documented in docs/sql-api.md).
 const HOUSEKEEPING_LOCK: i64 = 0x7067_6375_5f68_6b31;
@@ -88,8 +88,8 @@ async fn nothing_is_purged_while_another_run_holds_the_lock() {
 }
 
 /// The partition names of `queue`, sorted.
-async fn partition_names(queue: &str) -> Vec<String> {
-    db().await
+async fn partition_names(client: &tokio_postgres::Client, queue: &str) -> Vec<String> {
+    client
         .query(
             "SELECT name FROM pgcursor.partitions WHERE queue = $1 ORDER BY name",
             &[&queue],
@@ -101,6 +101,42 @@ async fn partition_names(queue: &str) -> Vec<String> {
         .collect()
 }
 
+/// Pushes one message to partition `part` of `queue` and deletes it (its
+/// transactionId forgotten with it), then moves the queue's partitions'
+/// creation and last push back 31 days: `part` is idle. Answers its id.
+async fn idle_partition(
+    gw: &Gateway,
+    client: &tokio_postgres::Client,
+    queue: &str,
+    part: &str,
+) -> String {
+    let push = json!({"items": [{"queue": queue, "partition": part, "payload": 1, "transactionId": "idle-1"}]});
+    let (status, pushed) = post(gw, "/api/v1/push", &push).await;
+    assert_eq!(status, 200, "{pushed}");
+    let pid = pushed[0]["partitionId"].as_str().unwrap().to_string();
+    let (status, body) = crate::broker::send(
+        pgcursor_tests::client().delete(gw.url(&format!("/api/v1/messages/{pid}/idle-1"))),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    client
+        .execute(
+            "UPDATE pgcursor.partitions SET created_at = now() - interval '31 days' WHERE queue = $1",
+            &[&queue],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "UPDATE pgcursor.partition_heads h SET pushed_at = now() - interval '31 days'
+               FROM pgcursor.partitions p WHERE p.id = h.partition_id AND p.queue = $1",
+            &[&queue],
+        )
+        .await
+        .unwrap();
+    pid
+}
+
 /// A partition emptied (its message deleted, so its transactionId
 /// forgotten) and idle for 31 days goes on the clock's next run, with its
 /// figures kept; one holding a message stays; the analytics count the
@@ -109,34 +145,13 @@ async fn partition_names(queue: &str) -> Vec<String> {
 async fn the_clock_deletes_a_partition_idle_for_30_days() {
     let gw = Gateway::start_with(&[("PGCURSOR_HOUSEKEEPING_SECONDS", "1")]).await;
     let queue = fresh_queue("hk-idle");
-    let push = json!({"items": [
-        {"queue": queue, "partition": "gone", "payload": 1, "transactionId": "g-1"},
-        {"queue": queue, "partition": "kept", "payload": 2, "transactionId": "k-1"}]});
-    let (status, pushed) = post(&gw, "/api/v1/push", &push).await;
-    assert_eq!(status, 200, "{pushed}");
-    let gone = pushed[0]["partitionId"].as_str().unwrap().to_string();
-    let (status, body) = crate::broker::send(
-        pgcursor_tests::client().delete(gw.url(&format!("/api/v1/messages/{gone}/g-1"))),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    let age = db().await;
-    age.execute(
-        "UPDATE pgcursor.partitions SET created_at = now() - interval '31 days' WHERE queue = $1",
-        &[&queue],
-    )
-    .await
-    .unwrap();
-    age.execute(
-        "UPDATE pgcursor.partition_heads h SET pushed_at = now() - interval '31 days'
-           FROM pgcursor.partitions p WHERE p.id = h.partition_id AND p.queue = $1",
-        &[&queue],
-    )
-    .await
-    .unwrap();
+    let kept = json!({"items": [{"queue": queue, "partition": "kept", "payload": 2}]});
+    assert_eq!(post(&gw, "/api/v1/push", &kept).await.0, 200);
+    let client = db().await;
+    let gone = idle_partition(&gw, &client, &queue, "gone").await;
     let what = format!("the idle partition of {queue} deleted");
     eventually(&what, Duration::from_secs(20), || async {
-        partition_names(&queue).await == ["kept"]
+        partition_names(&client, &queue).await == ["kept"]
     })
     .await;
 
@@ -155,4 +170,43 @@ async fn the_clock_deletes_a_partition_idle_for_30_days() {
     let (_, pushed) = post(&gw, "/api/v1/push", &again).await;
     assert_eq!(pushed[0]["offset"], 1, "{pushed}");
     assert_ne!(pushed[0]["partitionId"], json!(gone), "{pushed}");
+}
+
+/// PGCURSOR_PARTITION_CLEANUP_DAYS=0 keeps every partition: runs go on (a
+/// statistics snapshot written after the partition went idle) and it stays.
+/// (A database of its own: every other test's gateways delete partitions
+/// idle for 30 days.)
+#[tokio::test]
+async fn a_partition_cleanup_period_of_0_keeps_idle_partitions() {
+    let (name, url) = scratch_database(&[]).await;
+    let gw = GatewayConfig::new()
+        .database_url(&url)
+        .env("PGCURSOR_HOUSEKEEPING_SECONDS", "1")
+        .env("PGCURSOR_PARTITION_CLEANUP_DAYS", "0")
+        .start()
+        .await;
+    let client = db_at(&url).await;
+    let queue = fresh_queue("hk-keep");
+    idle_partition(&gw, &client, &queue, "idle").await;
+    client
+        .execute("DELETE FROM pgcursor.stats_snapshots", &[])
+        .await
+        .unwrap();
+    eventually(
+        "a housekeeping run after",
+        Duration::from_secs(20),
+        || async {
+            let rows: i64 = client
+                .query_one("SELECT count(*) FROM pgcursor.stats_snapshots", &[])
+                .await
+                .unwrap()
+                .get(0);
+            rows > 0
+        },
+    )
+    .await;
+    assert_eq!(partition_names(&client, &queue).await, ["idle"]);
+    drop(gw);
+    drop(client);
+    drop_database(&name).await;
 }

@@ -6,7 +6,7 @@
 -- run. Ages are made by moving the timestamps back. Two dblink sessions
 -- hold locks on committed rows of queue t81busy (removed at the end).
 BEGIN;
-SELECT plan(17);
+SELECT plan(20);
 \ir lib/dblink.sql
 
 CREATE FUNCTION pg_temp.pid(part text, q text DEFAULT 't81') RETURNS uuid LANGUAGE plpgsql AS $$
@@ -86,6 +86,16 @@ SELECT is(pgcursor.housekeeping() ->> 'partitions', '0', 'a deleted message''s i
 UPDATE pgcursor.transaction_index SET created_at = now() - interval '2 days' WHERE partition_id = pg_temp.pid('emptied');
 SELECT is(pgcursor.housekeeping() -> 'partitions', '1', 'once the index purge forgot it, housekeeping deletes the partition');
 SELECT is(pg_temp.names(), '{acked,dead,fresh,idle,leased,pushed,remembered,stored}', '... that one');
+
+-- The gateway passes PGCURSOR_PARTITION_CLEANUP_DAYS as idle_days: 0 keeps
+-- every partition, another number of days replaces the 30.
+SELECT pgcursor_internal.ensure_partitions('{t81}', '{days}');
+SELECT pg_temp.age('days', 31);
+SELECT is(ARRAY[pgcursor.housekeeping(NULL, 0) ->> 'partitions', pgcursor.housekeeping(NULL, 40) ->> 'partitions'],
+          '{0,0}', 'housekeeping with idle_days 0 deletes none, with 40 not one idle for 31 days');
+SELECT is(pgcursor.housekeeping(NULL, 20) ->> 'partitions', '1', '... with 20 it does');
+SELECT throws_ok($$SELECT pgcursor.housekeeping(NULL, -1)$$, '22023', 'idle_days must be a non-negative integer',
+                 'a negative idle_days is refused');
 
 -- A partition busy now is kept for the next run: its head locked (a push),
 -- a cursor row locked (a pop or an ack), or its queue's partition set held
