@@ -414,6 +414,7 @@ CREATE OR REPLACE FUNCTION pgcursor.purge_idle_partitions(cutoff timestamptz DEF
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     since  timestamptz := coalesce(cutoff, now() - pgcursor_internal.idle_partition_days() * interval '1 day');
+    stale  uuid[];
     p      record;
     idle   uuid[] := '{}';
     owners text[] := '{}';
@@ -422,9 +423,12 @@ DECLARE
     queues text[] := '{}';
     counts bigint[] := '{}';
 BEGIN
-    -- Candidates first, without locks (one look at each partition's rows;
-    -- on Citus each routed to its shard).
-    FOR p IN SELECT x.id, x.queue FROM pgcursor.partitions x WHERE x.created_at < since ORDER BY x.queue, x.id LOOP
+    -- Candidates first, without locks: the partitions no push reached since
+    -- (one read of the narrow heads table; on Citus one query per worker,
+    -- not one per partition), then one look at each one's rows.
+    stale := ARRAY(SELECT h.partition_id FROM pgcursor.partition_heads h WHERE h.pushed_at < since);
+    FOR p IN SELECT x.id, x.queue FROM pgcursor.partitions x
+              WHERE x.id = ANY (stale) AND x.created_at < since ORDER BY x.queue, x.id LOOP
         IF pgcursor_internal.partition_is_idle(p.id, since) THEN
             idle := idle || p.id;
             owners := owners || p.queue;
