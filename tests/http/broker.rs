@@ -270,6 +270,21 @@ pub async fn stored_messages_at(client: &tokio_postgres::Client, queue: &str) ->
         .get(0)
 }
 
+/// The first column of every row `sql` answers on `client`, in order.
+pub async fn column_of<T: tokio_postgres::types::FromSqlOwned>(
+    client: &tokio_postgres::Client,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Vec<T> {
+    client
+        .query(sql, params)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
 /// One column of every stored message of `queue` (`column` is an
 /// expression over `messages m` and `partitions p`), in partition then
 /// offset order, straight from the database.
@@ -277,20 +292,12 @@ pub async fn stored_column<T: tokio_postgres::types::FromSqlOwned>(
     queue: &str,
     column: &str,
 ) -> Vec<T> {
-    db().await
-        .query(
-            &format!(
-                "SELECT {column} FROM pgcursor.messages m
-                   JOIN pgcursor.partitions p ON p.id = m.partition_id
-                  WHERE p.queue = $1 ORDER BY p.name, m.msg_offset"
-            ),
-            &[&queue],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect()
+    let sql = format!(
+        "SELECT {column} FROM pgcursor.messages m
+           JOIN pgcursor.partitions p ON p.id = m.partition_id
+          WHERE p.queue = $1 ORDER BY p.name, m.msg_offset"
+    );
+    column_of(&db().await, &sql, &[&queue]).await
 }
 
 /// `column` (a timestamptz) moved back by the seconds in parameter `param`.

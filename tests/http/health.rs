@@ -221,18 +221,14 @@ async fn a_start_drops_the_functions_no_file_defines() {
         .unwrap()
         .get(0);
     assert_eq!(stale, 0, "a function no file defines outlived the start");
-    let jit_on: Vec<String> = db
-        .query(
-            "SELECT p.oid::regprocedure::text FROM pg_proc p
-              WHERE p.pronamespace = 'pgcursor'::regnamespace AND p.prokind = 'f' AND p.provolatile <> 'i'
-                AND NOT coalesce(p.proconfig @> '{jit=off}', false)",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let jit_on: Vec<String> = crate::broker::column_of(
+        &db,
+        "SELECT p.oid::regprocedure::text FROM pg_proc p
+          WHERE p.pronamespace = 'pgcursor'::regnamespace AND p.prokind = 'f' AND p.provolatile <> 'i'
+            AND NOT coalesce(p.proconfig @> '{jit=off}', false)",
+        &[],
+    )
+    .await;
     assert!(jit_on.is_empty(), "jit left on: {jit_on:?}");
     drop(db);
     drop_database(&name).await;

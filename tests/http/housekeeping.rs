@@ -89,16 +89,12 @@ async fn nothing_is_purged_while_another_run_holds_the_lock() {
 
 /// The partition names of `queue`, sorted.
 async fn partition_names(client: &tokio_postgres::Client, queue: &str) -> Vec<String> {
-    client
-        .query(
-            "SELECT name FROM pgcursor.partitions WHERE queue = $1 ORDER BY name",
-            &[&queue],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
+    crate::broker::column_of(
+        client,
+        "SELECT name FROM pgcursor.partitions WHERE queue = $1 ORDER BY name",
+        &[&queue],
+    )
+    .await
 }
 
 /// Pushes one message to partition `part` of `queue` and deletes it (its

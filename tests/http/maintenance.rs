@@ -243,17 +243,12 @@ async fn pop_maintenance_alone_pauses_pops_only_on_every_gateway() {
         },
     )
     .await;
-    let queues: Vec<Option<String>> = db_at(&url)
-        .await
-        .query(
-            "SELECT DISTINCT queue FROM pgcursor.gateway_minutes ORDER BY 1",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let queues: Vec<Option<String>> = crate::broker::column_of(
+        &db_at(&url).await,
+        "SELECT DISTINCT queue FROM pgcursor.gateway_minutes ORDER BY 1",
+        &[],
+    )
+    .await;
     assert_eq!(
         queues,
         [Some("m".to_string()), None],

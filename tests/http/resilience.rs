@@ -829,16 +829,12 @@ async fn request_bodies_wait_for_room_in_the_gateways_budget() {
     assert_eq!(stored_messages_at(&client, &queue).await, 2);
     let held = crate::metrics::scrape(&gw).await;
     assert_eq!(held.value("pgcursor_http_body_bytes_held", &[]), 0.0);
-    let configured: Vec<String> = client
-        .query(
-            "SELECT name FROM pgcursor.queues WHERE name LIKE $1 || '-%' ORDER BY name",
-            &[&queue],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let configured: Vec<String> = crate::broker::column_of(
+        &client,
+        "SELECT name FROM pgcursor.queues WHERE name LIKE $1 || '-%' ORDER BY name",
+        &[&queue],
+    )
+    .await;
     assert_eq!(
         configured,
         [format!("{queue}-waits")],

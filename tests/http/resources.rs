@@ -197,17 +197,12 @@ async fn a_call_cancelled_as_a_deadlocks_victim_is_made_again() {
     let queue = fresh_queue("deadlock");
     push_n(&gw, &queue, "a", 1).await;
     push_n(&gw, &queue, "b", 1).await;
-    let ids: Vec<Uuid> = db()
-        .await
-        .query(
-            "SELECT id FROM pgcursor.partitions WHERE queue = $1 ORDER BY id",
-            &[&queue],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let ids: Vec<Uuid> = crate::broker::column_of(
+        &db().await,
+        "SELECT id FROM pgcursor.partitions WHERE queue = $1 ORDER BY id",
+        &[&queue],
+    )
+    .await;
     let path = format!("/api/v1/resources/queues/{queue}");
     let (status, body) = sent_into_a_deadlock(
         client().delete(gw.url(&path)),
