@@ -358,11 +358,12 @@ BEGIN
 END $$;
 
 -- Pushes to queues with a maxSize take their turns here, before they lock
--- any head: each goes on to lock its heads and then the queue's row
--- (queue_room). On Citus that row is a reference table's, locked on every
--- node, and pushes that held heads while waiting for it deadlocked across
--- nodes; taken first, in name order, this lock leaves no such cycle. (On
--- plain PostgreSQL the row lock serialised them already.)
+-- any head, and hold them while they count the room left (queue_room) and
+-- fill it: two cannot both take the last room. (They used to lock the
+-- queue's row after their heads; on Citus that row is a reference table's,
+-- locked on every node, and pushes holding heads while waiting for it
+-- deadlocked across nodes. Taken first, in name order, this lock leaves no
+-- such cycle.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.lock_capped_queues(names text[])
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
@@ -376,8 +377,8 @@ RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 1885823853 $$;
 
 -- How many more messages each queue with a maxSize takes: maxSize less its
 -- depth (messages some group has not consumed yet, counted by offset; every
--- message when no group has a cursor). The queue rows are locked, so two
--- pushes cannot both take the last room.
+-- message when no group has a cursor). The caller holds these queues' turns
+-- (lock_capped_queues), so two pushes cannot both take the last room.
 CREATE OR REPLACE FUNCTION pgcursor_internal.queue_room(queues text[])
 RETURNS TABLE (queue text, room bigint) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -385,9 +386,8 @@ BEGIN
     RETURN QUERY
     SELECT q.name, q.max_size - coalesce((SELECT sum(pgcursor_internal.partition_depth(p.id))
                                             FROM pgcursor.partitions p WHERE p.queue = q.name), 0)::bigint
-      FROM (SELECT x.name, x.max_size FROM pgcursor.queues x
-             WHERE x.name = ANY (queues) AND x.max_size > 0
-             ORDER BY x.name FOR NO KEY UPDATE) q;
+      FROM pgcursor.queues q
+     WHERE q.name = ANY (queues) AND q.max_size > 0;
 END $$;
 
 -- Maintenance mode refuses a push before it writes anything (PC503: the
@@ -532,7 +532,7 @@ BEGIN
     pair_names := found_names;
     IF capped IS NOT NULL THEN
         SELECT array_agg(r.queue), array_agg(r.room) INTO full_queues, room
-          FROM pgcursor_internal.queue_room(pair_queues) r;
+          FROM pgcursor_internal.queue_room(capped) r;
     END IF;
     RETURN QUERY SELECT * FROM pgcursor_internal.push_write(
         queues, partitions, payloads, transaction_ids, trace_ids,

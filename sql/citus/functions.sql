@@ -616,7 +616,7 @@ DECLARE
 BEGIN
     FOR q IN SELECT x.name, x.max_size FROM pgcursor.queues x
               WHERE x.name = ANY (queues) AND x.max_size > 0
-              ORDER BY x.name FOR NO KEY UPDATE
+              ORDER BY x.name
     LOOP
         used := 0;
         FOR pid IN SELECT p.id FROM pgcursor.partitions p WHERE p.queue = q.name LOOP

@@ -174,12 +174,13 @@ async fn max_size_refuses_the_items_past_capacity_and_accepts_the_rest() {
     assert_eq!(answer[0]["status"], "queued", "{answer}");
 }
 
-/// Concurrent pushes to a queue with a maxSize each lock heads and then the
-/// queue's row. On Citus, where that row is a reference table's (locked on
-/// every node), pushes holding heads while they waited for it deadlocked
+/// Concurrent pushes to a queue with a maxSize each locked heads and then
+/// the queue's row. On Citus, where that row is a reference table's (locked
+/// on every node), pushes holding heads while they waited for it deadlocked
 /// across nodes (the gateway's retries hid most; five at once outlasted
-/// them). They now take the queue's turn before any head, so none is a
-/// deadlock's victim: not one retry in the gateway's log.
+/// them). They now take the queue's turn before any head and lock no queue
+/// row, so none is a deadlock's victim (not one retry in the gateway's log)
+/// and a session holding the queue's row holds none of them up.
 #[tokio::test]
 async fn concurrent_pushes_to_a_queue_with_a_max_size_wait_their_turn_without_deadlocks() {
     let gw = pgcursor_tests::GatewayConfig::new()
