@@ -6,7 +6,7 @@
 -- run. Ages are made by moving the timestamps back. Two dblink sessions
 -- hold locks on committed rows of queue t81busy (removed at the end).
 BEGIN;
-SELECT plan(20);
+SELECT plan(21);
 \ir lib/dblink.sql
 
 CREATE FUNCTION pg_temp.pid(part text, q text DEFAULT 't81') RETURNS uuid LANGUAGE plpgsql AS $$
@@ -45,6 +45,7 @@ VALUES (pg_temp.pid('old-lease'), 'g', 5, 5, now() - interval '40 days', gen_ran
        (pg_temp.pid('acked'), 'g', 0, 0, now() - interval '1 day', NULL, NULL),
        (pg_temp.pid('leased'), 'g', 0, 0, NULL, gen_random_uuid(), now() - interval '1 day');
 
+SELECT pg_temp.pid('old-lease') AS old_lease \gset
 SELECT is(pgcursor.purge_idle_partitions(), 2::bigint, 'purge_idle_partitions deletes the two idle for 30 days');
 SELECT is(pg_temp.names(), '{acked,dead,fresh,leased,pushed,remembered,stored}',
           '... and keeps one created, pushed to, acked or leased since, or holding a message, a dead letter or a remembered transactionId');
@@ -52,6 +53,12 @@ SELECT is((SELECT count(*)::int FROM pgcursor.cursors c WHERE c.partition_id IN 
              OR c.partition_id NOT IN (SELECT id FROM pgcursor.partitions)), 0, 'their cursor rows went with them');
 SELECT is((SELECT jsonb_build_object('pushed', sum(pushed), 'completed', sum(completed)) FROM pgcursor.retired_totals
             WHERE queue = 't81'), '{"pushed": 5, "completed": 5}', 'what they counted stays in the queue''s lifetime totals');
+
+-- An ack naming a deleted partition answers as for any unknown one
+-- (docs/ack-contract.md: partitionId names no partition).
+SELECT is(pgcursor.ack_group(jsonb_build_object('partitionId', :'old_lease', 'consumerGroup', 'g',
+              'items', '[{"transactionId": "x"}]'::jsonb)) -> 0 ->> 'error',
+          'partition not found', 'an ack on a deleted partition: partition not found');
 
 -- The analytics' queue-ops: deleted in this minute's bucket; counted before it.
 SELECT pgcursor.analytics('queue-ops', '{"queue": "t81"}') -> 'series' -> -1 AS ops \gset
