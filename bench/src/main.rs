@@ -98,8 +98,8 @@ pub struct Args {
     #[arg(long, default_value_t = 2)]
     pub rounds: u32,
     /// Only these scenarios (a = ack throughput, b = end to end, c = ack cost,
-    /// f = cost per step against the floor, g = a new group's first pop,
-    /// h = backlog independence, i = fan-out to 10 consumer groups)
+    /// f = cost per step against the floor, g = fan-out to 10 consumer groups,
+    /// h = backlog independence, i = a new group's first pop)
     #[arg(long, value_delimiter = ',', default_value = "a,b,c,f,g,h,i")]
     pub only: Vec<String>,
     /// SQL files run after the gateway's bootstrap, to measure a proposed
@@ -517,7 +517,7 @@ impl Bench<'_> {
         ));
         self.profiler.reset().await?;
         report.first_pop(first_pop::run(client, &counts, self.args.first_pop_groups).await?);
-        self.profiler.collect("g: first pop", report).await
+        self.profiler.collect("i: first pop", report).await
     }
 }
 
