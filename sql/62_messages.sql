@@ -89,8 +89,27 @@ BEGIN
     END CASE;
 END $$;
 
+-- Offsets [low, high] (null: unbounded) narrowed to those of partition
+-- pid's stored messages whose transactionId is txid; none: an empty range
+-- (low past every offset). A transactionId is unique in a partition while
+-- the index remembers it; once forgotten it may be pushed again, so the
+-- range can hold other messages between its copies.
+CREATE OR REPLACE FUNCTION pgcursor_internal.narrowed_to_transaction(
+    pid uuid, txid text, INOUT low bigint, INOUT high bigint)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    first bigint;
+    last  bigint;
+BEGIN
+    SELECT min(m.msg_offset), max(m.msg_offset) INTO first, last FROM pgcursor.messages m
+     WHERE m.partition_id = pid AND m.transaction_id = txid;
+    low := greatest(low, coalesce(first, 9223372036854775807));
+    high := least(high, last);
+END $$;
+
 -- A partition's messages for a listing, newest first: created in [since,
--- upto), offsets in [low, high] (null: unbounded), of status `want` (null:
+-- upto), offsets in [low, high] (null: unbounded), transactionId txid
+-- (null: any), of status `want` (null:
 -- any; by message_status with done_to and the live lease's range; dead:
 -- the message has a dead letter, of any group; queue_dead: of
 -- __QUEUE_MODE__, for queueStatus), at most n. The window is
@@ -100,11 +119,8 @@ END $$;
 -- Citus the listing's statement over the partitions names no distributed
 -- table and this one goes to the partition's shard. (enable_seqscan = off:
 -- as first_offset_at.)
-SELECT pgcursor_internal.drop_version_without(
-    'pgcursor_internal.listed_messages(uuid, timestamptz, timestamptz, bigint, bigint, bigint, bigint, bigint, text, bigint)',
-    'queue_dead');
 CREATE OR REPLACE FUNCTION pgcursor_internal.listed_messages(
-    pid uuid, since timestamptz, upto timestamptz, low bigint, high bigint, done_to bigint,
+    pid uuid, since timestamptz, upto timestamptz, low bigint, high bigint, txid text, done_to bigint,
     lease_from bigint, lease_to bigint, want text, n bigint)
 RETURNS TABLE (msg_offset bigint, transaction_id text, trace_id uuid, message_id uuid, created_at timestamptz,
                dead boolean, queue_dead boolean, status text)
@@ -115,8 +131,12 @@ DECLARE
     created record := pgcursor_internal.created_offsets(pid, since, upto);
     first bigint := greatest(coalesce(created.first, unbounded), low);
     past  bigint := least(coalesce(created.last, unbounded), high);
-    kept  record := pgcursor_internal.status_offsets(pid, want, first, past, done_to, lease_from, lease_to);
+    kept  record;
 BEGIN
+    IF txid IS NOT NULL THEN
+        SELECT * INTO first, past FROM pgcursor_internal.narrowed_to_transaction(pid, txid, first, past);
+    END IF;
+    kept := pgcursor_internal.status_offsets(pid, want, first, past, done_to, lease_from, lease_to);
     first := kept.first;
     past := kept.past;
     RETURN QUERY
@@ -131,26 +151,31 @@ BEGIN
                           WHERE d.partition_id = m.partition_id AND d.msg_offset = m.msg_offset
                          HAVING count(*) > 0) s ON true
      WHERE m.partition_id = pid AND m.msg_offset BETWEEN first AND past
+       AND (txid IS NULL OR m.transaction_id = txid)
        AND (want IS NULL OR pgcursor_internal.message_status(m.msg_offset, coalesce(s.dead, false), done_to,
                                                              lease_from, lease_to) = want)
      ORDER BY m.msg_offset DESC
      LIMIT n;
 END $$;
 
--- When the newest message of partition pid that a listing of [since, upto)
--- and offsets [low, high] (null: unbounded) shows was created; null when
--- it shows none. createdAt never decreases with the offset, so the newest
--- message at or below high answers, unless the window ends before it
--- (a `to` in the past): then the window's own offsets do. (enable_seqscan
+-- When the newest message of partition pid that a listing of [since, upto),
+-- offsets [low, high] (null: unbounded) and transactionId txid (null: any)
+-- shows was created; null when it shows none. createdAt never decreases
+-- with the offset, so the newest message at or below high answers, unless
+-- the window ends before it (a `to` in the past): then the window's own
+-- offsets do. (enable_seqscan
 -- = off: as first_offset_at.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.newest_listed_at(
-    pid uuid, since timestamptz, upto timestamptz, low bigint, high bigint)
+    pid uuid, since timestamptz, upto timestamptz, low bigint, high bigint, txid text)
 RETURNS timestamptz LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 DECLARE
     newest bigint;
     at     timestamptz;
     created record;
 BEGIN
+    IF txid IS NOT NULL THEN
+        SELECT * INTO low, high FROM pgcursor_internal.narrowed_to_transaction(pid, txid, low, high);
+    END IF;
     SELECT m.msg_offset, m.created_at INTO newest, at FROM pgcursor.messages m
      WHERE m.partition_id = pid AND m.msg_offset <= coalesce(high, 9223372036854775807)
      ORDER BY m.msg_offset DESC LIMIT 1;
@@ -208,7 +233,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
       FROM pgcursor.partitions p
       JOIN pgcursor_internal.cursor_rows() c ON c.partition_id = p.id
      WHERE (qname IS NULL OR p.queue = qname)
-       AND pgcursor_internal.newest_listed_at(p.id, since, upto, NULL, NULL) IS NOT NULL
+       AND pgcursor_internal.newest_listed_at(p.id, since, upto, NULL, NULL, NULL) IS NOT NULL
 $$;
 
 -- A request object without its empty-string values: from a query string,
@@ -223,7 +248,8 @@ BEGIN
 END $$;
 
 -- list_messages: {queue?, partition? (a name), ns?, task?, status?, from?,
--- to?, fromOffset?, toOffset?, limit? (200, at most 1000), offset? (0)},
+-- to?, fromOffset?, toOffset?, transactionId?, limit? (200, at most 1000),
+-- offset? (0)},
 -- values possibly strings (a query string), empty = not given ->
 -- {"messages": [...], "mode": {...}}. Messages created in [from (default
 -- now - 1 hour), end of to's minute (default now)] whose offset (in its
@@ -242,7 +268,9 @@ END $$;
 -- Each of those is read from page_floor on (below; limit 1000 over 2,000
 -- partitions: 1.0-1.4 -> 0.35 s). With an offset bound the time window is
 -- open on the sides from/to leave out: browsing offsets N..M means those
--- messages, however old.
+-- messages, however old. So with a transactionId: the messages carrying it,
+-- found through the (partition_id, transaction_id) index in each selected
+-- partition, in any window unless from/to narrow it.
 CREATE OR REPLACE FUNCTION pgcursor.list_messages(filter jsonb DEFAULT '{}')
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -254,7 +282,11 @@ DECLARE
     want   text := pgcursor_internal.optional_text(given, 'status');
     low    bigint := pgcursor_internal.non_negative_bigint_arg(given, 'fromOffset');
     high   bigint := pgcursor_internal.non_negative_bigint_arg(given, 'toOffset');
-    ranged boolean := low IS NOT NULL OR high IS NOT NULL;
+    txid   text := pgcursor_internal.optional_text(given, 'transactionId');
+    ranged boolean := low IS NOT NULL OR high IS NOT NULL OR txid IS NOT NULL;
+    -- Without a status or transactionId filter a partition's newest message
+    -- in the window is what it shows first.
+    newest_shown boolean := want IS NULL AND txid IS NULL;
     since  timestamptz := coalesce(pgcursor_internal.timestamp_arg(given, 'from'),
                                    CASE WHEN ranged THEN '-infinity' ELSE now() - interval '1 hour' END);
     upto   timestamptz := CASE WHEN ranged AND pgcursor_internal.timestamp_arg(given, 'to') IS NULL THEN 'infinity'
@@ -271,14 +303,14 @@ BEGIN
         WITH candidates AS (  -- the selected partitions with a listed message, newest first
             SELECT * FROM (
                 SELECT p.id AS pid, p.queue, p.name AS partition, q.namespace, q.task, q.priority,
-                       pgcursor_internal.newest_listed_at(p.id, since, upto, low, high) AS newest
+                       pgcursor_internal.newest_listed_at(p.id, since, upto, low, high, txid) AS newest
                   FROM pgcursor.partitions p
                   JOIN pgcursor.queues q ON q.name = p.queue
                  WHERE (qname IS NULL OR p.queue = qname) AND (part IS NULL OR p.name = part)
                    AND (ns IS NULL OR q.namespace = ns) AND (tsk IS NULL OR q.task = tsk)) n
              WHERE n.newest IS NOT NULL
              ORDER BY n.newest DESC, n.pid DESC
-             LIMIT CASE WHEN want IS NULL THEN skip::bigint + lim END
+             LIMIT CASE WHEN newest_shown THEN skip::bigint + lim END
         ), consumed AS (
             SELECT c.*, f.*,
                    pgcursor_internal.completed_to(f.has_queue_mode, f.queue_cursor, f.bus_groups, f.bus_done_to)
@@ -288,13 +320,13 @@ BEGIN
         ), ranked AS (
             SELECT pc.*, s.shown
               FROM consumed pc
-             -- With a status filter, the partition's newest message of that status
-             -- (OFFSET 0: computed once, not once per place that names it).
+             -- With a status or transactionId filter, the partition's newest message
+             -- that passes it (OFFSET 0: computed once, not once per place that names it).
              CROSS JOIN LATERAL (
-                   SELECT CASE WHEN want IS NULL THEN pc.newest ELSE
+                   SELECT CASE WHEN newest_shown THEN pc.newest ELSE
                               (SELECT l.created_at
                                  FROM pgcursor_internal.listed_messages(
-                                          pc.pid, since, upto, low, high, pc.done_to, pc.lease_from,
+                                          pc.pid, since, upto, low, high, txid, pc.done_to, pc.lease_from,
                                           pc.lease_to, want, 1) l) END AS shown
                    OFFSET 0) s
              WHERE s.shown IS NOT NULL
@@ -313,7 +345,7 @@ BEGIN
             SELECT pc.*, m.*
               FROM floored pc
              CROSS JOIN LATERAL pgcursor_internal.listed_messages(
-                       pc.pid, greatest(since, pc.page_floor), upto, low, high, pc.done_to,
+                       pc.pid, greatest(since, pc.page_floor), upto, low, high, txid, pc.done_to,
                        pc.lease_from, pc.lease_to, want, skip::bigint + lim) m
              ORDER BY m.created_at DESC, pc.pid DESC, m.msg_offset DESC
              OFFSET skip LIMIT lim

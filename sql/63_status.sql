@@ -644,7 +644,7 @@ BEGIN
                          m.created_at, m.dead
                   FROM pgcursor.partitions p
                   CROSS JOIN LATERAL pgcursor_internal.listed_messages(
-                      p.id, '-infinity', 'infinity', NULL, NULL, NULL, NULL, NULL, NULL, skip::bigint + lim) m
+                      p.id, '-infinity', 'infinity', NULL, NULL, NULL, NULL, NULL, NULL, NULL, skip::bigint + lim) m
                   WHERE p.queue = qname
                   ORDER BY m.created_at DESC, p.id DESC, m.msg_offset DESC
                   OFFSET skip LIMIT lim) w

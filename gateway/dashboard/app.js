@@ -392,16 +392,15 @@ pages.messages = {
     filterForm($("#msg-filter", el), "messages");
   },
   async load(params) {
-    const { list, note } = params.transactionId
-      ? await findByTransaction(params) : { list: await listMessages(params), note: "" };
+    const list = await listMessages(params);
     const open = params.open ? params.open.split("/") : null;
     const detail = open
       ? await api(`/api/v1/messages/${enc(open[0])}/${enc(open.slice(1).join("/"))}`) : null;
-    return { list, note, detail };
+    return { list, detail };
   },
-  draw(el, { list, note, detail }, params) {
-    const paged = params.transactionId ? "" : pager(params, list.length, MESSAGES_PAGE, null);
-    el.innerHTML = `<section id="msg-list">${note ? `<p class="muted">${esc(note)}</p>` : ""}${table(
+  draw(el, { list, detail }, params) {
+    const paged = pager(params, list.length, MESSAGES_PAGE, null);
+    el.innerHTML = `<section id="msg-list">${table(
       [["Created"], ["Queue"], ["Partition"], ["Offset", "num"], ["Transaction id"], ["Status"]],
       list.map((m) => [when(m.createdAt), esc(m.queue), esc(m.partition), num(m.offset),
         esc(m.transactionId), esc(m.status)]),
@@ -425,43 +424,12 @@ function isoOf(local) {
 
 function listMessages(params) {
   const q = new URLSearchParams({ limit: String(MESSAGES_PAGE) });
-  for (const k of ["queue", "partition", "status", "fromOffset", "toOffset", "offset"]) if (params[k]) q.set(k, params[k]);
+  for (const k of ["queue", "partition", "status", "fromOffset", "toOffset", "transactionId", "offset"]) {
+    if (params[k]) q.set(k, params[k]);
+  }
   if (params.from) q.set("from", isoOf(params.from));
   if (params.to) q.set("to", isoOf(params.to));
   return api("/api/v1/messages?" + q).then((a) => a.messages);
-}
-
-// A transactionId is unique per partition: try the queue's partitions in
-// turn, the first LOOKUP_PARTITIONS of them (the note says so when there
-// are more: name the partition). A refresh asks again only where the
-// search found it; a new search (route) looks everywhere again.
-const LOOKUP_PARTITIONS = 100;
-const lookups = new Map();
-
-async function findByTransaction(params) {
-  if (!params.queue) throw new Error("A transaction id is looked up within a queue: give the queue.");
-  const key = JSON.stringify([params.queue, params.partition || "", params.transactionId]);
-  let looked = lookups.get(key);
-  if (!looked) {
-    const queue = await api("/api/v1/resources/queues/" + enc(params.queue));
-    const partitions = queue.partitions.filter((p) => !params.partition || p.name === params.partition);
-    const ids = partitions.slice(0, LOOKUP_PARTITIONS).map((p) => p.id);
-    looked = { ids, of: partitions.length, tried: ids.length };
-  }
-  const list = [];
-  for (const id of looked.ids) {
-    try {
-      list.push(await api(`/api/v1/messages/${id}/${enc(params.transactionId)}`));
-    } catch (error) {
-      if (error.status !== 404) throw error;
-    }
-  }
-  lookups.clear(); // one lookup remembered: the page's
-  lookups.set(key, { ...looked, ids: list.map((m) => m.partitionId) });
-  const note = looked.of > looked.tried
-    ? `Looked in the first ${num(looked.tried)} of ${num(looked.of)} partitions: name the partition to look in another.`
-    : "";
-  return { list, note };
 }
 
 // ---- Routing, refresh, sign-in -------------------------------------------------------
@@ -499,7 +467,6 @@ function parseHash() {
 }
 
 function route() {
-  lookups.clear();
   const { page, params } = parseHash();
   state.page = page;
   state.params = params;

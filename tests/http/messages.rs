@@ -167,6 +167,57 @@ async fn listing_by_offset_range_reaches_old_messages() {
     assert_eq!(rows(&recent).len(), 0);
 }
 
+/// `transactionId` lists the messages carrying it in every partition the
+/// other filters select, whatever their age, unless from/to are given.
+#[tokio::test]
+async fn listing_by_transaction_id_finds_it_in_any_partition() {
+    let gw = Gateway::start().await;
+    let queue = fresh_queue("by-txid");
+    let a = pid(&push_n(&gw, &queue, "a", 3).await);
+    push_n(&gw, &queue, "b", 3).await;
+    let again = json!({"items": [{"queue": queue, "partition": "c", "transactionId": "a-2", "payload": 1}]});
+    let (status, body) = post(&gw, "/api/v1/push", &again).await;
+    assert_eq!(status, 200, "{body}");
+    // a's copy is older than the default hour.
+    db().await
+        .execute(
+            "UPDATE pgcursor.messages SET created_at = now() - interval '3 hours' \
+             WHERE partition_id = $1::text::uuid",
+            &[&a],
+        )
+        .await
+        .unwrap();
+    let found = listing(&gw, &format!("queue={queue}&transactionId=a-2")).await;
+    assert_eq!(rows(&found), ["c:1:pending", "a:2:pending"], "{found}");
+    assert!(found["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["transactionId"] == "a-2"));
+    let in_a = listing(&gw, &format!("queue={queue}&partition=a&transactionId=a-2")).await;
+    assert_eq!(rows(&in_a), ["a:2:pending"]);
+    let long_ago = listing(
+        &gw,
+        &format!(
+            "queue={queue}&transactionId=a-2&from=2000-01-01T00:00:00Z&to=2000-01-02T00:00:00Z"
+        ),
+    )
+    .await;
+    assert_eq!(rows(&long_ago).len(), 0, "from/to still bound it");
+    let unknown = listing(&gw, &format!("queue={queue}&transactionId=a-9")).await;
+    assert_eq!(rows(&unknown).len(), 0);
+    let (status, body) = get(
+        &gw,
+        &format!("/api/v1/messages?queue={queue}&transactionId="),
+    )
+    .await;
+    assert_eq!(
+        (status, rows(&body).len()),
+        (200, 4),
+        "empty: no filter, the last hour: b and c"
+    );
+}
+
 #[tokio::test]
 async fn listing_refuses_bad_timestamps_and_counts_naming_them() {
     let gw = Gateway::start().await;

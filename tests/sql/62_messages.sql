@@ -1,8 +1,9 @@
 -- The message browser (docs/sql-api.md "Message browser"): list_messages
--- (fields, status rules, busStatus, mode, window, filters, paging), the
--- detail's Queen fields in message(), delete_message and retry_message.
+-- (fields, status rules, busStatus, mode, window, filters, transactionId,
+-- paging), the detail's Queen fields in message(), delete_message and
+-- retry_message.
 BEGIN;
-SELECT plan(102);
+SELECT plan(111);
 
 -- Pushes n messages <q>-<part>-1..n to (q, part); returns the partition id.
 CREATE FUNCTION pg_temp.fill(q text, part text, n int) RETURNS uuid LANGUAGE sql AS $$
@@ -124,6 +125,31 @@ SELECT throws_ok($$SELECT pgcursor.list_messages('{"toOffset": "9999999999999999
                  'toOffset must be at most 9223372036854775807', 'an offset past bigint names it and the bound');
 SELECT throws_ok($$SELECT pgcursor.list_messages('{"fromOffset": 5, "toOffset": "4"}')$$, '22023',
                  'toOffset must not be below fromOffset', 'an empty range is refused, naming toOffset');
+
+-- transactionId: the messages carrying it, in each selected partition, in
+-- any window unless from/to narrow it. Two copies in one partition (pushed
+-- again once the index forgot it) list both and nothing between them.
+UPDATE pgcursor.messages SET transaction_id = 't62q-a-5' WHERE partition_id = :'b' AND msg_offset = 2;
+UPDATE pgcursor.messages SET transaction_id = 't62q-a-2' WHERE partition_id = :'a' AND msg_offset = 4;
+SELECT is(pg_temp.rows('{"queue": "t62q", "transactionId": "t62q-a-5"}'), 'a:5:pending b:2:pending',
+          'transactionId: in every partition of the queue, newest first');
+SELECT is(pg_temp.rows('{"queue": "t62q", "partition": "a", "transactionId": "t62q-a-2"}'),
+          'a:4:processing a:2:completed', 'transactionId: both copies in a partition, not the message between');
+SELECT is(pg_temp.rows('{"queue": "t62q", "transactionId": "t62q-a-2", "status": "completed"}'), 'a:2:completed',
+          'transactionId and status together');
+SELECT is(pg_temp.rows('{"queue": "t62q", "transactionId": "t62q-a-2", "limit": 1, "offset": 1}'), 'a:2:completed',
+          'transactionId: limit and offset page its copies');
+SELECT is(pg_temp.rows('{"queue": "t62q", "transactionId": "t62q-a-2", "fromOffset": 3}'), 'a:4:processing',
+          'transactionId within an offset range');
+UPDATE pgcursor.messages SET transaction_id = 't62q-b-2' WHERE partition_id = :'b' AND msg_offset = 2;
+UPDATE pgcursor.messages SET transaction_id = 't62q-a-4' WHERE partition_id = :'a' AND msg_offset = 4;
+SELECT is(pg_temp.rows('{"transactionId": "t62q-b-1"}'), 'b:1:pending',
+          'transactionId without a queue: every queue''s, older than the default hour');
+SELECT is(pg_temp.rows(jsonb_build_object('queue', 't62q', 'transactionId', 't62q-b-1', 'from', now() - interval '1 hour')),
+          '', 'a from given still bounds a transactionId''s window');
+SELECT is(pg_temp.rows('{"queue": "t62q", "transactionId": "t62q-nowhere"}'), '', 'an unknown transactionId: nothing');
+SELECT throws_ok($$SELECT pgcursor.list_messages('{"transactionId": 7}')$$, '22023',
+                 'transactionId must be a string', 'a transactionId not a string names it');
 
 -- Bus only (rule 2): completed when every named group is past it.
 SELECT pg_temp.fill('t62bus', 'Default', 3) AS bus \gset
@@ -294,7 +320,7 @@ CREATE FUNCTION pg_temp.expected(lim int, skip int, without text DEFAULT NULL) R
 $$;
 CREATE FUNCTION pg_temp.listed_reads() RETURNS bigint LANGUAGE sql AS $$
     SELECT coalesce(pg_stat_get_xact_function_calls(
-        'pgcursor_internal.listed_messages(uuid,timestamptz,timestamptz,bigint,bigint,bigint,bigint,bigint,text,bigint)'::regprocedure), 0)
+        'pgcursor_internal.listed_messages(uuid,timestamptz,timestamptz,bigint,bigint,text,bigint,bigint,bigint,text,bigint)'::regprocedure), 0)
 $$;
 SET LOCAL track_functions = 'pl';
 SELECT pg_temp.listed_reads() AS reads0 \gset
@@ -355,11 +381,11 @@ SELECT is(ARRAY(SELECT format('%s..%s', o.first, o.past)
                        pgcursor_internal.status_offsets(:'a', 'dead_letter', w.lo, 100, 2, NULL, NULL) o ORDER BY w.k),
           ARRAY['1..1', '2..0'], 'status_offsets: dead letters up to the newest dead letter in the offsets given');
 -- newest_listed_at: the newest message a listing shows
-SELECT is(pgcursor_internal.newest_listed_at(:'w3', '-infinity', now() - interval '3 minutes' - interval '8 seconds', NULL, NULL),
+SELECT is(pgcursor_internal.newest_listed_at(:'w3', '-infinity', now() - interval '3 minutes' - interval '8 seconds', NULL, NULL, NULL),
           now() - interval '3 minutes' - interval '9 seconds', 'newest_listed_at: a window ending before the newest message');
-SELECT is(array[pgcursor_internal.newest_listed_at(:'w3', '-infinity', 'infinity', NULL, 2),
-                pgcursor_internal.newest_listed_at(:'w3', '-infinity', 'infinity', 4, NULL),
-                pgcursor_internal.newest_listed_at(:'w3', now(), 'infinity', NULL, NULL)],
+SELECT is(array[pgcursor_internal.newest_listed_at(:'w3', '-infinity', 'infinity', NULL, 2, NULL),
+                pgcursor_internal.newest_listed_at(:'w3', '-infinity', 'infinity', 4, NULL, NULL),
+                pgcursor_internal.newest_listed_at(:'w3', now(), 'infinity', NULL, NULL, NULL)],
           array[now() - interval '3 minutes' - interval '8 seconds', NULL, NULL]::timestamptz[],
           'newest_listed_at: below toOffset; null above the newest offset or after the newest message');
 

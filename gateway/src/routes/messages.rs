@@ -1,5 +1,5 @@
 //! The message browser (docs/http-api.md "Message browser"):
-//! GET /api/v1/messages?queue=&partition=&ns=&task=&status=&from=&to=&fromOffset=&toOffset=&limit=&offset=
+//! GET /api/v1/messages?queue=&partition=&ns=&task=&status=&from=&to=&fromOffset=&toOffset=&transactionId=&limit=&offset=
 //! (read-only) through `pgcursor.list_messages`, which checks the parameters
 //! (22023 → 400 naming the field);
 //! DELETE /api/v1/messages/{partitionId}/{transactionId} (read-write) through
@@ -20,7 +20,7 @@ use crate::error::ApiError;
 use crate::routes::call::{call_on_message, plaintext_refused, read_only_listing};
 
 /// Query parameters handed to `pgcursor.list_messages` as strings.
-const PARAMETERS: [&str; 11] = [
+const PARAMETERS: [&str; 12] = [
     "queue",
     "partition",
     "ns",
@@ -30,6 +30,7 @@ const PARAMETERS: [&str; 11] = [
     "to",
     "fromOffset",
     "toOffset",
+    "transactionId",
     "limit",
     "offset",
 ];
