@@ -198,6 +198,17 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
         'createdAt', pgcursor_internal.rfc3339_utc(q.created_at))
 $$;
 
+-- A name in lower case for a search that ignores case: by ICU's rules where
+-- the server has ICU, since the database's C locale lowers only ASCII
+-- letters ("ÄRGER" would not find "ärger"); else by the database's.
+DO $$
+BEGIN
+    EXECUTE format('CREATE OR REPLACE FUNCTION pgcursor_internal.folded(t text) RETURNS text '
+                   'LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
+                   CASE WHEN EXISTS (SELECT 1 FROM pg_collation WHERE collname = 'und-x-icu')
+                        THEN 'SELECT lower(t COLLATE "und-x-icu")' ELSE 'SELECT lower(t)' END);
+END $$;
+
 -- queues_overview: {"queues":[...]}, newest queue first (then by name). Each
 -- entry: id and name (the queue's name), queue, namespace, task, partitions
 -- (= partitionCount), depth, messages {total, pending, processing},
@@ -218,7 +229,7 @@ BEGIN
                                                                 s.processing, g.groups)
                                   ORDER BY q.created_at DESC, q.name), '[]'::jsonb)
         FROM (SELECT * FROM pgcursor.queues x
-              WHERE (search IS NULL OR strpos(lower(x.name), lower(search)) > 0)
+              WHERE (search IS NULL OR strpos(pgcursor_internal.folded(x.name), pgcursor_internal.folded(search)) > 0)
                 AND (ns IS NULL OR x.namespace = ns) AND (tk IS NULL OR x.task = tk)
               ORDER BY x.created_at DESC, x.name LIMIT lim OFFSET skip) q
         LEFT JOIN pgcursor_internal.queue_stats() s ON s.queue = q.name

@@ -5,7 +5,7 @@
 BEGIN;
 -- one snapshot for the whole file: concurrent sessions change nothing here
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-SELECT plan(40);
+SELECT plan(41);
 
 \ir lib/queue_helpers.sql
 CREATE FUNCTION pg_temp.life(q text) RETURNS jsonb LANGUAGE sql AS $$
@@ -69,6 +69,9 @@ SELECT is((SELECT jsonb_agg(x ->> 'name') FROM jsonb_array_elements(pgcursor.que
                '{"namespace":"shop","task":"ship"}') -> 'queues') x), '["t35"]', 'namespace and task: exact');
 SELECT is((SELECT jsonb_agg(x ->> 'name') FROM jsonb_array_elements(pgcursor.queues_overview(
                '{"limit":"1","offset":"1"}') -> 'queues') x), '["t35y"]', 'limit and offset');
+SELECT pgcursor.configure('{"queue": "t35-ärger-ζ"}') IS NOT NULL AS configured \gset
+SELECT is((SELECT jsonb_agg(x ->> 'name') FROM jsonb_array_elements(pgcursor.queues_overview(
+               '{"search":"ÄRGER-Ζ"}') -> 'queues') x), '["t35-ärger-ζ"]', 'search: any case of any letter, not only ASCII');
 SELECT throws_ok($$SELECT pgcursor.queues_overview('{"limit":0}')$$, '22023', 'limit must be a positive integer',
                  'a bad limit: 22023');
 SELECT throws_ok($$SELECT pgcursor.queues_overview('{"search":5}')$$, '22023', 'search must be a string',
