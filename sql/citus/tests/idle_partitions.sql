@@ -1,6 +1,6 @@
 -- make test-citus: purge_idle_partitions (sql/80_retention.sql) on Citus:
--- the look at each partition's rows and its locks are routed to the
--- partition's worker, and the delete (delete_partitions, sql/citus/functions.sql)
+-- the idle check over the partitions' rows (idle_partitions) and the locks run
+-- on the partitions' workers, and the delete (delete_partitions, sql/citus/functions.sql)
 -- keeps what the partition counted in retired_totals, as the triggers
 -- Citus cannot run do elsewhere. In a transaction, rolled back.
 BEGIN;
@@ -19,9 +19,9 @@ UPDATE pgcursor.partitions SET created_at = '2020-01-01' WHERE queue = 'citus_id
 UPDATE pgcursor.partition_heads SET pushed_at = '2020-01-01' WHERE partition_id IN (:'old', :'new');
 UPDATE pgcursor.cursors SET last_ack_at = '2020-01-01', lease_expires_at = NULL WHERE partition_id = :'old';
 
-SELECT pgcursor_internal.partition_is_idle(:'old', now() - interval '30 days') AS old_idle,
-       pgcursor_internal.partition_is_idle(:'new', now() - interval '30 days') AS new_idle \gset
-SELECT is(ARRAY[:'old_idle'::boolean, :'new_idle'::boolean], '{t,f}', 'partition_is_idle reads each partition''s rows on its worker');
+SELECT array_agg(i) AS idle FROM pgcursor_internal.idle_partitions(now() - interval '30 days') i
+ WHERE i IN (:'old', :'new') \gset
+SELECT is(:'idle'::uuid[], ARRAY[:'old']::uuid[], 'idle_partitions reads the partitions'' rows on their workers');
 SELECT pgcursor.housekeeping() -> 'partitions' AS gone \gset
 SELECT is(:'gone'::text, '1', 'housekeeping deletes the idle partition');
 SELECT array_agg(name ORDER BY name) AS names FROM pgcursor.partitions WHERE queue = 'citus_idle' \gset
