@@ -348,21 +348,22 @@ END $$;
 CREATE OR REPLACE FUNCTION pgcursor_internal.idle_partition_days()
 RETURNS integer LANGUAGE sql IMMUTABLE AS $$ SELECT 30 $$;
 
--- The partitions idle since `since`: they hold no message,
+-- The partitions among `ids` idle since `since`: they hold no message,
 -- dead letter or remembered transactionId (a push of a remembered id must
 -- stay a duplicate, an ack of one must still resolve), no push stored a
 -- message there since (partition_heads.pushed_at), and no group acked
--- there or held a lease expiring since. One statement over the heads no
--- push reached since and those partitions' rows (anti-joins: an index
--- probe each; on Citus one query per shard, the tables being colocated by
--- partition_id): 30,000 partitions that hold a message took 1.0 s asked one
--- by one, 70 ms so. Asked about one partition (WHERE i = pid), it reads
--- that partition's rows alone.
+-- there or held a lease expiring since. One statement over those
+-- partitions' rows (anti-joins: an index probe each; on Citus one query per
+-- shard holding some of them, the tables being colocated by partition_id,
+-- and for one id, one routed query): 30,000 partitions that hold a message
+-- took 1.0 s asked one by one, 150-200 ms so. (An id list, not a join with the
+-- heads no push reached: on Citus a set-returning SQL function is not
+-- inlined, and a caller's filter on its answer would read every shard.)
 DROP FUNCTION IF EXISTS pgcursor_internal.partition_is_idle(uuid, timestamptz);
-CREATE OR REPLACE FUNCTION pgcursor_internal.idle_partitions(since timestamptz)
+CREATE OR REPLACE FUNCTION pgcursor_internal.idle_partitions(ids uuid[], since timestamptz)
 RETURNS SETOF uuid LANGUAGE sql STABLE AS $$
     SELECT h.partition_id FROM pgcursor.partition_heads h
-     WHERE h.pushed_at < since
+     WHERE h.partition_id = ANY (ids) AND h.pushed_at < since
        AND NOT EXISTS (SELECT 1 FROM pgcursor.messages m WHERE m.partition_id = h.partition_id)
        AND NOT EXISTS (SELECT 1 FROM pgcursor.dead_letters d WHERE d.partition_id = h.partition_id)
        AND NOT EXISTS (SELECT 1 FROM pgcursor.transaction_index t WHERE t.partition_id = h.partition_id)
@@ -391,7 +392,7 @@ BEGIN
     IF locked < (SELECT count(*) FROM pgcursor.cursors c WHERE c.partition_id = pid) THEN
         RETURN false;
     END IF;
-    RETURN EXISTS (SELECT 1 FROM pgcursor_internal.idle_partitions(since) i WHERE i = pid);
+    RETURN EXISTS (SELECT 1 FROM pgcursor_internal.idle_partitions(ARRAY[pid], since));
 END $$;
 
 -- Deletes partitions `ids` (locked by the caller) with every row that
@@ -424,12 +425,15 @@ DECLARE
     queues text[] := '{}';
     counts bigint[] := '{}';
 BEGIN
-    -- Candidates first, without locks (on Citus one query per worker, not
-    -- one per partition): the idle ones created before `since`, by queue.
+    -- Candidates first, without locks: the partitions no push reached since
+    -- (one read of the narrow heads table), those of them idle, and of those
+    -- the ones created before `since`, by queue (on Citus each a query per
+    -- worker, not one per partition).
+    idle := ARRAY(SELECT h.partition_id FROM pgcursor.partition_heads h WHERE h.pushed_at < since);
     SELECT coalesce(array_agg(x.id ORDER BY x.queue, x.id), '{}'),
            coalesce(array_agg(x.queue ORDER BY x.queue, x.id), '{}')
       INTO idle, owners
-      FROM pgcursor_internal.idle_partitions(since) i JOIN pgcursor.partitions x ON x.id = i
+      FROM pgcursor_internal.idle_partitions(idle, since) i JOIN pgcursor.partitions x ON x.id = i
      WHERE x.created_at < since;
     FOR qname IN SELECT DISTINCT o FROM unnest(owners) o ORDER BY 1 LOOP
         CONTINUE WHEN cardinality(pgcursor_internal.lock_partition_sets(ARRAY[qname], '{}', true)) = 0;

@@ -19,8 +19,8 @@ UPDATE pgcursor.partitions SET created_at = '2020-01-01' WHERE queue = 'citus_id
 UPDATE pgcursor.partition_heads SET pushed_at = '2020-01-01' WHERE partition_id IN (:'old', :'new');
 UPDATE pgcursor.cursors SET last_ack_at = '2020-01-01', lease_expires_at = NULL WHERE partition_id = :'old';
 
-SELECT array_agg(i) AS idle FROM pgcursor_internal.idle_partitions(now() - interval '30 days') i
- WHERE i IN (:'old', :'new') \gset
+SELECT array_agg(i) AS idle
+  FROM pgcursor_internal.idle_partitions(ARRAY[:'old', :'new']::uuid[], now() - interval '30 days') i \gset
 SELECT is(:'idle'::uuid[], ARRAY[:'old']::uuid[], 'idle_partitions reads the partitions'' rows on their workers');
 SELECT pgcursor.housekeeping() -> 'partitions' AS gone \gset
 SELECT is(:'gone'::text, '1', 'housekeeping deletes the idle partition');
