@@ -119,8 +119,8 @@ END $$;
 
 -- A partition's messages for a listing, newest first: created in [since,
 -- upto), offsets in [low, high] (null: unbounded), transactionId txid
--- (null: any), of status `want` (null:
--- any; by message_status with done_to and the live lease's range; dead:
+-- (null: any), of status `want` (null: any; by message_status with
+-- done_to and the live lease's range; dead:
 -- the message has a dead letter, of any group; queue_dead: of
 -- __QUEUE_MODE__, for queueStatus), at most n. The window is
 -- an offset range (created_offsets), read newest first along the primary
@@ -173,8 +173,7 @@ END $$;
 -- shows was created; null when it shows none. createdAt never decreases
 -- with the offset, so the newest message at or below high answers, unless
 -- the window ends before it (a `to` in the past): then the window's own
--- offsets do. (enable_seqscan
--- = off: as first_offset_at.)
+-- offsets do. (enable_seqscan = off: as first_offset_at.)
 CREATE OR REPLACE FUNCTION pgcursor_internal.newest_listed_at(
     pid uuid, since timestamptz, upto timestamptz, low bigint, high bigint, txid text)
 RETURNS timestamptz LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
