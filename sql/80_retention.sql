@@ -418,6 +418,7 @@ CREATE OR REPLACE FUNCTION pgcursor.purge_idle_partitions(cutoff timestamptz DEF
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     since  timestamptz := coalesce(cutoff, now() - pgcursor_internal.idle_partition_days() * interval '1 day');
+    stale  uuid[];
     idle   uuid[];
     owners text[];
     qname  text;
@@ -429,11 +430,11 @@ BEGIN
     -- (one read of the narrow heads table), those of them idle, and of those
     -- the ones created before `since`, by queue (on Citus each a query per
     -- worker, not one per partition).
-    idle := ARRAY(SELECT h.partition_id FROM pgcursor.partition_heads h WHERE h.pushed_at < since);
+    stale := ARRAY(SELECT h.partition_id FROM pgcursor.partition_heads h WHERE h.pushed_at < since);
     SELECT coalesce(array_agg(x.id ORDER BY x.queue, x.id), '{}'),
            coalesce(array_agg(x.queue ORDER BY x.queue, x.id), '{}')
       INTO idle, owners
-      FROM pgcursor_internal.idle_partitions(idle, since) i JOIN pgcursor.partitions x ON x.id = i
+      FROM pgcursor_internal.idle_partitions(stale, since) i JOIN pgcursor.partitions x ON x.id = i
      WHERE x.created_at < since;
     FOR qname IN SELECT DISTINCT o FROM unnest(owners) o ORDER BY 1 LOOP
         CONTINUE WHEN cardinality(pgcursor_internal.lock_partition_sets(ARRAY[qname], '{}', true)) = 0;
