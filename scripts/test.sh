@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 
 source scripts/throwaway.sh
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it starts, in seconds since the script did: where
+# the suite's time goes, read off any run's log.
+step() { printf '\n==> [%ss] %s\n' "$SECONDS" "$*"; }
 
 step "throwaway cluster in $tmp"
 start_throwaway_cluster
