@@ -354,9 +354,10 @@ fn render(
     case: &Case,
 ) -> (String, String, Option<Vec<u8>>) {
     let mut replacement = case.path.iter();
-    let path = op.fill(|name| {
-        let valid = scene.path_value(op, name, dead_letter);
-        replacement.next().cloned().flatten().unwrap_or(valid)
+    let path = op.fill(|name| match replacement.next().cloned().flatten() {
+        Some(hostile) if acts_on_every_queue(op, name) => format!("{}-{hostile}", scene.prefix),
+        Some(hostile) => hostile,
+        None => scene.path_value(op, name, dead_letter),
     });
     let (valid_query, valid_body) = scene.valid_query_and_body(op);
     let query = match &case.query {
@@ -383,6 +384,15 @@ fn render(
         }
     };
     (path, query, body)
+}
+
+/// Deleting a group, or starting its subscriptions anew, acts on every
+/// queue: a fuzzed `__QUEUE_MODE__` or `Default` there would delete or move
+/// the cursors of tests running beside this one (a namespace pop elsewhere
+/// then found its messages skipped). Such a group name is kept the scene's
+/// own by its prefix; the hostile part still reaches the route.
+fn acts_on_every_queue(op: &Operation, name: &str) -> bool {
+    name == "group" && matches!(op.id.as_str(), "deleteConsumerGroup" | "updateSubscription")
 }
 
 /// A case must never wait out a long-poll: with `wait=true` anywhere, every

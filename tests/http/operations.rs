@@ -313,7 +313,8 @@ impl Scene {
             ("deleteConsumerGroup" | "deleteConsumerGroupOnQueue", "group") => {
                 format!("{}-doomed-{}", self.prefix, Uuid::now_v7())
             }
-            (_, "group") => "scene-seeks".into(),
+            // The scene's own: a subscription update acts on every queue.
+            (_, "group") => format!("{}-seeks", self.prefix),
             (_, "queue") => self.queue.clone(),
             (_, "partition") => "Default".into(),
             (_, "partitionId") => self.partition_id.clone(),
