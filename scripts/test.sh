@@ -55,8 +55,11 @@ psql -X -q -v ON_ERROR_STOP=1 "$ab_url" -f bench/what-if-one-statement.sql \
     -c "CALL ab_ack(4, 'pgcursor.ack_group', 'pgcursor.ack_group_full')"
 psql -X -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c 'DROP DATABASE ab_smoke'
 
+# Three tests at a time on two cores: many of them wait (on a lease, a
+# timeout, a client that stops reading, a browser's refresh) more than they
+# compute; at two, the HTTP tests left a third of the CPU idle.
 step "cargo test"
-cargo test --workspace --exclude bench
+cargo test --workspace --exclude bench -- --test-threads=3
 
 step "docs-check (docs/sql-api.md examples against their recorded output)"
 scripts/docs-check.sh
