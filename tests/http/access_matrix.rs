@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use pgcursor_tests::{db, Gateway};
+use pgcursor_tests::Gateway;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -51,18 +51,17 @@ async fn every_route_answers_by_token_level() {
     let gw = Gateway::start_with(&[("PGCURSOR_TOKENS", TOKENS)]).await;
     let scene = Scene::create(&gw, "matrix", Some("admin-token")).await;
     let operations = operations(&gw).await;
-    let db = db().await;
     for op in &operations {
         for (token, has) in CALLERS {
             let call = scene.valid_call(op).await;
-            let before = scene.digest(&db).await;
+            let before = scene.digest().await;
             let (status, body) = send(call.builder(&gw, token)).await;
             let (want, refusal) = expected(op.access, op.success, token, has);
             let who = format!("{} {} ({}) with {token:?}", op.method, call.path, op.id);
             assert_eq!(status, want, "{who}: {body}");
             if let Some(refusal) = refusal {
                 assert_eq!(body, refusal, "{who}");
-                if let Err(changes) = before.unchanged(&scene.digest(&db).await) {
+                if let Err(changes) = before.unchanged(&scene.digest().await) {
                     panic!("{who} changed state:{changes}");
                 }
             }

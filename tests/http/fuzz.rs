@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use pgcursor_tests::{client, db, Gateway};
+use pgcursor_tests::{client, Gateway};
 use proptest::collection::{btree_map, vec};
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -417,7 +417,6 @@ pub fn encode_pairs(pairs: &[(String, String)]) -> String {
 pub async fn check(
     gw: &Gateway,
     scene: &Scene,
-    db: &tokio_postgres::Client,
     op: &Operation,
     (path, query, body): (String, String, Option<Vec<u8>>),
 ) -> Result<(u16, Value), String> {
@@ -436,7 +435,7 @@ pub async fn check(
     if url.len() > MAX_URL {
         return Ok((0, Value::Null)); // the client could not send it
     }
-    let before = scene.digest(db).await;
+    let before = scene.digest().await;
     let response = request
         .send()
         .await
@@ -462,7 +461,7 @@ pub async fn check(
         if !answer["error"].is_string() {
             return Err(format!("a 4xx without {{\"error\"}}: {what}"));
         }
-        if let Err(changes) = before.unchanged(&scene.digest(db).await) {
+        if let Err(changes) = before.unchanged(&scene.digest().await) {
             return Err(format!("a 4xx changed state: {what}{changes}"));
         }
     }
@@ -477,11 +476,11 @@ fn fuzzed_requests_never_5xx_and_a_4xx_changes_nothing() {
         "PGCURSOR_HOUSEKEEPING_SECONDS",
         "3600",
     )]));
-    let (scene, operations, db, dead_letter) = rt.block_on(async {
+    let (scene, operations, dead_letter) = rt.block_on(async {
         let scene = Scene::create(&gw, "fuzz", None).await;
         let operations = without_cluster_switches(operations(&gw).await);
         let dead_letter = scene.dead_letter().await;
-        (scene, operations, db().await, dead_letter)
+        (scene, operations, dead_letter)
     });
     let names = Names {
         prefix: scene.prefix.clone(),
@@ -512,7 +511,7 @@ fn fuzzed_requests_never_5xx_and_a_4xx_changes_nothing() {
         let op = &operations[case.op];
         let request = render(&scene, op, &dead_letter, &case);
         let status = rt
-            .block_on(check(&gw, &scene, &db, op, request))
+            .block_on(check(&gw, &scene, op, request))
             .map_err(TestCaseError::fail)?
             .0;
         *statuses.borrow_mut().entry(status).or_default() += 1;

@@ -148,7 +148,7 @@ impl Bench {
         request: (String, String, Option<Vec<u8>>),
     ) -> (u16, Value) {
         let shown = format!("{} {:.200}?{:.200}", op.method, request.0, request.1);
-        match check(&self.gw, &self.scene, &self.db, op, request).await {
+        match check(&self.gw, &self.scene, op, request).await {
             Ok(answer) => answer,
             Err(why) => panic!("{shown}: {why}"),
         }
@@ -318,7 +318,7 @@ async fn a_compressed_body_is_a_415_naming_its_encoding() {
                     .body(body.clone()),
             )
         };
-        let before = bench.scene.digest(&bench.db).await;
+        let before = bench.scene.digest().await;
         let (status, answer) = send_as("gzip").await;
         assert_eq!(status, 415, "{} {path}: {answer}", op.method);
         assert_eq!(
@@ -328,7 +328,7 @@ async fn a_compressed_body_is_a_415_naming_its_encoding() {
             op.method
         );
         assert!(
-            bench.scene.digest(&bench.db).await == before,
+            bench.scene.digest().await == before,
             "{} {path} changed something",
             op.method
         );
@@ -758,7 +758,7 @@ async fn odd_path_segments_are_answered_not_followed() {
     {
         for (i, segment) in segments.iter().enumerate() {
             for name in &op.path_params {
-                let before = bench.scene.digest(&bench.db).await;
+                let before = bench.scene.digest().await;
                 let path = op.fill(|p| {
                     if p == name {
                         "\u{1}".into() // a placeholder, replaced by the raw bytes below
@@ -774,7 +774,7 @@ async fn odd_path_segments_are_answered_not_followed() {
                 if status >= 400 {
                     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                     assert!(body["error"].is_string(), "{shown}: {status} {body}");
-                    if let Err(changes) = before.unchanged(&bench.scene.digest(&bench.db).await) {
+                    if let Err(changes) = before.unchanged(&bench.scene.digest().await) {
                         panic!("{shown} changed state:{changes}");
                     }
                 }
