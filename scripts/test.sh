@@ -15,6 +15,24 @@ source scripts/throwaway.sh
 # the suite's time goes, read off any run's log.
 step() { printf '\n==> [%ss] %s\n' "$SECONDS" "$*"; }
 
+# Jobs run beside the rest (`in_background NAME command...`), each logging
+# to $tmp/NAME.log; `verdict NAME` waits for one, prints its log and fails
+# when it failed.
+declare -A background=()
+in_background() {
+    local name=$1
+    shift
+    "$@" >"$tmp/$name.log" 2>&1 &
+    background[$name]=$!
+}
+verdict() {
+    local status=0
+    wait "${background[$1]}" || status=$?
+    cat "$tmp/$1.log"
+    return "$status"
+}
+trap 'kill "${background[@]}" 2>/dev/null; cleanup' EXIT
+
 # clippy checks every crate anew (check mode shares nothing with the
 # build): 2 minutes of a 2-core machine. The tests leave about a third of
 # the CPU idle while they wait on timeouts, sockets and the database, so
@@ -22,10 +40,8 @@ step() { printf '\n==> [%ss] %s\n' "$SECONDS" "$*"; }
 # the end. It has a target directory of its own: cargo locks one for the
 # whole of a build, and `cargo test` would wait for clippy's.
 step "cargo clippy, in the background until the end"
-nice -n 19 cargo clippy --workspace --all-targets --target-dir target/clippy -- -D warnings \
-    >"$tmp/clippy.log" 2>&1 &
-clippy_pid=$!
-trap 'kill "$clippy_pid" 2>/dev/null; cleanup' EXIT
+in_background clippy nice -n 19 \
+    cargo clippy --workspace --all-targets --target-dir target/clippy -- -D warnings
 
 step "throwaway cluster in $tmp"
 start_throwaway_cluster
@@ -57,9 +73,15 @@ psql -X -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c 'DROP DATABASE ab_smoke'
 
 # Three tests at a time on two cores: many of them wait (on a lease, a
 # timeout, a client that stops reading, a browser's refresh) more than they
-# compute; at two, the HTTP tests left a third of the CPU idle.
-step "cargo test"
-cargo test --workspace --exclude bench -- --test-threads=3
+# compute; at two, the HTTP tests left a third of the CPU idle. The soak
+# (a minute, on a cluster of its own, using about half a core) runs beside
+# them rather than after them.
+step "cargo test (the soak in the background)"
+in_background soak cargo test --workspace --exclude bench --test soak -- --exact soak
+cargo test --workspace --exclude bench -- --test-threads=3 --skip soak --exact
+
+step "the soak's verdict"
+verdict soak
 
 step "docs-check (docs/sql-api.md examples against their recorded output)"
 scripts/docs-check.sh
@@ -73,9 +95,6 @@ step "cargo fmt --check"
 cargo fmt --all --check
 
 step "cargo clippy's verdict"
-clippy=0
-wait "$clippy_pid" || clippy=$?
-cat "$tmp/clippy.log"
-[[ $clippy == 0 ]]
+verdict clippy
 
 step "all tests passed"
