@@ -44,9 +44,9 @@ db-up: deps-run
 db-down:
 	@scripts/pg.sh stop $(PG_DATA)
 
-# The bench crate is not built here, only checked by clippy (scripts/test.sh):
-# it has no tests, and its dependencies (sqlx, plotters) took 45 s of a clean
-# build. `make bench` builds it.
+# The bench crate is neither built nor checked here: it has no tests, and
+# its dependencies (sqlx, plotters) took 45 s of a clean build and 70 s of
+# CPU in clippy. `make lint` checks it, `make bench` builds it.
 test: deps
 	cargo build --workspace --all-targets --exclude bench
 	scripts/test.sh
