@@ -1,5 +1,6 @@
--- Every start re-applies these files, in file-name order, in one transaction
--- under an advisory lock (gateway/src/db.rs):
+-- A gateway's start applies these files, in file-name order, in one
+-- transaction under an advisory lock, unless the same files are applied
+-- already and no function changed since (gateway/src/db.rs):
 --
 --   00 namespace       this file: the schema of the helpers
 --   01 arguments       parsers for jsonb request fields (22023 naming the field)

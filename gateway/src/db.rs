@@ -2,7 +2,8 @@
 //!
 //! Bootstrap = refinery's migrations (tables, indexes), then every `sql/*.sql`
 //! file (the stored functions) in the order their number prefixes give
-//! (sql/00_namespace.sql explains it), in one transaction. Both steps are
+//! (sql/00_namespace.sql explains it), in one transaction, unless those
+//! files are applied already and unchanged since (applied_already). Both steps are
 //! serialised by an advisory lock so several gateways starting together
 //! against one database are safe. On a Citus coordinator whose tables are
 //! distributed, `sql/citus/functions.sql` follows in the same transaction:
@@ -234,8 +235,18 @@ fn set_unless_given(pg: &mut tokio_postgres::Config, name: &str, value: &str) {
     }
 }
 
+/// When the bootstrap applies the function files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Apply {
+    /// Unless they are the files applied last and no function or trigger
+    /// changed since (a gateway's start).
+    IfChanged,
+    /// Every time (`gateway migrate`: also mends functions changed by hand).
+    Always,
+}
+
 /// Applies the migrations, then the SQL functions, under the bootstrap lock.
-pub async fn bootstrap(client: &mut Client) -> Result<Deployment, BootstrapError> {
+pub async fn bootstrap(client: &mut Client, apply: Apply) -> Result<Deployment, BootstrapError> {
     let db = |e: tokio_postgres::Error| BootstrapError::Database(error_detail(&e));
     // Payloads, names and errors are JSON text, which is Unicode; in another
     // encoding the functions' own text fails to load with a riddle
@@ -259,7 +270,7 @@ pub async fn bootstrap(client: &mut Client) -> Result<Deployment, BootstrapError
         .execute("SELECT pg_advisory_lock($1)", &[&BOOTSTRAP_LOCK])
         .await
         .map_err(db)?;
-    let result = migrate_and_apply(client).await;
+    let result = migrate_and_apply(client, apply).await;
     let unlocked = client
         .execute("SELECT pg_advisory_unlock($1)", &[&BOOTSTRAP_LOCK])
         .await;
@@ -340,8 +351,9 @@ pub async fn wake(
     client.execute(&statement, &[target]).await.map(drop)
 }
 
-/// Whether Citus distributes pgcursor.messages, as apply_functions found.
-async fn migrate_and_apply(client: &mut Client) -> Result<bool, BootstrapError> {
+/// Whether Citus distributes pgcursor.messages.
+async fn migrate_and_apply(client: &mut Client, apply: Apply) -> Result<bool, BootstrapError> {
+    let db = |e: tokio_postgres::Error| BootstrapError::Database(error_detail(&e));
     let report = embedded::migrations::runner()
         .run_async(client)
         .await
@@ -349,40 +361,98 @@ async fn migrate_and_apply(client: &mut Client) -> Result<bool, BootstrapError> 
     for m in report.applied_migrations() {
         info!("applied migration {}", m);
     }
-    let distributed = apply_functions(client).await?;
-    info!("applied {} SQL function files", SQL_FILES.len());
+    let distributed = is_distributed(client).await.map_err(db)?;
+    let files = function_files(distributed);
+    // A migration may change what the functions are made against.
+    if apply == Apply::IfChanged
+        && report.applied_migrations().is_empty()
+        && applied_already(client, &files).await.map_err(db)?
+    {
+        info!("the SQL function files are applied already and unchanged since");
+        return Ok(distributed);
+    }
+    apply_functions(client, &files).await?;
+    if distributed {
+        info!("applied sql/citus/functions.sql too: pgcursor.messages is distributed by Citus");
+    }
+    info!("applied {} SQL function files", files.len());
     Ok(distributed)
 }
 
+/// The function files to apply, in order, as (path, contents): sql/*.sql,
+/// then, when Citus distributes pgcursor.messages, sql/citus/functions.sql
+/// (it replaces the functions Citus cannot run).
+fn function_files(distributed: bool) -> Vec<(String, &'static str)> {
+    let mut files: Vec<(String, &str)> = SQL_FILES
+        .iter()
+        .map(|(file, sql)| (format!("sql/{file}"), *sql))
+        .collect();
+    if distributed {
+        files.push(("sql/citus/functions.sql".to_string(), CITUS_FUNCTIONS));
+    }
+    files
+}
+
+/// The catalog rows the function files write, each as (oid, xmin): every
+/// function of both schemas and every trigger on pgcursor's tables. A
+/// CREATE (OR REPLACE), ALTER or DROP of any of them changes its md5.
+const CATALOG_FINGERPRINT: &str = "SELECT md5(string_agg(r, ',' ORDER BY r)) FROM (
+        SELECT 'f' || p.oid || ':' || p.xmin FROM pg_proc p
+         WHERE p.pronamespace IN ('pgcursor'::regnamespace, 'pgcursor_internal'::regnamespace)
+        UNION ALL
+        SELECT 't' || t.oid || ':' || t.xmin FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+         WHERE c.relnamespace = 'pgcursor'::regnamespace AND NOT t.tgisinternal) x(r)";
+
+/// All the files' paths and contents as one text, for its md5.
+fn files_text(files: &[(String, &str)]) -> String {
+    files
+        .iter()
+        .map(|(path, sql)| format!("{path}\n{sql}\n"))
+        .collect()
+}
+
+/// True when these files are the ones applied last and no function or
+/// trigger changed since (migrations/V21__applied_functions.sql).
+async fn applied_already(
+    client: &Client,
+    files: &[(String, &str)],
+) -> Result<bool, tokio_postgres::Error> {
+    let sql = format!(
+        "SELECT EXISTS (SELECT 1 FROM pgcursor_internal.applied_functions a
+                         WHERE a.files = md5($1) AND a.catalog = ({CATALOG_FINGERPRINT}))"
+    );
+    Ok(client.query_one(&sql, &[&files_text(files)]).await?.get(0))
+}
+
 /// All function files in one transaction: a broken file changes nothing.
-/// Answers whether Citus distributes pgcursor.messages (then
-/// sql/citus/functions.sql was applied too).
-async fn apply_functions(client: &mut Client) -> Result<bool, BootstrapError> {
+/// The transaction ends by recording what it applied and the catalog rows
+/// it left (applied_already).
+async fn apply_functions(
+    client: &mut Client,
+    files: &[(String, &str)],
+) -> Result<(), BootstrapError> {
     let db = |e: tokio_postgres::Error| BootstrapError::Database(error_detail(&e));
     let tx = client.transaction().await.map_err(db)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&BOOTSTRAP_LOCK])
         .await
         .map_err(db)?;
-    for (file, sql) in SQL_FILES {
+    for (file, sql) in files {
         tx.batch_execute(sql)
             .await
             .map_err(|e| BootstrapError::Function {
-                file: format!("sql/{file}"),
+                file: file.clone(),
                 detail: error_detail(&e),
             })?;
     }
-    let distributed = is_distributed(&tx).await.map_err(db)?;
-    if distributed {
-        tx.batch_execute(CITUS_FUNCTIONS)
-            .await
-            .map_err(|e| BootstrapError::Function {
-                file: "sql/citus/functions.sql".to_string(),
-                detail: error_detail(&e),
-            })?;
-        info!("applied sql/citus/functions.sql: pgcursor.messages is distributed by Citus");
-    }
-    tx.commit().await.map_err(db)?;
-    Ok(distributed)
+    let record = format!(
+        "INSERT INTO pgcursor_internal.applied_functions AS a (files, catalog)
+         VALUES (md5($1), ({CATALOG_FINGERPRINT}))
+         ON CONFLICT (one) DO UPDATE SET files = excluded.files, catalog = excluded.catalog, applied_at = now()"
+    );
+    tx.execute(&record, &[&files_text(files)])
+        .await
+        .map_err(db)?;
+    tx.commit().await.map_err(db)
 }
 
 /// True when Citus distributes pgcursor.messages (scripts/citus.sh

@@ -233,3 +233,87 @@ async fn a_start_drops_the_functions_no_file_defines() {
     drop(db);
     drop_database(&name).await;
 }
+
+/// Every function of both schemas with the xmin of its catalog row: what a
+/// CREATE OR REPLACE rewrites, and what makes each session compile the
+/// function again on its next call.
+async fn function_rows(db: &tokio_postgres::Client) -> Vec<String> {
+    crate::broker::column_of(
+        db,
+        "SELECT p.oid::regprocedure::text || ' ' || p.xmin FROM pg_proc p
+          WHERE p.pronamespace IN ('pgcursor'::regnamespace, 'pgcursor_internal'::regnamespace)
+          ORDER BY 1",
+        &[],
+    )
+    .await
+}
+
+/// docs/operations.md, Startup and upgrades: a start whose files are the
+/// ones applied last writes no function, so running sessions keep their
+/// compiled functions; a start after a function or trigger was changed by
+/// hand applies the files again, mending it; `gateway migrate` applies
+/// them every time.
+#[tokio::test]
+async fn a_start_applies_the_function_files_only_when_something_changed() {
+    let (name, url) = scratch_database(&[]).await;
+    drop(GatewayConfig::new().database_url(&url).start().await);
+    let db = db_at(&url).await;
+    let applied = function_rows(&db).await;
+    drop(GatewayConfig::new().database_url(&url).start().await);
+    // (Not assert_eq!: it would print some 300 functions.)
+    assert!(
+        function_rows(&db).await == applied,
+        "a start with the same files wrote functions"
+    );
+
+    db.batch_execute(
+        "CREATE OR REPLACE FUNCTION pgcursor_internal.drop_version_without(fn text, name text)
+         RETURNS void LANGUAGE plpgsql AS $$ BEGIN END $$;
+         DROP TRIGGER cursors_retire_totals ON pgcursor.cursors;",
+    )
+    .await
+    .unwrap();
+    drop(GatewayConfig::new().database_url(&url).start().await);
+    let body: String = db
+        .query_one(
+            "SELECT prosrc FROM pg_proc WHERE oid = 'pgcursor_internal.drop_version_without(text, text)'::regprocedure",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        body.contains("DROP FUNCTION"),
+        "the hand-made body stayed: {body}"
+    );
+    let trigger: i64 = db
+        .query_one(
+            "SELECT count(*) FROM pg_trigger
+              WHERE tgrelid = 'pgcursor.cursors'::regclass AND tgname = 'cursors_retire_totals'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(trigger, 1, "the dropped trigger was not made again");
+    let mended = function_rows(&db).await;
+    assert!(mended != applied);
+
+    let migrate = tokio::process::Command::new(gateway_bin())
+        .arg("migrate")
+        .env("DATABASE_URL", &url)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        migrate.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrate.stderr)
+    );
+    assert!(
+        function_rows(&db).await != mended,
+        "gateway migrate left the functions as they were"
+    );
+    drop(db);
+    drop_database(&name).await;
+}
