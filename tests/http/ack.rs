@@ -15,6 +15,10 @@ use uuid::Uuid;
 struct Partition {
     queue: String,
     id: Uuid,
+    /// The session its fixtures and reads use. (A new session for each
+    /// call compiled pgcursor's functions anew each time: most of
+    /// PostgreSQL's work in the tests that create a hundred partitions.)
+    db: tokio_postgres::Client,
 }
 
 impl Partition {
@@ -23,9 +27,10 @@ impl Partition {
         let items: Vec<Value> = (1..=n)
             .map(|i| json!({"queue": queue, "payload": {"i": i}, "transactionId": format!("{queue}-{i}")}))
             .collect();
-        let pushed = sql(json!({ "items": items }), "push").await;
+        let db = db().await;
+        let pushed = call(&db, "push", json!({ "items": items })).await;
         let id = pushed[0]["partitionId"].as_str().unwrap().parse().unwrap();
-        Partition { queue, id }
+        Partition { queue, id, db }
     }
 
     fn tx(&self, offset: usize) -> String {
@@ -34,9 +39,10 @@ impl Partition {
 
     /// Pops `batch` messages for `group` and returns the lease id.
     async fn pop(&self, group: &str, batch: usize) -> Uuid {
-        let answer = sql(
-            json!({"queue": self.queue, "consumerGroup": group, "batch": batch}),
+        let answer = call(
+            &self.db,
             "pop",
+            json!({"queue": self.queue, "consumerGroup": group, "batch": batch}),
         )
         .await;
         answer["leaseId"]
@@ -48,8 +54,8 @@ impl Partition {
 
     /// (cursor, lease id, retry counter) of `group` on this partition.
     async fn state(&self, group: &str) -> (i64, Option<Uuid>, i32) {
-        let row = db()
-            .await
+        let row = self
+            .db
             .query_opt(
                 "SELECT cursor, lease_id, retry_count FROM pgcursor.cursors
                   WHERE partition_id = $1 AND consumer_group = $2",
@@ -64,7 +70,7 @@ impl Partition {
     /// Every row a refused call could have touched: the partition's cursor
     /// rows (all groups, every column), its dead letters and the queue's totals.
     async fn everything(&self) -> Value {
-        db().await
+        self.db
             .query_one(
                 "SELECT jsonb_build_array(
                     (SELECT jsonb_agg(to_jsonb(c) ORDER BY c.consumer_group) FROM pgcursor.cursors c
@@ -100,9 +106,8 @@ impl Partition {
 }
 
 /// Calls `pgcursor.<function>(jsonb)` directly, for fixtures.
-async fn sql(arg: Value, function: &str) -> Value {
-    db().await
-        .query_one(&format!("SELECT pgcursor.{function}($1::jsonb)"), &[&arg])
+async fn call(db: &tokio_postgres::Client, function: &str, arg: Value) -> Value {
+    db.query_one(&format!("SELECT pgcursor.{function}($1::jsonb)"), &[&arg])
         .await
         .unwrap()
         .get(0)
@@ -194,7 +199,7 @@ async fn the_documented_ack_requests_answer_the_exact_field_set() {
     let push = json!({"items": [
         {"queue": queue, "payload": 1, "transactionId": "order-8891-created"},
         {"queue": queue, "payload": 2, "transactionId": "order-8892-created"}]});
-    sql(push, "push").await;
+    call(&p.db, "push", push).await;
     let lease = p.pop("billing", 3).await;
 
     let single = json!({"transactionId": "order-8891-created", "partitionId": p.id,
