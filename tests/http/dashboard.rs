@@ -289,7 +289,7 @@ async fn a_person_signs_in_reads_every_page_requeues_and_seeks() {
     // The list is filtered to the queue, as a person would, so that groups
     // other tests create cannot move the rows between a look and a click.
     browser.goto(&gw.url("/#/groups")).await;
-    browser.wait_text("#group-list", q).await;
+    browser.wait_visible("#group-list").await;
     browser
         .type_into("#group-filter input[name=queue]", q)
         .await;
@@ -570,6 +570,12 @@ async fn the_dashboard_pages_long_lists_and_keeps_the_readers_place() {
         Some(json!({"consumerGroup": "g", "acknowledgments": kills})),
     )
     .await;
+    // 105 more groups on the queue, each by an ack of the first message.
+    for n in 0..105 {
+        let ack = json!({"consumerGroup": format!("r{n:03}"), "transactionId": "w-000",
+                         "partitionId": pushed[0]["partitionId"], "status": "completed"});
+        call(&gw, reqwest::Method::POST, "/api/v1/ack", Some(ack)).await;
+    }
     let long = format!("dash-long-{}-{}", "x".repeat(280), id);
     call(
         &gw,
@@ -598,6 +604,24 @@ async fn the_dashboard_pages_long_lists_and_keeps_the_readers_place() {
         .wait_eval(
             "return document.querySelectorAll('#dlq-list tbody tr').length",
             &json!(5),
+        )
+        .await;
+
+    // Consumer groups: 100 a page (g and the 105 others on the queue).
+    browser
+        .goto(&gw.url(&format!("/#/groups?queue={wide}")))
+        .await;
+    browser
+        .wait_text("#group-list", "Showing 1–100 of 106")
+        .await;
+    browser.click("#group-list [data-page-to='100']").await;
+    browser
+        .wait_text("#group-list", "Showing 101–106 of 106")
+        .await;
+    browser
+        .wait_eval(
+            "return document.querySelectorAll('#group-list tbody tr').length",
+            &json!(6),
         )
         .await;
 
