@@ -138,13 +138,15 @@ pub(crate) async fn no_such_route(req: HttpRequest) -> Result<HttpResponse, ApiE
 /// Bootstraps the schema, then serves (or stops there for `gateway migrate`).
 pub async fn run(config: Config) -> Result<(), StartupError> {
     let mut client = db::connect_with_retry(&config.database_url, db::CONNECT_PATIENCE).await?;
-    let apply = match config.command {
-        Some(Command::Migrate) => db::Apply::Always,
-        _ => db::Apply::IfChanged,
+    let migrate_only = config.command == Some(Command::Migrate);
+    let apply = if migrate_only {
+        db::Apply::Always
+    } else {
+        db::Apply::IfChanged
     };
     let deployment = db::bootstrap(&mut client, apply).await?;
     drop(client);
-    if config.command == Some(Command::Migrate) {
+    if migrate_only {
         info!("schema is up to date");
         return Ok(());
     }

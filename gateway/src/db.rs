@@ -56,6 +56,13 @@ pub enum BootstrapError {
     Encoding(String),
 }
 
+impl BootstrapError {
+    /// A statement of the bootstrap's own failed (not a function file's).
+    fn database(e: tokio_postgres::Error) -> BootstrapError {
+        BootstrapError::Database(error_detail(&e))
+    }
+}
+
 /// A pool of at most `size` connections, opened lazily (so building it
 /// never fails because PostgreSQL is down) and driven on the runtime this is
 /// called on. Each HTTP worker builds its own on its own thread: a request's
@@ -247,14 +254,13 @@ pub enum Apply {
 
 /// Applies the migrations, then the SQL functions, under the bootstrap lock.
 pub async fn bootstrap(client: &mut Client, apply: Apply) -> Result<Deployment, BootstrapError> {
-    let db = |e: tokio_postgres::Error| BootstrapError::Database(error_detail(&e));
     // Payloads, names and errors are JSON text, which is Unicode; in another
     // encoding the functions' own text fails to load with a riddle
     // ("character with byte sequence 0xe2 0x80 0xa6 ... has no equivalent").
     let encoding: String = client
         .query_one("SELECT current_setting('server_encoding')", &[])
         .await
-        .map_err(db)?
+        .map_err(BootstrapError::database)?
         .get(0);
     if encoding != "UTF8" {
         return Err(BootstrapError::Encoding(encoding));
@@ -264,19 +270,21 @@ pub async fn bootstrap(client: &mut Client, apply: Apply) -> Result<Deployment, 
     client
         .batch_execute("SET lock_timeout = 0")
         .await
-        .map_err(db)?;
+        .map_err(BootstrapError::database)?;
     // Session lock: refinery runs its own transactions.
     client
         .execute("SELECT pg_advisory_lock($1)", &[&BOOTSTRAP_LOCK])
         .await
-        .map_err(db)?;
+        .map_err(BootstrapError::database)?;
     let result = migrate_and_apply(client, apply).await;
     let unlocked = client
         .execute("SELECT pg_advisory_unlock($1)", &[&BOOTSTRAP_LOCK])
         .await;
     let distributed = result?; // the bootstrap's own error matters more than the unlock's
-    unlocked.map_err(db)?;
-    let deployment = Deployment::of(client, distributed).await.map_err(db)?;
+    unlocked.map_err(BootstrapError::database)?;
+    let deployment = Deployment::of(client, distributed)
+        .await
+        .map_err(BootstrapError::database)?;
     if let Deployment::Delegating { lock_timeout } = &deployment {
         info!(
             "calling the delegated functions of sql/citus/delegate.sql for pushes to one partition and acks \
@@ -353,7 +361,6 @@ pub async fn wake(
 
 /// Whether Citus distributes pgcursor.messages.
 async fn migrate_and_apply(client: &mut Client, apply: Apply) -> Result<bool, BootstrapError> {
-    let db = |e: tokio_postgres::Error| BootstrapError::Database(error_detail(&e));
     let report = embedded::migrations::runner()
         .run_async(client)
         .await
@@ -361,17 +368,22 @@ async fn migrate_and_apply(client: &mut Client, apply: Apply) -> Result<bool, Bo
     for m in report.applied_migrations() {
         info!("applied migration {}", m);
     }
-    let distributed = is_distributed(client).await.map_err(db)?;
+    let distributed = is_distributed(client)
+        .await
+        .map_err(BootstrapError::database)?;
     let files = function_files(distributed);
+    let text = files_text(&files);
     // A migration may change what the functions are made against.
     if apply == Apply::IfChanged
         && report.applied_migrations().is_empty()
-        && applied_already(client, &files).await.map_err(db)?
+        && applied_already(client, &text)
+            .await
+            .map_err(BootstrapError::database)?
     {
         info!("the SQL function files are applied already and unchanged since");
         return Ok(distributed);
     }
-    apply_functions(client, &files).await?;
+    apply_functions(client, &files, &text).await?;
     if distributed {
         info!("applied sql/citus/functions.sql too: pgcursor.messages is distributed by Citus");
     }
@@ -403,7 +415,7 @@ const CATALOG_FINGERPRINT: &str = "SELECT md5(string_agg(r, ',' ORDER BY r)) FRO
         SELECT 't' || t.oid || ':' || t.xmin FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
          WHERE c.relnamespace = 'pgcursor'::regnamespace AND NOT t.tgisinternal) x(r)";
 
-/// All the files' paths and contents as one text, for its md5.
+/// All the files' paths and contents as one text, whose md5 is recorded.
 fn files_text(files: &[(String, &str)]) -> String {
     files
         .iter()
@@ -411,31 +423,31 @@ fn files_text(files: &[(String, &str)]) -> String {
         .collect()
 }
 
-/// True when these files are the ones applied last and no function or
-/// trigger changed since (migrations/V21__applied_functions.sql).
-async fn applied_already(
-    client: &Client,
-    files: &[(String, &str)],
-) -> Result<bool, tokio_postgres::Error> {
+/// True when the files (their files_text) are the ones applied last and no
+/// function or trigger changed since (migrations/V21__applied_functions.sql).
+async fn applied_already(client: &Client, text: &str) -> Result<bool, tokio_postgres::Error> {
     let sql = format!(
         "SELECT EXISTS (SELECT 1 FROM pgcursor_internal.applied_functions a
                          WHERE a.files = md5($1) AND a.catalog = ({CATALOG_FINGERPRINT}))"
     );
-    Ok(client.query_one(&sql, &[&files_text(files)]).await?.get(0))
+    Ok(client.query_one(&sql, &[&text]).await?.get(0))
 }
 
 /// All function files in one transaction: a broken file changes nothing.
-/// The transaction ends by recording what it applied and the catalog rows
-/// it left (applied_already).
+/// The transaction ends by recording what it applied (`text`, the files'
+/// files_text) and the catalog rows it left (applied_already).
 async fn apply_functions(
     client: &mut Client,
     files: &[(String, &str)],
+    text: &str,
 ) -> Result<(), BootstrapError> {
-    let db = |e: tokio_postgres::Error| BootstrapError::Database(error_detail(&e));
-    let tx = client.transaction().await.map_err(db)?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(BootstrapError::database)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&BOOTSTRAP_LOCK])
         .await
-        .map_err(db)?;
+        .map_err(BootstrapError::database)?;
     for (file, sql) in files {
         tx.batch_execute(sql)
             .await
@@ -449,10 +461,10 @@ async fn apply_functions(
          VALUES (md5($1), ({CATALOG_FINGERPRINT}))
          ON CONFLICT (one) DO UPDATE SET files = excluded.files, catalog = excluded.catalog, applied_at = now()"
     );
-    tx.execute(&record, &[&files_text(files)])
+    tx.execute(&record, &[&text])
         .await
-        .map_err(db)?;
-    tx.commit().await.map_err(db)
+        .map_err(BootstrapError::database)?;
+    tx.commit().await.map_err(BootstrapError::database)
 }
 
 /// True when Citus distributes pgcursor.messages (scripts/citus.sh
