@@ -252,6 +252,15 @@ pub enum Apply {
     Always,
 }
 
+impl Apply {
+    /// Whether this bootstrap may skip the files when the record says they
+    /// are applied and unchanged: only a start after which no migration ran,
+    /// since a migration may change what the functions are made against.
+    fn may_skip(self, migrations_run: usize) -> bool {
+        self == Apply::IfChanged && migrations_run == 0
+    }
+}
+
 /// Applies the migrations, then the SQL functions, under the bootstrap lock.
 pub async fn bootstrap(client: &mut Client, apply: Apply) -> Result<Deployment, BootstrapError> {
     // Payloads, names and errors are JSON text, which is Unicode; in another
@@ -373,9 +382,7 @@ async fn migrate_and_apply(client: &mut Client, apply: Apply) -> Result<bool, Bo
         .map_err(BootstrapError::database)?;
     let files = function_files(distributed);
     let text = files_text(&files);
-    // A migration may change what the functions are made against.
-    if apply == Apply::IfChanged
-        && report.applied_migrations().is_empty()
+    if apply.may_skip(report.applied_migrations().len())
         && applied_already(client, &text)
             .await
             .map_err(BootstrapError::database)?
@@ -528,7 +535,17 @@ pub fn pool_error_detail(e: &PoolError) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::embedded;
+    use super::{embedded, Apply};
+
+    /// A start may skip the files; a start that ran a migration, and
+    /// `gateway migrate`, may not.
+    #[test]
+    fn only_a_start_that_ran_no_migration_may_skip_the_function_files() {
+        assert!(Apply::IfChanged.may_skip(0));
+        assert!(!Apply::IfChanged.may_skip(1));
+        assert!(!Apply::Always.may_skip(0));
+        assert!(!Apply::Always.may_skip(2));
+    }
 
     /// V13 drops messages' time index, so lookups by time rely on createdAt
     /// never decreasing with the offset. A database at V12 may hold rows
