@@ -201,8 +201,13 @@ pages.overview = {
     const points = (status.throughput || []).slice().reverse()
       .map((b) => ({ t: b.timestamp, a: b.ingested, b: b.processed }));
     const dlq = new Map((status.queues || []).map((q) => [q.name, q.dlq]));
+    const byQueue = new Map();
+    for (const g of groups) {
+      if (!byQueue.has(g.queueName)) byQueue.set(g.queueName, []);
+      byQueue.get(g.queueName).push(g);
+    }
     const queueRows = queues.map((q) => {
-      const own = groups.filter((g) => g.queueName === q.name);
+      const own = byQueue.get(q.name) || [];
       const lagMsgs = Math.max(0, ...own.map((g) => g.totalLag));
       const lagSecs = Math.max(0, ...own.map((g) => g.maxTimeLag));
       return [
