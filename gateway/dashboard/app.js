@@ -3,10 +3,13 @@
 "use strict";
 
 const TOKEN_KEY = "pgcursor.token";
-const REFRESH_MS = 5000;
+// How often the pages refresh, in seconds (0: paused): the reader's choice,
+// kept in localStorage, so every tab and visit keeps it.
+const EVERY_KEY = "pgcursor.refreshSeconds";
+const EVERY_DEFAULT = "5";
 const $ = (sel, root = document) => root.querySelector(sel);
 
-const state = { page: null, params: {}, updatedAt: null, seq: 0, pending: 0 };
+const state = { page: null, params: {}, updatedAt: null, seq: 0, pending: 0, timer: null };
 
 // ---- HTTP ---------------------------------------------------------------
 
@@ -569,6 +572,24 @@ function tick() {
     ? "updated " + Math.round((Date.now() - state.updatedAt) / 1000) + "s ago" : "";
 }
 
+// Refreshes every `seconds` from now on (0: not until asked again).
+function refreshEvery(seconds) {
+  clearInterval(state.timer);
+  state.timer = seconds > 0 ? setInterval(() => refresh(), seconds * 1000) : null;
+}
+
+function wireRefreshChoice() {
+  const every = $("#every");
+  every.value = localStorage.getItem(EVERY_KEY) || EVERY_DEFAULT;
+  if (!every.value) every.value = EVERY_DEFAULT;  // a stored choice no longer offered
+  refreshEvery(Number(every.value));
+  every.onchange = () => {
+    localStorage.setItem(EVERY_KEY, every.value);
+    refreshEvery(Number(every.value));
+    if (Number(every.value) > 0) refresh();
+  };
+}
+
 function showLogin() {
   $("#login").hidden = false;
   $("#page").innerHTML = "";
@@ -592,7 +613,7 @@ function start() {
     location.reload();
   };
   window.addEventListener("hashchange", route);
-  setInterval(() => refresh(), REFRESH_MS);
+  wireRefreshChoice();
   setInterval(tick, 1000);
   route();
 }

@@ -312,6 +312,7 @@ async fn a_person_signs_in_reads_every_page_requeues_and_seeks() {
     // A timer's redraw waits while the pointer rests on a button, so the
     // row cannot move under a click; it resumes once the pointer leaves.
     let marked = "return document.querySelector('#group-list table')?.dataset.seen ?? null";
+    browser.click("#every option[value='2']").await;
     browser
         .hover(&format!("{group_row}//button[@data-end]"))
         .await;
@@ -319,7 +320,7 @@ async fn a_person_signs_in_reads_every_page_requeues_and_seeks() {
         .eval("document.querySelector('#group-list table').dataset.seen = 'yes'; return true")
         .await
         .unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(6500)).await; // past a 5 s refresh
+    tokio::time::sleep(std::time::Duration::from_millis(3000)).await; // past a 2 s refresh
     assert_eq!(
         browser.eval(marked).await.unwrap(),
         json!("yes"),
@@ -644,23 +645,73 @@ async fn the_dashboard_pages_long_lists_and_keeps_the_readers_place() {
         )
         .await;
 
-    // A refresh leaves the row under the pointer where it is: a message
-    // pushed meanwhile (newest first) would put another there.
+    // Refresh paused: a message pushed meanwhile (newest first) is not
+    // shown, however long one waits; every 2 s: shown at once and from
+    // then on every 2 s; the choice outlives a reload.
     browser
         .goto(&gw.url(&format!("/#/messages?queue={wide}")))
         .await;
     browser.wait_text("#msg-list", "Showing 1–200").await;
     let first = "return document.querySelector('#msg-list tbody tr').dataset.open";
     let before = browser.eval(first).await.unwrap();
+    browser.hover("#updated").await; // (a pointer on a row would hold any refresh)
+    browser.click("#every option[value='0']").await;
+    let late = |payload: &str| json!({"items": [{"queue": wide, "partition": "p001", "payload": payload}]});
+    call(
+        &gw,
+        reqwest::Method::POST,
+        "/api/v1/push",
+        Some(late("late")),
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await; // past the default 5 s
+    assert_eq!(
+        browser.eval(first).await.unwrap(),
+        before,
+        "redrawn while paused"
+    );
+    let updated = browser
+        .eval("return document.querySelector('#updated').textContent")
+        .await;
+    let seconds: u64 = updated
+        .as_ref()
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .trim_start_matches("updated ")
+        .trim_end_matches("s ago")
+        .parse()
+        .unwrap();
+    assert!(seconds >= 5, "{updated:?}");
+    browser.click("#every option[value='2']").await;
+    let moved =
+        format!("return document.querySelector('#msg-list tbody tr').dataset.open !== {before}");
+    browser.wait_eval(&moved, &json!(true)).await;
+    browser
+        .eval("location.reload(); return true")
+        .await
+        .unwrap();
+    browser.wait_text("#msg-list", "Showing 1–200").await;
+    assert_eq!(
+        browser
+            .eval("return document.querySelector('#every').value")
+            .await
+            .unwrap(),
+        json!("2")
+    );
+
+    // A refresh leaves the row under the pointer where it is: a message
+    // pushed meanwhile would put another there.
+    let before = browser.eval(first).await.unwrap();
     browser.hover("#msg-list tbody tr").await;
     call(
         &gw,
         reqwest::Method::POST,
         "/api/v1/push",
-        Some(json!({"items": [{"queue": wide, "partition": "p001", "payload": "late"}]})),
+        Some(late("later")),
     )
     .await;
-    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await; // past a 2 s refresh
     assert_eq!(
         browser.eval(first).await.unwrap(),
         before,
