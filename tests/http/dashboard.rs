@@ -656,14 +656,15 @@ async fn the_dashboard_pages_long_lists_and_keeps_the_readers_place() {
     let before = browser.eval(first).await.unwrap();
     browser.hover("#updated").await; // (a pointer on a row would hold any refresh)
     browser.click("#every option[value='0']").await;
-    let late = |payload: &str| json!({"items": [{"queue": wide, "partition": "p001", "payload": payload}]});
-    call(
-        &gw,
-        reqwest::Method::POST,
-        "/api/v1/push",
-        Some(late("late")),
-    )
-    .await;
+    // A message pushed to p001, and whether the first row is no longer `before`.
+    let push_late = |payload: &str| {
+        let items = json!({"items": [{"queue": wide, "partition": "p001", "payload": payload}]});
+        call(&gw, reqwest::Method::POST, "/api/v1/push", Some(items))
+    };
+    let moved_from = |before: &Value| {
+        format!("return document.querySelector('#msg-list tbody tr').dataset.open !== {before}")
+    };
+    push_late("late").await;
     tokio::time::sleep(std::time::Duration::from_secs(6)).await; // past the default 5 s
     assert_eq!(
         browser.eval(first).await.unwrap(),
@@ -684,9 +685,7 @@ async fn the_dashboard_pages_long_lists_and_keeps_the_readers_place() {
         .unwrap();
     assert!(seconds >= 5, "{updated:?}");
     browser.click("#every option[value='2']").await;
-    let moved =
-        format!("return document.querySelector('#msg-list tbody tr').dataset.open !== {before}");
-    browser.wait_eval(&moved, &json!(true)).await;
+    browser.wait_eval(&moved_from(&before), &json!(true)).await;
     browser
         .eval("location.reload(); return true")
         .await
@@ -704,13 +703,7 @@ async fn the_dashboard_pages_long_lists_and_keeps_the_readers_place() {
     // pushed meanwhile would put another there.
     let before = browser.eval(first).await.unwrap();
     browser.hover("#msg-list tbody tr").await;
-    call(
-        &gw,
-        reqwest::Method::POST,
-        "/api/v1/push",
-        Some(late("later")),
-    )
-    .await;
+    push_late("later").await;
     tokio::time::sleep(std::time::Duration::from_secs(3)).await; // past a 2 s refresh
     assert_eq!(
         browser.eval(first).await.unwrap(),
@@ -718,9 +711,7 @@ async fn the_dashboard_pages_long_lists_and_keeps_the_readers_place() {
         "the row under the pointer changed"
     );
     browser.hover("#updated").await;
-    let moved =
-        format!("return document.querySelector('#msg-list tbody tr').dataset.open !== {before}");
-    browser.wait_eval(&moved, &json!(true)).await; // redrawn once the pointer left
+    browser.wait_eval(&moved_from(&before), &json!(true)).await; // redrawn once the pointer left
 
     // A wide table scrolled sideways stays scrolled across refreshes.
     browser.goto(&gw.url("/#/overview")).await;
