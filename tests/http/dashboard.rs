@@ -109,6 +109,20 @@ async fn sign_in(browser: &Browser, token: &str) {
 /// Chromium logs as failed resource loads the 401 that asks for a token,
 /// the reader's 403 on a requeue, and the 404s of a transactionId lookup
 /// probing the partitions where the message is not.
+/// A list of `total` rows (100 < total <= 200) drawn 100 a page: the
+/// first page says so, and "Next" shows the rest.
+async fn pages_of_100(browser: &Browser, list: &str, total: usize) {
+    browser
+        .wait_text(list, &format!("Showing 1–100 of {total}"))
+        .await;
+    browser.click(&format!("{list} [data-page-to='100']")).await;
+    browser
+        .wait_text(list, &format!("Showing 101–{total} of {total}"))
+        .await;
+    let rows = format!("return document.querySelectorAll('{list} tbody tr').length");
+    browser.wait_eval(&rows, &json!(total - 100)).await;
+}
+
 fn unexpected(errors: Vec<String>) -> Vec<String> {
     errors.into_iter().filter(|e| !expected(e)).collect()
 }
@@ -596,35 +610,13 @@ async fn the_dashboard_pages_long_lists_and_keeps_the_readers_place() {
 
     // Dead letters: 100 a page, the rest on the next.
     browser.goto(&gw.url(&format!("/#/dlq?queue={wide}"))).await;
-    browser.wait_text("#dlq-list", "Showing 1–100 of 105").await;
-    browser.click("#dlq-list [data-page-to='100']").await;
-    browser
-        .wait_text("#dlq-list", "Showing 101–105 of 105")
-        .await;
-    browser
-        .wait_eval(
-            "return document.querySelectorAll('#dlq-list tbody tr').length",
-            &json!(5),
-        )
-        .await;
+    pages_of_100(&browser, "#dlq-list", 105).await;
 
     // Consumer groups: 100 a page (g and the 105 others on the queue).
     browser
         .goto(&gw.url(&format!("/#/groups?queue={wide}")))
         .await;
-    browser
-        .wait_text("#group-list", "Showing 1–100 of 106")
-        .await;
-    browser.click("#group-list [data-page-to='100']").await;
-    browser
-        .wait_text("#group-list", "Showing 101–106 of 106")
-        .await;
-    browser
-        .wait_eval(
-            "return document.querySelectorAll('#group-list tbody tr').length",
-            &json!(6),
-        )
-        .await;
+    pages_of_100(&browser, "#group-list", 106).await;
 
     // Messages: 200 a page; a transactionId is found in any partition (the
     // 105th here), without naming it.
