@@ -105,10 +105,6 @@ async fn sign_in(browser: &Browser, token: &str) {
     browser.click("#login button[type=submit]").await;
 }
 
-/// The console errors a correct page makes are the answers it expects:
-/// Chromium logs as failed resource loads the 401 that asks for a token,
-/// the reader's 403 on a requeue, and the 404s of a transactionId lookup
-/// probing the partitions where the message is not.
 /// A list of `total` rows (100 < total <= 200) drawn 100 a page: the
 /// first page says so, and "Next" shows the rest.
 async fn pages_of_100(browser: &Browser, list: &str, total: usize) {
@@ -123,6 +119,10 @@ async fn pages_of_100(browser: &Browser, list: &str, total: usize) {
     browser.wait_eval(&rows, &json!(total - 100)).await;
 }
 
+/// The console errors a correct page makes are the answers it expects:
+/// Chromium logs as failed resource loads the 401 that asks for a token,
+/// the reader's 403 on a requeue, and the 404s of a transactionId lookup
+/// probing the partitions where the message is not.
 fn unexpected(errors: Vec<String>) -> Vec<String> {
     errors.into_iter().filter(|e| !expected(e)).collect()
 }
